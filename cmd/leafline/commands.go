@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the command ran and failed (or the demo lost something)
+	exitUsage   = 2 // bad command line or configuration
+)
+
+type command struct {
+	name, args, help string
+	run              func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"demo", "[--events N] [--cut DURATION]", "run L1, hub and edge in one process on loopback and prove every event completes", cmdDemo},
+		{"run", "--config FILE", "run the box described by FILE (any role)", cmdRun},
+		{"check", "--config FILE", "validate FILE and its topology; exit non-zero listing every problem", cmdCheck},
+		{"publish", "--config FILE [--count N] [--event-id ID] [--subject S] [--data TEXT]", "publish events to the origin stream at L1", cmdPublish},
+		{"status", "--config FILE EVENT_ID", "print an event's completion record at L1 as JSON", cmdStatus},
+	}
+}
+
+func run(ctx context.Context, args []string) int {
+	return dispatch(ctx, args, os.Stdout, os.Stderr)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "leafline: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: leafline COMMAND [flags]")
+	fmt.Fprintln(w)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n           %s\n", c.name, c.args, c.help)
+	}
+}
+
+// newFlags returns a flag set that reports errors to stderr and never exits.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("leafline "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parse parses args and checks the number of positional arguments.
+func parse(fs *flag.FlagSet, args []string, positional int, stderr io.Writer) bool {
+	if err := fs.Parse(args); err != nil {
+		return false
+	}
+	if fs.NArg() != positional {
+		if positional == 0 {
+			fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		} else {
+			fmt.Fprintf(stderr, "%s: want %d argument(s), got %d\n", fs.Name(), positional, fs.NArg())
+		}
+		return false
+	}
+	return true
+}
+
+func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*topology.Config, bool) {
+	if path == "" {
+		fmt.Fprintf(stderr, "%s: --config FILE is required\n", fs.Name())
+		return nil, false
+	}
+	cfg, err := topology.LoadConfig(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return nil, false
+	}
+	return cfg, true
+}
+
+func newLogger(cfg topology.LogConfig, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("run", stderr)
+	path := fs.String("config", "", "box config `FILE`")
+	if !parse(fs, args, 0, stderr) {
+		return exitUsage
+	}
+	cfg, ok := loadConfig(fs, *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	log := newLogger(cfg.Log, stderr)
+	app, err := edge.New(cfg, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitUsage
+	}
+	if err := app.Run(ctx); err != nil {
+		log.Error("leafline exited", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("check", stderr)
+	path := fs.String("config", "", "box config `FILE`")
+	if !parse(fs, args, 0, stderr) {
+		return exitUsage
+	}
+	cfg, ok := loadConfig(fs, *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	site, _ := cfg.Topology.Site(cfg.Site)
+	fmt.Fprintf(stdout, "%s: ok (site %s, role %s, domain %s, %d sites in topology)\n",
+		*path, site.Name, site.Role, site.Domain, len(cfg.Topology.Sites))
+	return exitOK
+}
+
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("demo", stderr)
+	events := fs.Int("events", 1000, "events to publish at L1")
+	cut := fs.Duration("cut", 3*time.Second, "how long to cut the edge<->hub link")
+	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for every completion")
+	dir := fs.String("dir", "", "keep the sites' data under `DIR` (default: a temp dir, removed)")
+	verbose := fs.Bool("v", false, "log the boxes' info messages")
+	if !parse(fs, args, 0, stderr) {
+		return exitUsage
+	}
+	if *events < 2 || *events > 10_000_000 {
+		fmt.Fprintf(stderr, "leafline demo: --events must be 2..10000000, got %d\n", *events)
+		return exitUsage
+	}
+	if *cut < 0 || *cut > time.Hour || *timeout <= 0 || *timeout > 24*time.Hour {
+		fmt.Fprintln(stderr, "leafline demo: --cut must be 0..1h and --timeout 1ns..24h")
+		return exitUsage
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	res, err := edge.RunDemo(ctx, edge.DemoOptions{
+		Events: *events, Cut: *cut, Timeout: *timeout, Dir: *dir, Progress: stderr, Logger: log,
+	})
+	fmt.Fprintln(stdout, res.Summary())
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline demo: %v\n", err)
+		return exitFailure
+	}
+	if !res.OK() {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// connect dials the box's own NATS client listener.
+func connect(cfg *topology.Config, server string) (*nats.Conn, jetstream.JetStream, error) {
+	if server == "" {
+		server = "nats://" + cfg.NATS.Listen
+	}
+	nc, err := nats.Connect(server, nats.Name("leafline-cli"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect %s: %w", server, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("publish", stderr)
+	path := fs.String("config", "", "L1 box config `FILE`")
+	server := fs.String("server", "", "NATS `URL` (default: the config's nats.listen)")
+	count := fs.Int("count", 1, "number of events")
+	id := fs.String("event-id", "", "event_id (only with --count 1; default: a new uuid per event)")
+	subject := fs.String("subject", "", "subject (default: the first origin subject with its wildcard replaced by \"cli\")")
+	data := fs.String("data", "", "payload (default: a JSON object holding the event_id)")
+	if !parse(fs, args, 0, stderr) {
+		return exitUsage
+	}
+	cfg, ok := loadConfig(fs, *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	if *count < 1 || *count > 10_000_000 {
+		fmt.Fprintf(stderr, "leafline publish: --count must be 1..10000000, got %d\n", *count)
+		return exitUsage
+	}
+	if *id != "" && *count != 1 {
+		fmt.Fprintln(stderr, "leafline publish: --event-id needs --count 1")
+		return exitUsage
+	}
+	if *id != "" {
+		if err := receipts.ValidateEventID(*id); err != nil {
+			fmt.Fprintf(stderr, "leafline publish: --event-id: %v\n", err)
+			return exitUsage
+		}
+	}
+	subj := *subject
+	if subj == "" {
+		subj = concreteSubject(cfg.Topology.Events.Subjects[0])
+	}
+	nc, js, err := connect(cfg, *server)
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline publish: %v\n", err)
+		return exitFailure
+	}
+	defer nc.Close()
+	for i := 0; i < *count; i++ {
+		eid := *id
+		if eid == "" {
+			eid = uuid.NewString()
+		}
+		m := nats.NewMsg(subj)
+		m.Header.Set(jetstream.MsgIDHeader, eid)
+		if *data != "" {
+			m.Data = []byte(*data)
+		} else {
+			m.Data, _ = json.Marshal(map[string]string{"event_id": eid})
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ack, err := js.PublishMsg(pctx, m)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "leafline publish: event %s: %v\n", eid, err)
+			return exitFailure
+		}
+		fmt.Fprintf(stdout, "published event_id=%s stream=%s seq=%d duplicate=%t\n", eid, ack.Stream, ack.Sequence, ack.Duplicate)
+	}
+	return exitOK
+}
+
+// concreteSubject turns a subject filter into a publishable subject.
+func concreteSubject(filter string) string {
+	toks := strings.Split(filter, ".")
+	for i, t := range toks {
+		if t == "*" || t == ">" {
+			toks[i] = "cli"
+		}
+	}
+	return strings.Join(toks, ".")
+}
+
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("status", stderr)
+	path := fs.String("config", "", "L1 box config `FILE`")
+	server := fs.String("server", "", "NATS `URL` (default: the config's nats.listen)")
+	if !parse(fs, args, 1, stderr) {
+		return exitUsage
+	}
+	cfg, ok := loadConfig(fs, *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	eid := fs.Arg(0)
+	if err := receipts.ValidateEventID(eid); err != nil {
+		fmt.Fprintf(stderr, "leafline status: EVENT_ID: %v\n", err)
+		return exitUsage
+	}
+	nc, js, err := connect(cfg, *server)
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline status: %v\n", err)
+		return exitFailure
+	}
+	defer nc.Close()
+	kv, err := js.KeyValue(ctx, cfg.Completion.Bucket)
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline status: completion bucket %s: %v\n", cfg.Completion.Bucket, err)
+		return exitFailure
+	}
+	c, err := receipts.NewStore(kv).Get(ctx, eid)
+	if errors.Is(err, receipts.ErrNotFound) {
+		fmt.Fprintf(stderr, "leafline status: no completion recorded for event_id %q\n", eid)
+		return exitFailure
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline status: %v\n", err)
+		return exitFailure
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(c)
+	return exitOK
+}

@@ -1,0 +1,380 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/leafline/leafline/outbox"
+	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
+)
+
+// App is one leafline box: an embedded nats-server plus what the site's role
+// runs on it. Create it with New, then call Run.
+type App struct {
+	cfg     *topology.Config
+	site    *topology.Site
+	log     *slog.Logger
+	metrics *Metrics
+
+	srv *server.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	ob  *outbox.Outbox
+	svc *receipts.Service
+	run *runner
+
+	// wrapPublisher, if set before Run, wraps the runner's receipt
+	// publisher (fault injection in tests).
+	wrapPublisher func(outbox.Publisher) outbox.Publisher
+
+	opsLn    net.Listener
+	ready    chan struct{}
+	isReady  atomic.Bool
+	notReady atomic.Value // string: why the box is not ready
+	closed   sync.Once
+}
+
+// New checks the configuration and prepares an App. It starts nothing.
+func New(cfg *topology.Config, log *slog.Logger) (*App, error) {
+	if cfg == nil || cfg.Topology == nil {
+		return nil, errors.New("edge: configuration has no topology")
+	}
+	site, ok := cfg.Topology.Site(cfg.Site)
+	if !ok {
+		return nil, fmt.Errorf("edge: site %q is not in the topology", cfg.Site)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &App{
+		cfg:     cfg,
+		site:    site,
+		log:     log.With("site", site.Name, "role", string(site.Role)),
+		metrics: newMetrics(site.Name, string(site.Role)),
+		ready:   make(chan struct{}),
+	}
+	a.notReady.Store("starting")
+	return a, nil
+}
+
+// Ready is closed once Run has started everything and the box serves.
+func (a *App) Ready() <-chan struct{} { return a.ready }
+
+// Metrics returns the box's metrics.
+func (a *App) Metrics() *Metrics { return a.metrics }
+
+// ClientURL is the embedded server's client URL (valid after Ready).
+func (a *App) ClientURL() string { return a.srv.ClientURL() }
+
+// Server is the embedded server (valid after Ready).
+func (a *App) Server() *server.Server { return a.srv }
+
+// OpsAddr is the ops HTTP address (valid after Ready).
+func (a *App) OpsAddr() string { return a.opsLn.Addr().String() }
+
+// Outbox is the edge's outbox (valid after Ready; nil on other roles).
+func (a *App) Outbox() *outbox.Outbox { return a.ob }
+
+// Completions is the L1 completion service (valid after Ready; nil on other roles).
+func (a *App) Completions() *receipts.Service { return a.svc }
+
+// Run starts the box and blocks until ctx is done or a fatal error occurs.
+// It returns nil on a clean stop. Shutdown, in order: the sink runner
+// finishes (or abandons, unacked) its current batch; the relay and the
+// completion service stop; the ops endpoint closes; the NATS connection
+// drains; the embedded server shuts down; the outbox closes.
+func (a *App) Run(ctx context.Context) error {
+	defer a.close()
+	if err := a.start(ctx); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	a.startLoops(gctx, g)
+	a.isReady.Store(true)
+	a.notReady.Store("")
+	close(a.ready)
+	a.log.Info("leafline ready", "nats", a.srv.ClientURL(), "ops", a.OpsAddr(), "domain", a.site.Domain)
+	err := g.Wait()
+	a.isReady.Store(false)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		a.log.Error("stopping on fatal error", "err", err)
+		return err
+	}
+	a.log.Info("leafline stopped")
+	return nil
+}
+
+func (a *App) start(ctx context.Context) error {
+	cfg := a.cfg
+	if !cfg.JetStream.Durable() {
+		a.log.Warn("DURABILITY WARNING: jetstream.sync_interval is not \"always\": a PubAck only means the page cache, and a power cut can lose acknowledged events and receipts",
+			"sync_interval", cfg.JetStream.SyncInterval)
+	}
+	opts, err := serverOptions(cfg, a.site)
+	if err != nil {
+		return err
+	}
+	// The ops listener first: a busy port fails before any state changes.
+	if a.opsLn, err = net.Listen("tcp", cfg.Ops.Listen); err != nil {
+		return fmt.Errorf("ops.listen: %w", err)
+	}
+	if a.srv, err = startServer(opts, a.log); err != nil {
+		return err
+	}
+	a.nc, err = nats.Connect("", nats.InProcessServer(a.srv), nats.Name("leafline-"+a.site.Name),
+		nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connect to embedded server: %w", err)
+	}
+	if a.js, err = jetstream.New(a.nc); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := reconcile(rctx, a.js, sitePlan(cfg, a.site)); err != nil {
+		return err
+	}
+	switch a.site.Role {
+	case topology.RoleEdge:
+		return a.startEdge(rctx)
+	case topology.RoleL1:
+		return a.startL1(rctx)
+	}
+	return nil
+}
+
+func (a *App) startEdge(ctx context.Context) error {
+	cfg := a.cfg
+	path := filepath.Join(cfg.DataDir, "outbox.db")
+	ob, err := outbox.Open(path, outbox.Options{})
+	if err != nil {
+		return err
+	}
+	a.ob = ob
+	cons, err := a.js.Consumer(ctx, cfg.Topology.Events.EdgeStream, cfg.Delivery.Consumer)
+	if err != nil {
+		return fmt.Errorf("sink consumer: %w", err)
+	}
+	progress, err := inProgressInterval(cfg.Delivery, cons.CachedInfo().Config.AckWait)
+	if err != nil {
+		return err
+	}
+	r := &runner{
+		cfg:      cfg,
+		site:     a.site.Name,
+		nc:       a.nc,
+		js:       a.js,
+		progress: progress,
+		cons:     cons,
+		ob:       ob,
+		pub:      &receiptPublisher{js: a.js},
+		eventID:  eventIDExtractor(cfg.EventID),
+		backoff:  newBackoff(cfg.Delivery.Retry),
+		metrics:  a.metrics,
+		log:      a.log.With("component", "runner"),
+	}
+	switch cfg.Sink.Type {
+	case "file":
+		fs, err := NewFileSink(cfg.Sink.Dir)
+		if err != nil {
+			return err
+		}
+		r.sink = fs
+	default:
+		r.txSink = StoreSink{}
+	}
+	if a.wrapPublisher != nil {
+		r.pub = a.wrapPublisher(r.pub)
+	}
+	a.run = r
+	return nil
+}
+
+func (a *App) startL1(ctx context.Context) error {
+	cfg, t := a.cfg, a.cfg.Topology
+	svc, err := receipts.NewService(receipts.ServiceConfig{
+		JS:                a.js,
+		Stream:            t.Receipts.L1Stream,
+		Consumer:          cfg.Completion.Consumer,
+		Bucket:            cfg.Completion.Bucket,
+		QuarantineStream:  cfg.Completion.QuarantineStream,
+		QuarantineSubject: cfg.Completion.QuarantineSubject,
+		Accept:            acceptReceipt(t),
+		Logger:            a.log.With("component", "completion"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := svc.Setup(ctx); err != nil {
+		return fmt.Errorf("completion service: %w", err)
+	}
+	a.svc = svc
+	a.metrics.watchCompletions(svc.Stats)
+	return nil
+}
+
+// inProgressInterval is the InProgress heartbeat interval, checked against
+// the consumer's real AckWait: a heartbeat must arrive well before the
+// server would redeliver.
+func inProgressInterval(d topology.DeliveryConfig, ackWait time.Duration) (time.Duration, error) {
+	if !d.InProgress.Enabled {
+		return 0, nil
+	}
+	iv := time.Duration(d.InProgress.IntervalMS) * time.Millisecond
+	if iv == 0 {
+		iv = ackWait / 3
+	}
+	if iv <= 0 || float64(iv) >= 0.8*float64(ackWait) {
+		return 0, fmt.Errorf("delivery.in_progress.interval_ms: %s must be below 80%% of the consumer's AckWait (%s)", iv, ackWait)
+	}
+	return iv, nil
+}
+
+// acceptReceipt refuses receipts from sites the topology does not know as
+// edges, or for origin streams other than the topology's.
+func acceptReceipt(t *topology.Topology) func(receipts.Receipt) error {
+	return func(r receipts.Receipt) error {
+		s, ok := t.Site(r.Site)
+		if !ok || s.Role != topology.RoleEdge {
+			return fmt.Errorf("receipt from unknown edge site %q", r.Site)
+		}
+		if p, ok := t.Site(r.Processor); !ok || p.Role != topology.RoleEdge {
+			return fmt.Errorf("receipt names unknown processor %q", r.Processor)
+		}
+		if r.OriginStream != t.Events.OriginStream {
+			return fmt.Errorf("receipt names unknown origin stream %q", r.OriginStream)
+		}
+		return nil
+	}
+}
+
+func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
+	ops := &http.Server{Handler: a.opsHandler(), ReadHeaderTimeout: 5 * time.Second}
+	g.Go(func() error {
+		if err := ops.Serve(a.opsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("ops http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return ops.Shutdown(sctx)
+	})
+	g.Go(func() error { a.monitor(ctx); return nil })
+	if a.run != nil {
+		g.Go(func() error { return a.run.run(ctx) })
+		relay := outbox.NewRelay(a.ob, &receiptPublisher{js: a.js}, outbox.RelayConfig{
+			Interval:    a.cfg.Outbox.RelayInterval.D(),
+			Timeout:     a.cfg.Outbox.PublishTimeout.D(),
+			Logger:      a.log.With("component", "relay"),
+			OnPublished: func(n int) { a.metrics.relayPublished.Add(float64(n)) },
+			OnError:     func(error) { a.metrics.relayErrors.Inc() },
+		})
+		g.Go(func() error { return relay.Run(ctx) })
+	}
+	if a.svc != nil {
+		g.Go(func() error { return a.svc.Run(ctx) })
+	}
+}
+
+// monitor refreshes the gauges that describe links and backlogs, and prunes
+// old published outbox records.
+func (a *App) monitor(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastPrune := time.Time{}
+	for {
+		up := 0.0
+		if upstreamConnected(a.srv) {
+			up = 1
+		}
+		a.metrics.upstreamConnected.Set(up)
+		if a.ob != nil {
+			if st, err := a.ob.Stats(); err == nil {
+				a.metrics.outboxPending.Set(float64(st.Pending))
+			}
+			if time.Since(lastPrune) > time.Hour {
+				lastPrune = time.Now()
+				if n, err := a.ob.Prune(time.Now().Add(-a.cfg.Outbox.Retention.D()), 10000); err != nil {
+					a.log.Warn("outbox prune failed", "err", err)
+				} else if n > 0 {
+					a.log.Info("outbox pruned", "records", n)
+				}
+			}
+		}
+		a.updateSourceGauges(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (a *App) updateSourceGauges(ctx context.Context) {
+	for _, sc := range sitePlan(a.cfg, a.site).streams {
+		if len(sc.Sources) == 0 {
+			continue
+		}
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		s, err := a.js.Stream(ictx, sc.Name)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, src := range s.CachedInfo().Sources {
+			a.metrics.sourceLag.WithLabelValues(sc.Name, src.Name).Set(float64(src.Lag))
+			a.metrics.sourceActive.WithLabelValues(sc.Name, src.Name).Set(src.Active.Seconds())
+		}
+	}
+}
+
+// UpstreamConnected reports whether the box's upstream leafnode is up.
+func (a *App) UpstreamConnected() bool { return a.srv != nil && upstreamConnected(a.srv) }
+
+func (a *App) close() {
+	a.closed.Do(func() {
+		if a.nc != nil {
+			a.nc.Close()
+		}
+		if a.srv != nil {
+			a.srv.Shutdown()
+			a.srv.WaitForShutdown()
+		}
+		if a.ob != nil {
+			if err := a.ob.Close(); err != nil {
+				a.log.Warn("outbox close", "err", err)
+			}
+		}
+		if a.opsLn != nil {
+			a.opsLn.Close()
+		}
+	})
+}
+
+// kill closes the box's NATS connection and server under its running loops,
+// with no drain: in-flight work is abandoned unacked, as in a crash.
+func (a *App) kill() {
+	if a.nc != nil {
+		a.nc.Close()
+	}
+	if a.srv != nil {
+		a.srv.Shutdown()
+	}
+}

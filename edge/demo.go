@@ -1,0 +1,215 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
+)
+
+// DemoOptions shape RunDemo.
+type DemoOptions struct {
+	Events  int           // events published at L1; zero means 1000
+	Cut     time.Duration // how long the edge↔hub link is cut; zero means 3s
+	Timeout time.Duration // how long to wait for every completion; zero means 2m
+	// Dir keeps the data under this directory; empty means a temp dir,
+	// removed at the end.
+	Dir       string
+	Progress  io.Writer // human progress lines; nil discards
+	Logger    *slog.Logger
+	Configure func(*topology.Config)
+}
+
+// DemoResult is what the demo counted.
+type DemoResult struct {
+	Published, Processed, Completed, DuplicateCompletions, Lost int
+}
+
+// Summary is the demo's one-line result.
+func (r DemoResult) Summary() string {
+	return fmt.Sprintf("summary published=%d processed=%d completed=%d duplicate_completions=%d lost=%d",
+		r.Published, r.Processed, r.Completed, r.DuplicateCompletions, r.Lost)
+}
+
+// OK reports whether nothing was lost or applied twice.
+func (r DemoResult) OK() bool {
+	return r.Lost == 0 && r.DuplicateCompletions == 0 && r.Completed == r.Published
+}
+
+// RunDemo runs L1, a hub and one edge in this process on loopback,
+// publishes half of the events, cuts the edge↔hub link, publishes the other
+// half while the edge goes on processing what it has (its receipts pile up
+// in its local receipts stream), restores the link, and waits until L1 has
+// recorded a completion for every published event.
+func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
+	var res DemoResult
+	if o.Events <= 0 {
+		o.Events = 1000
+	}
+	if o.Cut <= 0 {
+		o.Cut = 3 * time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	say := func(format string, a ...any) { fmt.Fprintf(o.Progress, "demo: "+format+"\n", a...) }
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "leafline-demo-")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	ls, err := NewLocalSystem(dir, LocalOptions{Configure: o.Configure, Logger: o.Logger})
+	if err != nil {
+		return res, err
+	}
+	defer ls.Close()
+	if err := ls.StartAll(ctx); err != nil {
+		return res, err
+	}
+	l1, hub, edge := ls.App("l1"), ls.App("hub"), ls.App("edge1")
+	say("started l1 (nats %s, ops http://%s), hub, edge1 under %s", l1.ClientURL(), l1.OpsAddr(), dir)
+	if err := waitFor(ctx, 30*time.Second, func() bool { return hub.UpstreamConnected() && edge.UpstreamConnected() }); err != nil {
+		return res, fmt.Errorf("leafnode links did not come up: %w", err)
+	}
+	say("leafnode links up: edge1 -> hub -> l1")
+
+	nc, err := nats.Connect(l1.ClientURL())
+	if err != nil {
+		return res, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return res, err
+	}
+	enc, err := nats.Connect(edge.ClientURL())
+	if err != nil {
+		return res, err
+	}
+	defer enc.Close()
+	ejs, err := jetstream.New(enc)
+	if err != nil {
+		return res, err
+	}
+	t := ls.Topology
+	ids := make([]string, 0, o.Events)
+	first := o.Events / 2
+	n, err := publishEvents(ctx, js, first, &ids)
+	res.Published += n
+	if err != nil {
+		return res, err
+	}
+	say("published %d events at l1", n)
+	if err := waitFor(ctx, 30*time.Second, func() bool { return streamMsgs(ctx, ejs, t.Events.EdgeStream) >= uint64(first) }); err != nil {
+		return res, fmt.Errorf("events did not reach the edge: %w", err)
+	}
+
+	ls.Links["edge1"].Cut()
+	cutAt := time.Now()
+	say("link edge1<->hub CUT for %s; edge1 had %d events in %s", o.Cut, streamMsgs(ctx, ejs, t.Events.EdgeStream), t.Events.EdgeStream)
+	n, err = publishEvents(ctx, js, o.Events-first, &ids)
+	res.Published += n
+	if err != nil {
+		return res, err
+	}
+	say("published %d more events at l1 while the link is cut", n)
+	sleepCtx(ctx, time.Until(cutAt.Add(o.Cut)))
+	processed, _ := CountStored(edge.Outbox().DB())
+	say("during the cut: edge1 processed %d events, holds %d receipts in %s; l1 applied %d completions",
+		processed, streamMsgs(ctx, ejs, t.Receipts.EdgeStream), t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
+	ls.Links["edge1"].Restore()
+	restoredAt := time.Now()
+	say("link restored")
+
+	store := l1.Completions().Store()
+	complete := func() int {
+		c := 0
+		for _, id := range ids {
+			if comp, err := store.Get(ctx, id); err == nil {
+				if p, ok := comp.Processors["edge1"]; ok && p.Status == receipts.StatusProcessed {
+					c++
+				}
+			}
+		}
+		return c
+	}
+	werr := waitFor(ctx, o.Timeout, func() bool { return int(l1.Completions().Stats().Applied) >= len(ids) && complete() == len(ids) })
+	res.Completed = complete()
+	res.Processed, _ = CountStored(edge.Outbox().DB())
+	applied := int(l1.Completions().Stats().Applied)
+	res.DuplicateCompletions = max(0, applied-res.Completed)
+	res.Lost = res.Published - res.Completed
+	if werr == nil {
+		say("all %d completions recorded at l1 %.2fs after the link was restored", res.Completed, time.Since(restoredAt).Seconds())
+	}
+	return res, nil
+}
+
+func publishEvents(ctx context.Context, js jetstream.JetStream, n int, ids *[]string) (int, error) {
+	futs := make([]jetstream.PubAckFuture, 0, n)
+	batch := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		id := uuid.NewString()
+		m := nats.NewMsg(fmt.Sprintf("events.demo.%d", i%8))
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		m.Data = fmt.Appendf(nil, `{"event_id":%q,"n":%d}`, id, i)
+		f, err := js.PublishMsgAsync(m)
+		if err != nil {
+			return len(*ids), err
+		}
+		futs = append(futs, f)
+		batch = append(batch, id)
+	}
+	acked := 0
+	for i, f := range futs {
+		select {
+		case <-f.Ok():
+			*ids = append(*ids, batch[i])
+			acked++
+		case err := <-f.Err():
+			return acked, fmt.Errorf("publish: %w", err)
+		case <-ctx.Done():
+			return acked, ctx.Err()
+		}
+	}
+	return acked, nil
+}
+
+func streamMsgs(ctx context.Context, js jetstream.JetStream, name string) uint64 {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return 0
+	}
+	return s.CachedInfo().State.Msgs
+}
+
+// waitFor polls cond every 50ms until it holds, ctx ends, or d passes.
+func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", d)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+// Package edge is the leafline appliance: one App per box, whose role (l1,
+// hub or edge) comes from the shared topology.
+//
+// Every box embeds a nats-server with JetStream in its own domain, fsyncing
+// every write (SyncAlways) unless the operator explicitly sets
+// jetstream.sync_interval, which is logged as a durability warning. Hub and
+// edge dial their upstream over a leafnode with IgnoreDiscoveredServers, so
+// a box never reconnects around the address it was given.
+//
+// # Streams
+//
+// Each box creates the streams it owns on startup and reconciles them on
+// restart: it updates in place, and never deletes, recreates or purges. A
+// change that would need that (retention, storage, discard policy) is a
+// startup error wrapping ErrIncompatible.
+//
+//	forward:  L1A@l1 → HA@hub → L2A@edge           (per-edge subject filter)
+//	reverse:  RE@edge → RH@hub → R1@l1              (RE: leafline.receipts.<site>.>)
+//
+// Every link across a leafnode is durably sourced: the owner of the source
+// stream creates a durable push consumer (AckFlowControl) for each
+// downstream site, and the downstream stream binds to it by name. Every
+// stream is DiscardNew: when full, publishes fail and sourcing waits; nothing
+// old is ever dropped.
+//
+// # The edge's guarantee: commit first, ACK last
+//
+// For each fetched batch the sink runner writes the events through the sink
+// (idempotent by event_id), commits every receipt — and for the store sink
+// the events themselves — in one bbolt transaction, publishes the new
+// receipts to the local receipts stream as one atomic batch, waits for the
+// PubAck, marks them published, and only then ACKs the source messages.
+// Therefore:
+//
+//   - an ACKed message always has a durable receipt in the receipts stream;
+//   - a crash at any point loses nothing: an unACKed message is redelivered,
+//     finds its outbox record and is not written twice; a committed receipt
+//     left unpublished is republished by the relay;
+//   - the receipt's Nats-Msg-Id depends only on (event_id, processor,
+//     status), so a republish inside the duplicate window is dropped by the
+//     stream, and one after it is absorbed by L1's completion store.
+//
+// A message without a usable event_id is a permanent failure: it is never
+// ACKed as processed. A temporary failure is NAKed with backoff. An outbox
+// commit error is fatal (ErrFatal): Run returns and the supervisor restarts
+// the box; bbolt state is never retried in place.
+//
+// # Caveats
+//
+//   - Delivery is at least once. A sink must be idempotent by event_id; the
+//     built-in file and store sinks are.
+//   - A receipt at the edge only says the work is done locally. L1 learns it
+//     when the receipt has been sourced through the hub and applied by the
+//     completion service; nothing on L1's origin stream is ACKed or deleted
+//     by a receipt.
+//   - Stream sequences differ at every hop and are never used as identity.
+package edge

@@ -1,0 +1,229 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/leafline/leafline/internal/faultproxy"
+	"github.com/leafline/leafline/topology"
+)
+
+// LocalSystem runs a whole leafline topology — one L1, one hub and some
+// edges — as Apps in this process, on loopback, with every leafnode link
+// going through a faultproxy.Proxy so that it can be cut. The demo and the
+// integration tests use it.
+type LocalSystem struct {
+	Dir      string
+	Topology *topology.Topology
+	Configs  map[string]*topology.Config
+	// Links holds, per downstream site, the proxy on its link to its upstream.
+	Links map[string]*faultproxy.Proxy
+
+	log  *slog.Logger
+	mu   sync.Mutex
+	apps map[string]*runningApp
+	// prepare, if set, is called with each App after New and before Run
+	// (tests use it to inject faults into a real part).
+	prepare func(name string, a *App)
+}
+
+type runningApp struct {
+	app    *App
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// LocalOptions shape a LocalSystem.
+type LocalOptions struct {
+	// Edges is the number of edge sites, named edge1, edge2, … Zero means 1.
+	Edges int
+	// Configure, if set, adjusts each box's config before validation.
+	Configure func(*topology.Config)
+	Logger    *slog.Logger
+}
+
+// NewLocalSystem lays out the topology and configs under dir and starts the
+// link proxies. It starts no box.
+func NewLocalSystem(dir string, o LocalOptions) (*LocalSystem, error) {
+	if o.Edges <= 0 {
+		o.Edges = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	t := &topology.Topology{Sites: []topology.Site{
+		{Name: "l1", Role: topology.RoleL1, Leafnode: topology.SiteLeafnode{Listen: fmt.Sprintf("127.0.0.1:%d", ports[0])}},
+		{Name: "hub", Role: topology.RoleHub, Upstream: "l1", Leafnode: topology.SiteLeafnode{Listen: fmt.Sprintf("127.0.0.1:%d", ports[1])}},
+	}}
+	for i := 1; i <= o.Edges; i++ {
+		t.Sites = append(t.Sites, topology.Site{Name: fmt.Sprintf("edge%d", i), Role: topology.RoleEdge, Upstream: "hub"})
+	}
+	t.SetDefaults()
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	ls := &LocalSystem{Dir: dir, Topology: t, Configs: map[string]*topology.Config{},
+		Links: map[string]*faultproxy.Proxy{}, log: o.Logger, apps: map[string]*runningApp{}}
+	for i := range t.Sites {
+		s := &t.Sites[i]
+		cfg := &topology.Config{
+			TopologyFile: "topology.json",
+			Site:         s.Name,
+			DataDir:      filepath.Join(dir, s.Name),
+			NATS:         topology.NATSConfig{Listen: "127.0.0.1:0"},
+			Ops:          topology.OpsConfig{Listen: "127.0.0.1:0"},
+			Topology:     t,
+		}
+		if s.Upstream != "" {
+			up, _ := t.Site(s.Upstream)
+			p, err := faultproxy.Listen("127.0.0.1:0", up.Leafnode.Listen)
+			if err != nil {
+				ls.Close()
+				return nil, err
+			}
+			ls.Links[s.Name] = p
+			cfg.Leafnode.UpstreamURL = "nats-leaf://" + p.Addr()
+		}
+		if o.Configure != nil {
+			o.Configure(cfg)
+		}
+		cfg.SetDefaults()
+		if err := cfg.Validate(); err != nil {
+			ls.Close()
+			return nil, err
+		}
+		ls.Configs[s.Name] = cfg
+	}
+	return ls, nil
+}
+
+// Start runs the named box and waits until it is ready.
+func (ls *LocalSystem) Start(ctx context.Context, name string) (*App, error) {
+	cfg, ok := ls.Configs[name]
+	if !ok {
+		return nil, fmt.Errorf("no site %q", name)
+	}
+	app, err := New(cfg, ls.log)
+	if err != nil {
+		return nil, err
+	}
+	if ls.prepare != nil {
+		ls.prepare(name, app)
+	}
+	actx, cancel := context.WithCancel(context.Background())
+	ra := &runningApp{app: app, cancel: cancel, done: make(chan error, 1)}
+	go func() { ra.done <- app.Run(actx) }()
+	select {
+	case <-app.Ready():
+	case err := <-ra.done:
+		cancel()
+		if err == nil {
+			err = errors.New("stopped before ready")
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	case <-ctx.Done():
+		cancel()
+		<-ra.done
+		return nil, ctx.Err()
+	}
+	ls.mu.Lock()
+	ls.apps[name] = ra
+	ls.mu.Unlock()
+	return app, nil
+}
+
+// StartAll starts L1, then the hub, then every edge.
+func (ls *LocalSystem) StartAll(ctx context.Context) error {
+	for _, s := range ls.Topology.Sites {
+		if _, err := ls.Start(ctx, s.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// App returns the running box of that name, or nil.
+func (ls *LocalSystem) App(name string) *App {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ra := ls.apps[name]; ra != nil {
+		return ra.app
+	}
+	return nil
+}
+
+// Stop stops the named box gracefully and returns Run's result.
+func (ls *LocalSystem) Stop(name string) error {
+	ls.mu.Lock()
+	ra := ls.apps[name]
+	delete(ls.apps, name)
+	ls.mu.Unlock()
+	if ra == nil {
+		return nil
+	}
+	ra.cancel()
+	select {
+	case err := <-ra.done:
+		return err
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("%s: did not stop within 30s", name)
+	}
+}
+
+// Kill stops the named box abruptly: its server and outbox are closed under
+// the running loops, with no drain, as close to a crash as one process gets.
+func (ls *LocalSystem) Kill(name string) {
+	ls.mu.Lock()
+	ra := ls.apps[name]
+	delete(ls.apps, name)
+	ls.mu.Unlock()
+	if ra == nil {
+		return
+	}
+	ra.app.kill()
+	ra.cancel()
+	<-ra.done
+}
+
+// Close stops every box and every proxy.
+func (ls *LocalSystem) Close() {
+	for i := len(ls.Topology.Sites) - 1; i >= 0; i-- {
+		if err := ls.Stop(ls.Topology.Sites[i].Name); err != nil {
+			ls.log.Warn("stop", "site", ls.Topology.Sites[i].Name, "err", err)
+		}
+	}
+	for _, p := range ls.Links {
+		p.Close()
+	}
+}
+
+// freePorts finds n free loopback ports. They are released before use, so
+// another process could take one meanwhile; fine for demos and tests.
+func freePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, l)
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
+}

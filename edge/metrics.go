@@ -1,0 +1,123 @@
+package edge
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/leafline/leafline/receipts"
+)
+
+// Metrics are one box's Prometheus metrics, in their own registry (several
+// boxes may run in one process, as in the demo). Labels are low-cardinality:
+// never an event_id.
+type Metrics struct {
+	reg *prometheus.Registry
+	f   factory
+
+	fetched, processed, acked, nacked, terminated, deadLettered prometheus.Counter
+	permanentUnacked, redeliveries, maxDeliverExhausted         prometheus.Counter
+	receiptsPublished, receiptPublishErrors                     prometheus.Counter
+	relayPublished, relayErrors                                 prometheus.Counter
+	dlqPublishErrors                                            prometheus.Counter
+	sinkSeconds, pubAckSeconds                                  prometheus.Histogram
+
+	ackConfAttempts, ackConfSuccesses, ackConfTimeouts prometheus.Counter
+	ackConfFailures, ackConfUnsupported                prometheus.Counter
+	ackConfSeconds                                     prometheus.Histogram
+
+	upstreamConnected prometheus.Gauge
+	outboxPending     prometheus.Gauge
+	sourceLag         *prometheus.GaugeVec
+	sourceActive      *prometheus.GaugeVec
+}
+
+func newMetrics(site, role string) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := factory{reg: reg, labels: prometheus.Labels{"site": site, "role": role}}
+	m := &Metrics{reg: reg, f: f}
+	m.fetched = f.counter("messages_fetched_total", "Messages fetched from the edge events stream.")
+	m.processed = f.counter("messages_processed_total", "Messages durably processed and receipted.")
+	m.acked = f.counter("messages_acked_total", "Messages ACKed after their durable commit and receipt PubAck.")
+	m.nacked = f.counter("messages_nacked_total", "Messages NAKed after a temporary failure.")
+	m.terminated = f.counter("messages_terminated_total", "Messages terminated (AckTerm) after their DLQ record was PubAck'ed.")
+	m.deadLettered = f.counter("messages_dead_lettered_total", "Messages whose DLQ record was PubAck'ed.")
+	m.maxDeliverExhausted = f.counter("max_deliver_exhausted_total", "Temporary failures on the last delivery the consumer allows.")
+	m.permanentUnacked = f.counter("messages_permanent_unacked_total", "Permanent failures left unacked because no DLQ is configured.")
+	m.redeliveries = f.counter("redeliveries_total", "Messages fetched with a delivery count above one.")
+	m.receiptsPublished = f.counter("receipts_published_total", "Receipts PubAck'ed by the local receipts stream (runner).")
+	m.receiptPublishErrors = f.counter("receipt_publish_errors_total", "Receipt batches that were not PubAck'ed (runner).")
+	m.relayPublished = f.counter("relay_published_total", "Pending receipts republished by the outbox relay.")
+	m.relayErrors = f.counter("relay_errors_total", "Outbox relay publish attempts that failed.")
+	m.dlqPublishErrors = f.counter("dlq_publish_errors_total", "DLQ records that were not PubAck'ed.")
+	m.sinkSeconds = f.histogram("sink_write_seconds", "Time to write one batch through the sink.")
+	m.pubAckSeconds = f.histogram("receipt_puback_seconds", "Time from a receipt batch publish to its last PubAck.")
+	m.ackConfAttempts = f.counter("ack_confirmation_attempts_total", "Messages for which confirmed ACK was attempted.")
+	m.ackConfSuccesses = f.counter("ack_confirmation_successes_total", "Confirmed ACK attempts accepted by the server.")
+	m.ackConfTimeouts = f.counter("ack_confirmation_timeouts_total", "Confirmed ACK attempts that timed out.")
+	m.ackConfFailures = f.counter("ack_confirmation_failures_total", "Confirmed ACK attempts that failed for another reason.")
+	m.ackConfUnsupported = f.counter("ack_confirmation_unsupported_total", "Messages where confirmation was requested but unsupported.")
+	m.ackConfSeconds = f.histogram("ack_confirmation_seconds", "Time spent waiting for ACK confirmation.")
+	m.upstreamConnected = f.gauge("upstream_connected", "1 when the upstream leafnode link is connected.")
+	m.outboxPending = f.gauge("outbox_pending", "Receipts committed to the outbox and not yet PubAck'ed.")
+	m.sourceLag = f.gaugeVec("source_lag", "Messages the sourced stream is behind its source.", "stream", "source")
+	m.sourceActive = f.gaugeVec("source_last_active_seconds", "Seconds since the source last delivered or heartbeated.", "stream", "source")
+	return m
+}
+
+// watchCompletions exports the L1 completion service's counters.
+func (m *Metrics) watchCompletions(stats func() receipts.Stats) {
+	for _, c := range []struct {
+		name, help string
+		v          func(receipts.Stats) uint64
+	}{
+		{"completion_received_total", "Receipts received by the completion service.", func(s receipts.Stats) uint64 { return s.Received }},
+		{"completion_applied_total", "Receipts applied: the first terminal status of an (event_id, processor).", func(s receipts.Stats) uint64 { return s.Applied }},
+		{"completion_duplicates_total", "Duplicate receipts absorbed without being applied again.", func(s receipts.Stats) uint64 { return s.Duplicates }},
+		{"completion_conflicts_total", "Receipts whose status conflicts with the first terminal status.", func(s receipts.Stats) uint64 { return s.Conflicts }},
+		{"completion_quarantined_total", "Malformed or rejected receipts parked on the quarantine stream.", func(s receipts.Stats) uint64 { return s.Quarantined }},
+	} {
+		m.f.counterFunc(c.name, c.help, func() float64 { return float64(c.v(stats())) })
+	}
+}
+
+// Registry is the box's metric registry.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+type factory struct {
+	reg    *prometheus.Registry
+	labels prometheus.Labels
+}
+
+const namespace = "leafline"
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help, ConstLabels: f.labels})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterFunc(name, help string, fn func() float64) {
+	f.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help, ConstLabels: f.labels}, fn))
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help, ConstLabels: f.labels})
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help, ConstLabels: f.labels}, labels)
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) histogram(name, help string) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: name, Help: help, ConstLabels: f.labels,
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18), // 100µs .. ~13s
+	})
+	f.reg.MustRegister(h)
+	return h
+}

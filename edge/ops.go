@@ -1,0 +1,82 @@
+package edge
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/leafline/leafline/receipts"
+)
+
+// opsHandler serves /metrics, /healthz, /readyz and, on L1, the status API.
+func (a *App) opsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "site": a.site.Name})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		code, body := http.StatusOK, a.readiness()
+		if !body.Ready {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, body)
+	})
+	if a.site.Role == "l1" {
+		mux.HandleFunc("GET /v1/events/{event_id}", a.handleEvent)
+	}
+	return mux
+}
+
+// Readiness is the /readyz body.
+type Readiness struct {
+	Ready             bool   `json:"ready"`
+	Reason            string `json:"reason,omitempty"`
+	Site              string `json:"site"`
+	Role              string `json:"role"`
+	UpstreamConnected *bool  `json:"upstream_connected,omitempty"`
+}
+
+func (a *App) readiness() Readiness {
+	r := Readiness{Ready: a.isReady.Load(), Site: a.site.Name, Role: string(a.site.Role)}
+	if !r.Ready {
+		r.Reason, _ = a.notReady.Load().(string)
+	}
+	if a.site.Upstream != "" && a.srv != nil {
+		up := upstreamConnected(a.srv)
+		r.UpstreamConnected = &up
+	}
+	return r
+}
+
+func (a *App) handleEvent(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("event_id")
+	if id == "" || len(id) > receipts.MaxEventIDLen {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "event_id must be 1..512 bytes"})
+		return
+	}
+	if a.svc == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "completion service not running"})
+		return
+	}
+	c, err := a.svc.Store().Get(r.Context(), id)
+	switch {
+	case errors.Is(err, receipts.ErrNotFound):
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown event_id", "event_id": id})
+	case err != nil:
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "completion store unavailable"})
+	default:
+		writeJSON(w, http.StatusOK, c)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

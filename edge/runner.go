@@ -1,0 +1,642 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.etcd.io/bbolt"
+
+	"github.com/leafline/leafline/outbox"
+	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
+)
+
+// runner is the edge's sink runner. Per fetched batch it:
+//
+//  1. extracts each message's event_id (a message without one is a
+//     permanent failure);
+//  2. writes the events through the sink, idempotently by event_id;
+//  3. for each permanent failure, with a DLQ configured: publishes a DLQ
+//     record and waits for its PubAck;
+//  4. commits every receipt — processed, and dead_lettered for the
+//     dead-lettered events — and, for a TxSink, the business records, to the
+//     bbolt outbox in ONE transaction;
+//  5. publishes the receipts not yet published to the local receipts stream
+//     and waits for every PubAck; marks them published;
+//  6. only then ACKs the source messages (or, for dead letters with
+//     dead_letter.ack_term_after_publish, terminates them), confirmed when
+//     delivery.ack_confirmation is enabled.
+//
+// Any failure before step 6 leaves the message unacked (NAK with backoff,
+// or left for AckWait), so it is redelivered and finds its existing outbox
+// record and DLQ record. A bbolt commit error is fatal: run returns it and
+// the box stops.
+type runner struct {
+	cfg      *topology.Config
+	site     string
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	cons     jetstream.Consumer
+	ob       *outbox.Outbox
+	pub      outbox.Publisher
+	sink     Sink   // nil when txSink is set
+	txSink   TxSink // writes inside the outbox transaction
+	eventID  func(jetstream.Msg) (string, error)
+	backoff  func(delivered uint64) time.Duration
+	progress time.Duration // InProgress interval; zero: none
+	metrics  *Metrics
+	log      *slog.Logger
+	trace    func(step string, it *item) // test hook: records the contract's steps
+}
+
+// item is one message of a batch on its way through the runner.
+type item struct {
+	msg  jetstream.Msg
+	meta *jetstream.MsgMetadata
+	ev   Event
+	// err is why the message did not succeed; nil means success so far.
+	err error
+	// dead: its DLQ record was PubAck'ed (err holds the permanent cause).
+	dead bool
+	// hold is a failure after which the message must not be ACKed or
+	// terminated at all (DLQ publish or receipt publish failed).
+	hold error
+	// rec is its receipt (processed, or dead_lettered when dead).
+	rec    outbox.Record
+	hasRec bool
+}
+
+// errMaxDeliver marks a temporary failure on the last delivery the consumer
+// allows, when delivery.max_deliver_action is dead_letter.
+var errMaxDeliver = fmt.Errorf("%w: max deliveries reached", ErrPermanent)
+
+// run fetches and processes batches until ctx is done. A batch that has
+// started is finished (or abandoned unacked) before run returns: shutdown
+// never ACKs work that did not complete.
+func (r *runner) run(ctx context.Context) error {
+	d := r.cfg.Delivery
+	wait := time.Duration(d.BatchTimeoutMS) * time.Millisecond
+	for ctx.Err() == nil {
+		batch, err := r.cons.Fetch(d.BatchSize, jetstream.FetchMaxWait(wait))
+		if err != nil {
+			r.log.Warn("fetch failed", "err", err)
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			r.log.Debug("fetch ended", "err", err)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		// The batch runs to its end even if ctx is cancelled meanwhile: its
+		// publishes and ACKs are bounded by their own timeouts.
+		if err := r.processBatch(context.WithoutCancel(ctx), msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runner) step(name string, it *item) {
+	if r.trace != nil {
+		r.trace(name, it)
+	}
+}
+
+func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
+	m := r.metrics
+	m.fetched.Add(float64(len(msgs)))
+	items := make([]item, len(msgs))
+	for i, msg := range msgs {
+		items[i] = r.decode(msg)
+	}
+	stopProgress := r.heartbeat(items)
+	defer stopProgress()
+
+	// Sink write (outside the transaction for a plain Sink).
+	if r.sink != nil {
+		ok := okItems(items)
+		if len(ok) > 0 {
+			start := time.Now()
+			errs := r.sink.Write(ctx, events(items, ok))
+			m.sinkSeconds.Observe(time.Since(start).Seconds())
+			for j, i := range ok {
+				items[i].err = errs[j]
+				if errs[j] == nil {
+					r.step("sink_commit", &items[i])
+				}
+			}
+		}
+	}
+	r.applyMaxDeliver(items)
+	if r.cfg.DeadLetter.Enabled {
+		r.deadLetter(ctx, items)
+	}
+
+	// One outbox transaction for every receipt of the batch.
+	var withRec []int
+	for i := range items {
+		if items[i].hasRec && items[i].hold == nil && (items[i].err == nil || items[i].dead) {
+			withRec = append(withRec, i)
+		}
+	}
+	if len(withRec) > 0 {
+		recs := make([]outbox.Record, len(withRec))
+		for j, i := range withRec {
+			recs[j] = items[i].rec
+		}
+		var fn func(tx *bbolt.Tx) error
+		if r.txSink != nil {
+			if ok := okItems(items); len(ok) > 0 {
+				evs := events(items, ok)
+				fn = func(tx *bbolt.Tx) error {
+					if err := r.txSink.WriteTx(tx, evs); err != nil {
+						return sinkTxError{err}
+					}
+					return nil
+				}
+			}
+		}
+		start := time.Now()
+		stored, err := r.ob.Commit(recs, fn)
+		if r.txSink != nil {
+			m.sinkSeconds.Observe(time.Since(start).Seconds())
+		}
+		var serr sinkTxError
+		if errors.As(err, &serr) {
+			// The sink refused the batch and rolled the transaction back:
+			// nothing of it is committed, every message is held.
+			r.log.Warn("transactional sink failed; batch rolled back", "messages", len(items), "err", serr.err)
+			for i := range items {
+				if items[i].hold == nil {
+					items[i].hold = serr.err
+				}
+			}
+			stopProgress()
+			r.finish(ctx, items)
+			return nil
+		}
+		if err != nil {
+			// Nothing of this batch is committed; nothing is ACKed.
+			return fmt.Errorf("%w: outbox commit: %w", ErrFatal, err)
+		}
+		for j, i := range withRec {
+			items[i].rec = stored[j]
+			if r.txSink != nil && items[i].err == nil {
+				r.step("sink_commit", &items[i])
+			}
+			r.step("outbox_commit", &items[i])
+		}
+		if err := r.publishReceipts(ctx, items, withRec); err != nil {
+			return err
+		}
+	}
+	stopProgress()
+	r.finish(ctx, items)
+	return nil
+}
+
+// sinkTxError carries a TxSink's error out of the outbox transaction, to
+// tell it from an outbox (bbolt) error, which is fatal.
+type sinkTxError struct{ err error }
+
+func (e sinkTxError) Error() string { return e.err.Error() }
+func (e sinkTxError) Unwrap() error { return e.err }
+
+// applyMaxDeliver turns a temporary failure on the last allowed delivery
+// into a permanent one when max_deliver_action is dead_letter.
+func (r *runner) applyMaxDeliver(items []item) {
+	d := r.cfg.Delivery
+	if d.MaxDeliver <= 0 {
+		return
+	}
+	for i := range items {
+		it := &items[i]
+		if it.err == nil || IsPermanent(it.err) || it.meta.NumDelivered < uint64(d.MaxDeliver) {
+			continue
+		}
+		r.metrics.maxDeliverExhausted.Inc()
+		if d.MaxDeliverAction == "dead_letter" {
+			it.err = fmt.Errorf("%w: %w", errMaxDeliver, it.err)
+		}
+	}
+}
+
+// deadLetter publishes a DLQ record for every permanent failure and waits
+// for the PubAcks. A dead-lettered event with an event_id gets a
+// dead_lettered receipt. A DLQ publish failure holds the message: no ACK,
+// no Term.
+func (r *runner) deadLetter(ctx context.Context, items []item) {
+	type pending struct {
+		i   int
+		fut jetstream.PubAckFuture
+	}
+	var futs []pending
+	for i := range items {
+		it := &items[i]
+		if it.err == nil || !IsPermanent(it.err) {
+			continue
+		}
+		data, err := r.dlqRecord(it).Encode()
+		if err != nil {
+			it.hold = fmt.Errorf("encode DLQ record: %w", err)
+			continue
+		}
+		msg := nats.NewMsg(r.cfg.DeadLetter.Subject)
+		msg.Data = data
+		msg.Header.Set(jetstream.MsgIDHeader, dlqMsgID(r.site, it.meta.Stream, it.meta.Sequence.Stream))
+		r.step("dlq_publish", it)
+		f, err := r.js.PublishMsgAsync(msg, jetstream.WithExpectStream(r.cfg.DeadLetter.Stream))
+		if err != nil {
+			it.hold = fmt.Errorf("DLQ publish: %w", err)
+			continue
+		}
+		futs = append(futs, pending{i, f})
+	}
+	if len(futs) == 0 {
+		return
+	}
+	timeout := time.NewTimer(r.cfg.Outbox.PublishTimeout.D())
+	defer timeout.Stop()
+	for _, p := range futs {
+		it := &items[p.i]
+		select {
+		case <-p.fut.Ok():
+			it.dead = true
+			r.step("dlq_puback", it)
+			if it.ev.ID != "" {
+				rec, err := r.receiptRecord(it.ev.ID, receipts.StatusDeadLettered, errorType(it.err))
+				if err != nil {
+					it.hold = err
+					continue
+				}
+				it.rec, it.hasRec = rec, true
+			}
+		case err := <-p.fut.Err():
+			it.hold = fmt.Errorf("DLQ publish: %w", err)
+		case <-timeout.C:
+			it.hold = errors.New("DLQ publish: no PubAck before the publish timeout")
+		}
+		if it.hold != nil {
+			r.metrics.dlqPublishErrors.Inc()
+			r.log.Warn("dlq publish failed; message held (no ack, no term)", r.attrs(it, "err", it.hold)...)
+		}
+	}
+}
+
+func (r *runner) dlqRecord(it *item) DLQRecord {
+	dl := r.cfg.DeadLetter
+	rec := DLQRecord{
+		Version:        DLQVersion,
+		Site:           r.site,
+		Subject:        it.msg.Subject(),
+		Stream:         it.meta.Stream,
+		Consumer:       it.meta.Consumer,
+		StreamSeq:      it.meta.Sequence.Stream,
+		ConsumerSeq:    it.meta.Sequence.Consumer,
+		EventID:        it.ev.ID,
+		Delivered:      it.meta.NumDelivered,
+		ErrorType:      errorType(it.err),
+		DeadLetteredAt: time.Now().UTC(),
+	}
+	if rec.EventID == "" {
+		rec.EventIDError = "no usable event_id"
+		if errors.Is(it.err, ErrNoEventID) {
+			rec.EventIDError = it.err.Error()
+		}
+	}
+	if dl.IncludeError {
+		rec.Error = it.err.Error()
+	}
+	if dl.IncludeHeaders {
+		rec.Headers = it.msg.Headers()
+	}
+	if dl.IncludePayload {
+		rec.Payload = it.msg.Data()
+	}
+	return rec
+}
+
+// publishReceipts publishes the batch's pending receipts, waits for every
+// PubAck and marks them published. On a publish failure the items are held
+// (no ACK); the relay retries the receipts.
+func (r *runner) publishReceipts(ctx context.Context, items []item, idx []int) error {
+	var pending []outbox.Record
+	seen := make(map[string]bool, len(idx))
+	for _, i := range idx {
+		rec := items[i].rec
+		if rec.State == outbox.StatePending && !seen[rec.Key] {
+			seen[rec.Key] = true
+			pending = append(pending, rec)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	for _, i := range idx {
+		r.step("receipt_publish", &items[i])
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.Outbox.PublishTimeout.D())
+	start := time.Now()
+	err := r.pub.Publish(pctx, pending)
+	cancel()
+	r.metrics.pubAckSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		r.metrics.receiptPublishErrors.Inc()
+		r.log.Warn("receipt publish failed; messages stay unacked, relay retries", "receipts", len(pending), "err", err)
+		for _, i := range idx {
+			items[i].hold = err
+		}
+		return nil
+	}
+	for _, i := range idx {
+		r.step("receipt_puback", &items[i])
+	}
+	r.metrics.receiptsPublished.Add(float64(len(pending)))
+	keys := make([]string, len(pending))
+	for j, rec := range pending {
+		keys[j] = rec.Key
+	}
+	if err := r.ob.MarkPublished(keys); err != nil {
+		return fmt.Errorf("%w: outbox mark published: %w", ErrFatal, err)
+	}
+	return nil
+}
+
+// finish sends each message's final acknowledgement according to its outcome.
+func (r *runner) finish(ctx context.Context, items []item) {
+	m := r.metrics
+	for i := range items {
+		it := &items[i]
+		switch {
+		case it.hold != nil:
+			r.retry(it, it.hold)
+		case it.err == nil:
+			if r.ack(ctx, it) {
+				m.processed.Inc()
+			}
+		case it.dead:
+			m.deadLettered.Inc()
+			if r.cfg.DeadLetter.AckTermAfterPub {
+				r.term(ctx, it)
+			} else {
+				r.ack(ctx, it)
+			}
+		case IsPermanent(it.err):
+			// No DLQ configured: never ACK as processed; leave it for the
+			// operator and count it.
+			m.permanentUnacked.Inc()
+			r.step("leave", it)
+			r.log.Warn("permanent failure left unacked (no DLQ configured)", r.attrs(it, "error_type", errorType(it.err))...)
+		default:
+			r.retry(it, it.err)
+		}
+	}
+}
+
+// retry handles a temporary failure: NAK with backoff, or leave the message
+// for redelivery after AckWait.
+func (r *runner) retry(it *item, cause error) {
+	if r.cfg.Delivery.Retry.TemporaryFailureAction == "leave_unacked" {
+		r.step("leave", it)
+		r.log.Info("temporary failure left unacked", r.attrs(it, "reason", cause.Error())...)
+		return
+	}
+	delay := r.backoff(it.meta.NumDelivered)
+	r.step("nak", it)
+	if err := it.msg.NakWithDelay(delay); err != nil {
+		r.log.Warn("nak failed; the message will be redelivered after AckWait", r.attrs(it, "err", err)...)
+		return
+	}
+	r.metrics.nacked.Inc()
+	r.log.Info("nak", r.attrs(it, "delay", delay, "reason", cause.Error())...)
+}
+
+// ack sends the final ACK, confirmed (DoubleAck) when configured. A failed
+// or timed-out confirmation is a redelivery-risk event: counted and logged;
+// the message may come back and is then an idempotent duplicate.
+func (r *runner) ack(ctx context.Context, it *item) bool {
+	conf := r.cfg.Delivery.AckConfirmation
+	if !conf.Enabled {
+		r.step("ack", it)
+		if err := it.msg.Ack(); err != nil {
+			r.log.Warn("ack failed; the message will be redelivered and handled as a duplicate", r.attrs(it, "err", err)...)
+			return false
+		}
+		r.metrics.acked.Inc()
+		r.log.Debug("ack", r.attrs(it)...)
+		return true
+	}
+	r.step("double_ack", it)
+	err := r.confirm(ctx, it, func(cctx context.Context) error { return it.msg.DoubleAck(cctx) })
+	if err != nil {
+		return false
+	}
+	r.metrics.acked.Inc()
+	return true
+}
+
+// term terminates a dead-lettered message. With confirmation enabled the
+// +TERM is sent as a request on the message's reply subject, which the
+// server answers: a confirmed AckTerm.
+func (r *runner) term(ctx context.Context, it *item) {
+	conf := r.cfg.Delivery.AckConfirmation
+	if !conf.Enabled {
+		r.step("term", it)
+		if err := it.msg.Term(); err != nil {
+			r.log.Warn("term failed; the message will be redelivered and dead-lettered again idempotently", r.attrs(it, "err", err)...)
+			return
+		}
+		r.metrics.terminated.Inc()
+		r.log.Info("term", r.attrs(it)...)
+		return
+	}
+	r.step("confirmed_term", it)
+	err := r.confirm(ctx, it, func(cctx context.Context) error {
+		_, err := r.nc.RequestWithContext(cctx, it.msg.Reply(), []byte("+TERM"))
+		return err
+	})
+	if err == nil {
+		r.metrics.terminated.Inc()
+	}
+}
+
+func (r *runner) confirm(ctx context.Context, it *item, send func(context.Context) error) error {
+	m := r.metrics
+	m.ackConfAttempts.Inc()
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(r.cfg.Delivery.AckConfirmation.TimeoutMS)*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := send(cctx)
+	m.ackConfSeconds.Observe(time.Since(start).Seconds())
+	switch {
+	case err == nil:
+		m.ackConfSuccesses.Inc()
+		r.log.Debug("confirmed", r.attrs(it)...)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		m.ackConfTimeouts.Inc()
+		r.log.Warn("confirm-timeout: durable work is done but the server did not confirm; the message may be redelivered and will be handled as a duplicate", r.attrs(it, "err", err)...)
+	default:
+		m.ackConfFailures.Inc()
+		r.log.Warn("confirm-failed: durable work is done but the confirmation failed; the message may be redelivered and will be handled as a duplicate", r.attrs(it, "err", err)...)
+	}
+	return err
+}
+
+// heartbeat sends InProgress for the batch's messages every r.progress
+// until the returned stop is called (idempotent).
+func (r *runner) heartbeat(items []item) (stop func()) {
+	if r.progress <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(r.progress)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for i := range items {
+					_ = items[i].msg.InProgress()
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// decode extracts the event from a message; a bad message gets a permanent error.
+func (r *runner) decode(msg jetstream.Msg) item {
+	it := item{msg: msg}
+	meta, err := msg.Metadata()
+	if err != nil {
+		it.err = Permanent(fmt.Errorf("no JetStream metadata: %w", err))
+		it.meta = &jetstream.MsgMetadata{}
+		return it
+	}
+	it.meta = meta
+	if meta.NumDelivered > 1 {
+		r.metrics.redeliveries.Inc()
+	}
+	it.ev = Event{Subject: msg.Subject(), Data: msg.Data(), StreamSeq: meta.Sequence.Stream}
+	if size := len(msg.Data()); size > r.cfg.Delivery.MaxMessageBytes {
+		it.err = fmt.Errorf("%w: %d bytes > %d", ErrOversize, size, r.cfg.Delivery.MaxMessageBytes)
+		return it
+	}
+	id, err := r.eventID(msg)
+	if err != nil {
+		it.err = err
+		return it
+	}
+	it.ev.ID = id
+	// The receipt is built here so that an event_id the receipt format
+	// refuses is this message's permanent failure, never a batch's.
+	if it.rec, err = r.receiptRecord(id, receipts.StatusProcessed, ""); err != nil {
+		it.ev.ID = ""
+		it.err = fmt.Errorf("%w: %w", ErrNoEventID, err)
+		return it
+	}
+	it.hasRec = true
+	return it
+}
+
+func (r *runner) receiptRecord(eventID string, status receipts.Status, reason string) (outbox.Record, error) {
+	rc := receipts.New(eventID, r.cfg.Topology.Events.OriginStream, r.site, r.site, status, time.Now().UTC())
+	rc.Reason = reason
+	data, err := rc.Encode()
+	if err != nil {
+		return outbox.Record{}, err
+	}
+	return outbox.Record{
+		Key:     rc.MsgID(),
+		Subject: r.cfg.Topology.ReceiptSubject(r.site, string(rc.Status)),
+		Data:    data,
+	}, nil
+}
+
+// attrs are the log attributes of an item: never the payload or headers.
+func (r *runner) attrs(it *item, extra ...any) []any {
+	a := []any{"event_id", it.ev.ID, "stream", it.meta.Stream, "seq", it.meta.Sequence.Stream, "delivered", it.meta.NumDelivered}
+	return append(a, extra...)
+}
+
+func okItems(items []item) []int {
+	var ok []int
+	for i := range items {
+		if items[i].err == nil {
+			ok = append(ok, i)
+		}
+	}
+	return ok
+}
+
+func events(items []item, idx []int) []Event {
+	evs := make([]Event, len(idx))
+	for j, i := range idx {
+		evs[j] = items[i].ev
+	}
+	return evs
+}
+
+// eventIDExtractor returns the configured way to read an event_id.
+func eventIDExtractor(c topology.EventIDConfig) func(jetstream.Msg) (string, error) {
+	check := func(id string) (string, error) {
+		if len(id) > c.MaxLength {
+			return "", fmt.Errorf("%w: %d bytes > %d", ErrNoEventID, len(id), c.MaxLength)
+		}
+		return id, nil
+	}
+	if c.JSONField != "" {
+		field := c.JSONField
+		return func(m jetstream.Msg) (string, error) {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(m.Data(), &obj); err != nil {
+				return "", fmt.Errorf("%w: payload is not a JSON object", ErrNoEventID)
+			}
+			raw, ok := obj[field]
+			if !ok {
+				return "", fmt.Errorf("%w: JSON field %q missing", ErrNoEventID, field)
+			}
+			var id string
+			if err := json.Unmarshal(raw, &id); err != nil {
+				return "", fmt.Errorf("%w: JSON field %q is not a string", ErrNoEventID, field)
+			}
+			return check(id)
+		}
+	}
+	header := c.Header
+	return func(m jetstream.Msg) (string, error) {
+		id := m.Headers().Get(header)
+		if id == "" {
+			return "", fmt.Errorf("%w: header %q missing", ErrNoEventID, header)
+		}
+		return check(id)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,144 @@
+package edge
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// serverOptions derives the embedded nats-server's options from the box
+// config and its site in the topology.
+func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, error) {
+	host, port, err := splitHostPort(cfg.NATS.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("nats.listen: %w", err)
+	}
+	opts := &server.Options{
+		ServerName:      site.Name,
+		Host:            host,
+		Port:            port,
+		JetStream:       true,
+		JetStreamDomain: site.Domain,
+		StoreDir:        filepath.Join(cfg.DataDir, "jetstream"),
+		// NoSigs: the process owns signal handling (signal.NotifyContext).
+		NoSigs: true,
+		// The embedded server's own HTTP monitor stays off; leafline serves
+		// /metrics, /healthz and /readyz on its ops address.
+		HTTPPort: 0,
+	}
+	if cfg.JetStream.MaxStoreBytes > 0 {
+		opts.JetStreamMaxStore = cfg.JetStream.MaxStoreBytes
+	}
+	if cfg.JetStream.Durable() {
+		opts.SyncAlways = true
+	} else {
+		d, err := time.ParseDuration(cfg.JetStream.SyncInterval)
+		if err != nil {
+			return nil, fmt.Errorf("jetstream.sync_interval: %w", err)
+		}
+		opts.SyncInterval = d
+	}
+	if site.Leafnode.Listen != "" {
+		lh, lp, err := splitHostPort(site.Leafnode.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("leafnode.listen: %w", err)
+		}
+		opts.LeafNode.Host = lh
+		opts.LeafNode.Port = lp
+		// Downstream leafs must dial exactly the address they were given
+		// (proxies, NAT); never advertise other addresses to them.
+		opts.LeafNode.NoAdvertise = true
+	}
+	opts.LeafNode.ReconnectInterval = cfg.Leafnode.ReconnectInterval.D()
+	if up := upstreamURL(cfg, site); up != "" {
+		u, err := url.Parse(up)
+		if err != nil {
+			return nil, fmt.Errorf("leafnode upstream url: %w", err)
+		}
+		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{
+			URLs: []*url.URL{u},
+			// Never reconnect "around" the given address to servers
+			// discovered through it.
+			IgnoreDiscoveredServers: true,
+		}}
+	}
+	return opts, nil
+}
+
+// upstreamURL is the box's override, else the topology's.
+func upstreamURL(cfg *topology.Config, site *topology.Site) string {
+	if cfg.Leafnode.UpstreamURL != "" {
+		return cfg.Leafnode.UpstreamURL
+	}
+	return site.Leafnode.UpstreamURL
+}
+
+func splitHostPort(hp string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, err
+	}
+	p, err := strconv.Atoi(ps)
+	if err != nil || p < 0 || p > 65535 {
+		return "", 0, fmt.Errorf("invalid port %q", ps)
+	}
+	if p == 0 {
+		p = server.RANDOM_PORT
+	}
+	return host, p, nil
+}
+
+// startServer starts the embedded server and waits until it accepts
+// connections and JetStream is enabled.
+func startServer(opts *server.Options, log *slog.Logger) (*server.Server, error) {
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("nats-server: %w", err)
+	}
+	s.SetLoggerV2(&serverLog{log: log.With("component", "nats-server")}, false, false, false)
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("nats-server: not ready after 30s (is %s:%d in use?)", opts.Host, opts.Port)
+	}
+	if !s.JetStreamEnabled() {
+		s.Shutdown()
+		return nil, fmt.Errorf("nats-server: JetStream did not start (store dir %s)", opts.StoreDir)
+	}
+	return s, nil
+}
+
+// upstreamConnected reports whether the server's solicited (upstream)
+// leafnode connection is up.
+func upstreamConnected(s *server.Server) bool {
+	lz, err := s.Leafz(nil)
+	if err != nil {
+		return false
+	}
+	for _, l := range lz.Leafs {
+		if l.IsSpoke {
+			return true
+		}
+	}
+	return false
+}
+
+// serverLog routes the embedded server's log lines to slog. Server notices
+// are logged at debug level: they are many and describe the server, not
+// leafline; warnings and errors keep their level.
+type serverLog struct{ log *slog.Logger }
+
+func (l *serverLog) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Tracef(format string, v ...any)  {}

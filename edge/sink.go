@@ -1,0 +1,194 @@
+package edge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+// Event is one message handed to a sink.
+type Event struct {
+	ID      string // the event_id: the only identity that survives every hop
+	Subject string
+	Data    []byte
+	// StreamSeq is the message's sequence in the edge stream. It differs at
+	// every hop and is for logs only, never identity.
+	StreamSeq uint64
+}
+
+// Sink durably writes events, idempotently by Event.ID: writing an event
+// that is already written succeeds without a second record. It returns one
+// error per event (nil for success). An error wrapped with Permanent sends
+// that event to the dead-letter path; any other error is temporary and the
+// event is redelivered later. Write must not return before the successful
+// writes are durable.
+type Sink interface {
+	Write(ctx context.Context, evs []Event) []error
+}
+
+// TxSink is a sink whose writes share the outbox's bbolt transaction, so the
+// business records and their receipts commit together or not at all (a true
+// transactional outbox). An error rolls the whole batch back: every event
+// of it fails temporarily. WriteTx must not commit, roll back, or keep tx,
+// and must skip events already stored (a redelivery).
+type TxSink interface {
+	WriteTx(tx *bbolt.Tx, evs []Event) error
+}
+
+// StoreSink stores each event in the box's bbolt file, in bucket "events",
+// keyed by event_id, in the same transaction as its receipt.
+type StoreSink struct{}
+
+var storeBucket = []byte("events")
+
+type storedEvent struct {
+	Subject  string    `json:"subject"`
+	Data     []byte    `json:"data"`
+	StoredAt time.Time `json:"stored_at"`
+}
+
+// WriteTx stores the events not already stored.
+func (StoreSink) WriteTx(tx *bbolt.Tx, evs []Event) error {
+	b, err := tx.CreateBucketIfNotExists(storeBucket)
+	if err != nil {
+		return fmt.Errorf("store sink: %w", err)
+	}
+	now := time.Now().UTC()
+	for _, ev := range evs {
+		key := []byte(ev.ID)
+		if b.Get(key) != nil {
+			continue // already stored: a redelivery
+		}
+		v, err := json.Marshal(storedEvent{Subject: ev.Subject, Data: ev.Data, StoredAt: now})
+		if err != nil {
+			return fmt.Errorf("store sink: %w", err)
+		}
+		if err := b.Put(key, v); err != nil {
+			return fmt.Errorf("store sink: %w", err)
+		}
+	}
+	return nil
+}
+
+// CountStored returns how many events the store sink holds in db.
+func CountStored(db *bbolt.DB) (int, error) {
+	n := 0
+	err := db.View(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket(storeBucket); b != nil {
+			n = b.Stats().KeyN
+		}
+		return nil
+	})
+	return n, err
+}
+
+// FileSink writes one file per event under Dir. Each file is written to a
+// temporary name, fsynced, renamed into place, and the directory fsynced, so
+// a file that exists is complete: an existing file means "already done".
+type FileSink struct {
+	Dir string
+}
+
+// NewFileSink creates dir if needed.
+func NewFileSink(dir string) (*FileSink, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("file sink: %w", err)
+	}
+	return &FileSink{Dir: dir}, nil
+}
+
+// FileName maps an event_id to a file name that is safe for any id.
+func FileName(eventID string) string { return encodeID(eventID) + ".json" }
+
+// Write writes every event not already present, then fsyncs the directory
+// once for the whole batch.
+func (s *FileSink) Write(ctx context.Context, evs []Event) []error {
+	errs := make([]error, len(evs))
+	wrote := false
+	for i, ev := range evs {
+		if err := ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		final := filepath.Join(s.Dir, FileName(ev.ID))
+		if _, err := os.Stat(final); err == nil {
+			continue
+		} else if !errors.Is(err, os.ErrNotExist) {
+			errs[i] = err
+			continue
+		}
+		errs[i] = writeFileSync(final, ev)
+		wrote = wrote || errs[i] == nil
+	}
+	if wrote {
+		if err := syncDir(s.Dir); err != nil {
+			for i := range errs {
+				if errs[i] == nil {
+					errs[i] = err
+				}
+			}
+		}
+	}
+	return errs
+}
+
+func writeFileSync(final string, ev Event) error {
+	body, err := json.Marshal(struct {
+		EventID string `json:"event_id"`
+		Subject string `json:"subject"`
+		Data    []byte `json:"data"`
+	}{ev.ID, ev.Subject, ev.Data})
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(final), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(body)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, final)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// encodeID maps any event_id to a portable file name: "b-" + base64url for
+// short ids, "h-" + sha256 hex for ids whose encoding would be too long for
+// a file name. Both are injective for practical purposes and never contain
+// a path separator.
+func encodeID(id string) string {
+	enc := base64.RawURLEncoding.EncodeToString([]byte(id))
+	if len(enc) <= 200 {
+		return "b-" + enc
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "h-" + hex.EncodeToString(sum[:])
+}

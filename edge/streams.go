@@ -1,0 +1,192 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// sourceMaxAckPending bounds how many sourced messages may be in flight on
+// one link (the durable source consumer's flow-control window).
+const sourceMaxAckPending = 10000
+
+// plan is what a site owns: its streams and the durable consumers it creates
+// on them for the sites that source from it.
+type plan struct {
+	streams   []jetstream.StreamConfig
+	consumers []consumerPlan
+}
+
+type consumerPlan struct {
+	stream string
+	cfg    jetstream.ConsumerConfig
+}
+
+// sitePlan derives the streams and consumers of one site from the topology.
+//
+// Every link that crosses a leafnode uses durable sourcing: the owner of the
+// source stream creates a durable push consumer (AckFlowControl, 1s
+// heartbeat) per downstream site, and the downstream stream binds to it by
+// name. A durable source resumes within about a second after a long cut,
+// where an ephemeral one can take tens of seconds (see DESIGN.md).
+func sitePlan(cfg *topology.Config, site *topology.Site) plan {
+	t := cfg.Topology
+	ev, rc := t.Events, t.Receipts
+	maxBytes := cfg.JetStream.MaxStreamBytes
+	var p plan
+	base := func(name string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:       name,
+			Storage:    jetstream.FileStorage,
+			Retention:  jetstream.LimitsPolicy,
+			Discard:    jetstream.DiscardNew,
+			MaxBytes:   maxBytes,
+			Duplicates: ev.DuplicateWindow.D(),
+		}
+	}
+	// sourceFrom binds a stream to the durable consumer that the owner of
+	// the upstream stream created for this site.
+	sourceFrom := func(stream string, from *topology.Site) *jetstream.StreamSource {
+		return &jetstream.StreamSource{
+			Name:     stream,
+			External: &jetstream.ExternalStream{APIPrefix: topology.APIPrefix(from.Domain)},
+			Consumer: &jetstream.StreamConsumerSource{
+				Name:           topology.SourceConsumerName(site.Name),
+				DeliverSubject: topology.SourceDeliverSubject(from.Name, stream, site.Name),
+			},
+		}
+	}
+	// serve creates, on a stream this site owns, the durable source consumer
+	// for a downstream site.
+	serve := func(stream string, down *topology.Site, filter string) {
+		p.consumers = append(p.consumers, consumerPlan{stream: stream, cfg: jetstream.ConsumerConfig{
+			Durable:        topology.SourceConsumerName(down.Name),
+			Description:    "leafline durable source for " + down.Name,
+			DeliverPolicy:  jetstream.DeliverAllPolicy,
+			AckPolicy:      jetstream.AckFlowControlPolicy,
+			MaxAckPending:  sourceMaxAckPending,
+			FilterSubject:  filter,
+			DeliverSubject: topology.SourceDeliverSubject(site.Name, stream, down.Name),
+			FlowControl:    true,
+			IdleHeartbeat:  time.Second,
+		}})
+	}
+	up, _ := t.Site(site.Upstream)
+
+	switch site.Role {
+	case topology.RoleL1:
+		origin := base(ev.OriginStream)
+		origin.Subjects = ev.Subjects
+		origin.Description = "leafline origin events"
+		r1 := base(rc.L1Stream)
+		r1.Description = "leafline receipts at L1"
+		for _, hub := range t.Downstream(site.Name) {
+			serve(ev.OriginStream, hub, "")
+			r1.Sources = append(r1.Sources, sourceFrom(rc.HubStream, hub))
+		}
+		p.streams = append(p.streams, origin, r1)
+	case topology.RoleHub:
+		ha := base(ev.HubStream)
+		ha.Description = "leafline events at hub"
+		ha.Sources = []*jetstream.StreamSource{sourceFrom(ev.OriginStream, up)}
+		rh := base(rc.HubStream)
+		rh.Description = "leafline receipts at hub"
+		for _, e := range t.Downstream(site.Name) {
+			serve(ev.HubStream, e, e.Filter)
+			rh.Sources = append(rh.Sources, sourceFrom(rc.EdgeStream, e))
+		}
+		serve(rc.HubStream, up, "")
+		p.streams = append(p.streams, ha, rh)
+	case topology.RoleEdge:
+		l2 := base(ev.EdgeStream)
+		l2.Description = "leafline events at edge"
+		l2.Sources = []*jetstream.StreamSource{sourceFrom(ev.HubStream, up)}
+		re := base(rc.EdgeStream)
+		re.Description = "leafline receipts at edge"
+		re.Subjects = []string{t.ReceiptFilter(site.Name)}
+		// Receipts are written in atomic batches: one fsync per batch.
+		re.AllowAtomicPublish = true
+		serve(rc.EdgeStream, up, "")
+		p.streams = append(p.streams, l2, re)
+		if cfg.DeadLetter.Enabled {
+			dlq := base(cfg.DeadLetter.Stream)
+			dlq.Description = "leafline dead letters"
+			dlq.Subjects = []string{cfg.DeadLetter.Subject}
+			p.streams = append(p.streams, dlq)
+		}
+		p.consumers = append(p.consumers, consumerPlan{stream: ev.EdgeStream, cfg: sinkConsumerConfig(cfg)})
+	}
+	return p
+}
+
+// sinkConsumerConfig is the edge's durable pull consumer on its events stream.
+func sinkConsumerConfig(cfg *topology.Config) jetstream.ConsumerConfig {
+	d := cfg.Delivery
+	c := jetstream.ConsumerConfig{
+		Durable:       d.Consumer,
+		Description:   "leafline sink runner",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       d.AckWait.D(),
+		MaxAckPending: d.MaxAckPending,
+		MaxDeliver:    -1,
+		// A pull request may ask for a whole batch at once.
+		MaxRequestBatch: d.BatchSize,
+	}
+	if d.MaxDeliver > 0 {
+		c.MaxDeliver = d.MaxDeliver
+	}
+	return c
+}
+
+// ErrIncompatible means an existing stream or consumer differs from the
+// configuration in a way that would need it recreated or purged. leafline
+// never does either: the operator migrates it by hand.
+var ErrIncompatible = errors.New("existing JetStream asset is incompatible with the configuration")
+
+// reconcile creates the plan's streams and consumers, or updates them in
+// place. It never deletes, recreates or purges anything.
+func reconcile(ctx context.Context, js jetstream.JetStream, p plan) error {
+	for _, want := range p.streams {
+		if err := reconcileStream(ctx, js, want); err != nil {
+			return err
+		}
+	}
+	for _, c := range p.consumers {
+		if _, err := js.CreateOrUpdateConsumer(ctx, c.stream, c.cfg); err != nil {
+			return fmt.Errorf("consumer %s on stream %s: %w: %w", c.cfg.Durable, c.stream, ErrIncompatible, err)
+		}
+	}
+	return nil
+}
+
+func reconcileStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, want.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		if _, err := js.CreateStream(ctx, want); err != nil {
+			return fmt.Errorf("create stream %s: %w", want.Name, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("stream %s: %w", want.Name, err)
+	}
+	have := s.CachedInfo().Config
+	if have.Retention != want.Retention || have.Storage != want.Storage {
+		return fmt.Errorf("stream %s: %w: retention/storage is %s/%s, configuration wants %s/%s",
+			want.Name, ErrIncompatible, have.Retention, have.Storage, want.Retention, want.Storage)
+	}
+	if have.Discard != want.Discard {
+		return fmt.Errorf("stream %s: %w: discard policy is %s, configuration wants %s (a receipts or events stream must never drop old messages)",
+			want.Name, ErrIncompatible, have.Discard, want.Discard)
+	}
+	if _, err := js.UpdateStream(ctx, want); err != nil {
+		return fmt.Errorf("stream %s: %w: %w", want.Name, ErrIncompatible, err)
+	}
+	return nil
+}

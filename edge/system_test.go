@@ -1,0 +1,291 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/leafline/leafline/outbox"
+	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
+)
+
+// testSystem starts a LocalSystem with every box running and the links up.
+func testSystem(t *testing.T, o LocalOptions, prepare func(string, *App)) *LocalSystem {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		if testing.Verbose() {
+			o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}
+	}
+	ls, err := NewLocalSystem(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls.prepare = prepare
+	t.Cleanup(ls.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ls.StartAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitLinks(t, ls)
+	return ls
+}
+
+func waitLinks(t *testing.T, ls *LocalSystem) {
+	t.Helper()
+	checkFor(t, 30*time.Second, func() error {
+		for _, s := range ls.Topology.Sites {
+			if s.Upstream != "" && !ls.App(s.Name).UpstreamConnected() {
+				return fmt.Errorf("%s not connected upstream", s.Name)
+			}
+		}
+		return nil
+	})
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// checkFor polls fn until it returns nil or d passes.
+func checkFor(t *testing.T, d time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = fn(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("condition not met after %s: %v", d, err)
+}
+
+func clientJS(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func publishN(t *testing.T, js jetstream.JetStream, prefix string, n int) []string {
+	t.Helper()
+	var ids []string
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The test ids deliberately include characters that are not valid KV
+	// key characters.
+	for i := 0; i < n; i++ {
+		ids = append(ids, fmt.Sprintf("%s.%d *x>", prefix, i))
+	}
+	for _, id := range ids {
+		m := nats.NewMsg("events.test")
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		m.Data = []byte(`{"k":1}`)
+		if _, err := js.PublishMsgAsync(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal("publishes not acked")
+	}
+	return ids
+}
+
+// waitCompleted waits until every id has a processed record from each of
+// the processors, and checks that no receipt was applied twice.
+func waitCompleted(t *testing.T, ls *LocalSystem, ids []string, processors ...string) {
+	t.Helper()
+	svc := ls.App("l1").Completions()
+	want := uint64(len(ids) * len(processors))
+	checkFor(t, 90*time.Second, func() error {
+		if got := svc.Stats().Applied; got < want {
+			return fmt.Errorf("applied %d of %d", got, want)
+		}
+		return nil
+	})
+	ctx := context.Background()
+	for _, id := range ids {
+		c, err := svc.Store().Get(ctx, id)
+		if err != nil {
+			t.Fatalf("event %q: %v", id, err)
+		}
+		if c.EventID != id {
+			t.Fatalf("event %q: record holds id %q", id, c.EventID)
+		}
+		for _, p := range processors {
+			if pr, ok := c.Processors[p]; !ok || pr.Status != receipts.StatusProcessed {
+				t.Fatalf("event %q: processor %s: %+v", id, p, c.Processors)
+			}
+		}
+	}
+	if got := svc.Stats().Applied; got != want {
+		t.Fatalf("applied %d receipts for %d (event, processor) pairs: a receipt was applied twice", got, want)
+	}
+}
+
+func TestSystem_EndToEnd(t *testing.T) {
+	ls := testSystem(t, LocalOptions{}, nil)
+	js := clientJS(t, ls.App("l1").ClientURL())
+	ids := publishN(t, js, "e2e", 500)
+	waitCompleted(t, ls, ids, "edge1")
+	// Every source message was ACKed: nothing pending on the sink consumer.
+	ejs := clientJS(t, ls.App("edge1").ClientURL())
+	checkFor(t, 10*time.Second, func() error {
+		ci, err := ejs.Consumer(context.Background(), "L2A", "leafline-sink")
+		if err != nil {
+			return err
+		}
+		info := ci.CachedInfo()
+		if info.NumAckPending != 0 || info.NumPending != 0 {
+			return fmt.Errorf("ack pending %d, pending %d", info.NumAckPending, info.NumPending)
+		}
+		return nil
+	})
+}
+
+func TestSystem_TwoEdges(t *testing.T) {
+	ls := testSystem(t, LocalOptions{Edges: 2}, nil)
+	js := clientJS(t, ls.App("l1").ClientURL())
+	ids := publishN(t, js, "two", 200)
+	waitCompleted(t, ls, ids, "edge1", "edge2")
+}
+
+// failingPublisher fails its first n calls, then delegates.
+type failingPublisher struct {
+	next  outbox.Publisher
+	fails atomic.Int64
+	calls atomic.Int64
+}
+
+func (f *failingPublisher) Publish(ctx context.Context, recs []outbox.Record) error {
+	f.calls.Add(1)
+	if f.fails.Add(-1) >= 0 {
+		return errors.New("injected: receipts stream unavailable")
+	}
+	return f.next.Publish(ctx, recs)
+}
+
+// When the receipt publish fails, the source message must not be ACKed; it
+// is redelivered and completes exactly once.
+func TestRunner_ReceiptPublishFails_NoAckThenExactlyOnce(t *testing.T) {
+	fp := &failingPublisher{}
+	fp.fails.Store(3)
+	ls := testSystem(t, LocalOptions{Configure: func(c *topology.Config) {
+		c.Delivery.Retry.BackoffMS = 100
+		c.Delivery.Retry.BackoffMaxMS = 200
+		// Keep the relay out of the way so that the runner's redelivery
+		// path is what completes the event.
+		c.Outbox.RelayInterval = topology.Duration(time.Hour)
+	}}, func(name string, a *App) {
+		if name == "edge1" {
+			a.wrapPublisher = func(p outbox.Publisher) outbox.Publisher { fp.next = p; return fp }
+		}
+	})
+	edge := ls.App("edge1")
+	js := clientJS(t, ls.App("l1").ClientURL())
+	ids := publishN(t, js, "pubfail", 1)
+	waitCompleted(t, ls, ids, "edge1")
+	if fp.calls.Load() < 4 {
+		t.Fatalf("publisher called %d times, want >= 4 (3 failures then success)", fp.calls.Load())
+	}
+	m := edge.Metrics()
+	if got := counterValue(t, m.nacked); got < 3 {
+		t.Fatalf("nacked %v, want >= 3: a failed receipt publish must not ACK", got)
+	}
+	if got := counterValue(t, m.acked); got != 1 {
+		t.Fatalf("acked %v, want exactly 1", got)
+	}
+	if got := counterValue(t, m.redeliveries); got < 3 {
+		t.Fatalf("redeliveries %v, want >= 3", got)
+	}
+}
+
+// An abrupt stop of the edge mid-stream, then a restart on the same data
+// dir: every event completes exactly once.
+func TestSystem_EdgeKilledMidStream(t *testing.T) {
+	ls := testSystem(t, LocalOptions{Configure: func(c *topology.Config) {
+		c.Delivery.BatchSize = 16
+	}}, nil)
+	js := clientJS(t, ls.App("l1").ClientURL())
+	ids := publishN(t, js, "kill", 2000)
+	edge := ls.App("edge1")
+	checkFor(t, 30*time.Second, func() error {
+		if n := counterValue(t, edge.Metrics().acked); n < 100 {
+			return fmt.Errorf("acked %v", n)
+		}
+		return nil
+	})
+	ls.Kill("edge1")
+	if _, err := ls.Start(context.Background(), "edge1"); err != nil {
+		t.Fatal(err)
+	}
+	waitCompleted(t, ls, ids, "edge1")
+}
+
+// With the edge↔hub link cut, the edge goes on processing the events it
+// already has and its receipts pile up locally; after the link returns
+// everything drains, nothing lost or applied twice.
+func TestSystem_LinkCut(t *testing.T) {
+	ls := testSystem(t, LocalOptions{}, nil)
+	l1js := clientJS(t, ls.App("l1").ClientURL())
+	edge := ls.App("edge1")
+	ejs := clientJS(t, edge.ClientURL())
+	ctx := context.Background()
+
+	first := publishN(t, l1js, "before", 300)
+	checkFor(t, 30*time.Second, func() error {
+		if n := streamMsgs(ctx, ejs, "L2A"); n < 300 {
+			return fmt.Errorf("L2A has %d", n)
+		}
+		return nil
+	})
+	ls.Links["edge1"].Cut()
+	checkFor(t, 10*time.Second, func() error {
+		if edge.UpstreamConnected() {
+			return errors.New("edge still connected")
+		}
+		return nil
+	})
+	second := publishN(t, l1js, "during", 300)
+	// The edge processes everything it has while cut: 300 receipts held
+	// locally in RE.
+	checkFor(t, 30*time.Second, func() error {
+		if n := streamMsgs(ctx, ejs, "RE"); n < 300 {
+			return fmt.Errorf("RE holds %d receipts", n)
+		}
+		return nil
+	})
+	if n := streamMsgs(ctx, ejs, "L2A"); n != 300 {
+		t.Fatalf("L2A has %d events during the cut, want 300", n)
+	}
+	ls.Links["edge1"].Restore()
+	waitCompleted(t, ls, append(first, second...), "edge1")
+}
+
+func counterValue(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	return testutil.ToFloat64(c)
+}

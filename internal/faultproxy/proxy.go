@@ -1,0 +1,131 @@
+// Package faultproxy is a TCP proxy that can cut the link it carries, for
+// link-cut tests, the demo and the chaos driver. While cut it closes every
+// open connection and every new one at once, as a dead link or a dropped
+// route does to a leafnode.
+package faultproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+)
+
+// Proxy forwards TCP connections from its listener to a target address.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// Listen starts a proxy on addr (e.g. "127.0.0.1:0") forwarding to target.
+func Listen(addr, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the proxy's listen address.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut drops every connection and refuses new ones until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Restore lets connections through again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+// IsCut reports whether the link is cut.
+func (p *Proxy) IsCut() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut
+}
+
+// Close stops the proxy and closes every connection.
+func (p *Proxy) Close() error {
+	err := p.ln.Close()
+	p.Cut()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if !p.track(c) {
+			c.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
+func (p *Proxy) serve(c net.Conn) {
+	defer p.wg.Done()
+	defer p.untrack(c)
+	u, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	if !p.track(u) {
+		u.Close()
+		return
+	}
+	defer p.untrack(u)
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		io.Copy(dst, src)
+		dst.Close()
+		src.Close()
+		done <- struct{}{}
+	}
+	go pipe(u, c)
+	go pipe(c, u)
+	<-done
+	<-done
+}

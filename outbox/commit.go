@@ -1,0 +1,218 @@
+package outbox
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+// Commit runs fn (may be nil) and stores recs, in one managed bbolt Update
+// transaction: one fsync for the whole batch.
+//
+// For each rec whose Key is already stored, the stored record is left
+// untouched and its stored copy is returned, whatever its Subject and Data
+// (compare them if that matters). Otherwise rec is stored as pending with a
+// new Seq and CreatedAt. A Key repeated inside recs is stored once; later
+// occurrences return the first. The returned slice is parallel to recs.
+//
+// fn runs first, in the same transaction, so that the edge's store sink
+// writes its business record atomically with the receipt. If fn returns an
+// error the transaction is rolled back (fn's own writes included), nothing
+// is stored and the error is returned wrapped. fn must not call methods of
+// the Outbox and must not commit or roll back tx. A panic in fn rolls the
+// transaction back and propagates unchanged.
+//
+// Invalid records (see ErrInvalidRecord) are rejected before the
+// transaction starts; fn is not called.
+//
+// NOTE: any other error (a failed fsync, a full disk, ErrCorrupt) is fatal:
+// the caller must not ACK anything covered by this call and should stop the
+// process. bbolt does not retry a failed commit in place and the state of
+// the page cache after a failed fsync is unknown, so every later write on
+// this Outbox returns an error wrapping the first one. Reads still work.
+func (o *Outbox) Commit(recs []Record, fn func(tx *bbolt.Tx) error) ([]Record, error) {
+	for i := range recs {
+		if err := recs[i].validate(); err != nil {
+			return nil, fmt.Errorf("outbox: commit: record %d: %w", i, err)
+		}
+	}
+	out := make([]Record, len(recs))
+	if len(recs) == 0 && fn == nil {
+		return out, o.usable()
+	}
+	created := normalTime(o.now())
+	inCallback := false
+	err := o.update(&inCallback, func(tx *bbolt.Tx) error {
+		if fn != nil {
+			inCallback = true
+			err := fn(tx)
+			inCallback = false
+			if err != nil {
+				return &callbackError{err}
+			}
+		}
+		b, err := getBuckets(tx)
+		if err != nil {
+			return err
+		}
+		first := make(map[string]int, len(recs))
+		added := int64(0)
+		for i := range recs {
+			key := recs[i].Key
+			if j, ok := first[key]; ok {
+				out[i] = out[j]
+				continue
+			}
+			first[key] = i
+			if v := b.records.Get([]byte(key)); v != nil {
+				r, err := decodeRecord([]byte(key), v)
+				if err != nil {
+					return err
+				}
+				out[i] = r.clone()
+				continue
+			}
+			seq, err := b.records.NextSequence()
+			if err != nil {
+				return err
+			}
+			r := Record{
+				Key:       key,
+				Subject:   recs[i].Subject,
+				Data:      recs[i].Data,
+				Seq:       seq,
+				State:     StatePending,
+				CreatedAt: created,
+			}
+			if len(r.Data) == 0 {
+				r.Data = nil
+			}
+			if err := b.records.Put([]byte(key), encodeRecord(&r)); err != nil {
+				return err
+			}
+			if err := b.pending.Put(u64(seq), []byte(key)); err != nil {
+				return err
+			}
+			out[i] = r
+			added++
+		}
+		return b.addCounters(added, 0)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: commit: %w", err)
+	}
+	return out, nil
+}
+
+// MarkPublished marks the records with the given keys published, in one
+// Update transaction. Unknown keys are ignored (a record may have been
+// pruned) and records already published are left untouched.
+//
+// NOTE: an error is fatal, as for Commit. The caller must not ACK the
+// source messages; the records stay pending and the Relay republishes them
+// after a restart.
+func (o *Outbox) MarkPublished(keys []string) error {
+	if len(keys) == 0 {
+		return o.usable()
+	}
+	now := normalTime(o.now())
+	err := o.update(nil, func(tx *bbolt.Tx) error {
+		b, err := getBuckets(tx)
+		if err != nil {
+			return err
+		}
+		n := int64(0)
+		for _, key := range keys {
+			k := []byte(key)
+			v := b.records.Get(k)
+			if v == nil {
+				continue
+			}
+			r, err := decodeRecord(k, v)
+			if err != nil {
+				return err
+			}
+			if r.State == StatePublished {
+				continue
+			}
+			if got := b.pending.Get(u64(r.Seq)); !bytes.Equal(got, k) {
+				return fmt.Errorf("%w: pending record %q (seq %d) has no pending index entry", ErrCorrupt, key, r.Seq)
+			}
+			if err := b.pending.Delete(u64(r.Seq)); err != nil {
+				return err
+			}
+			r.State, r.PublishedAt = StatePublished, now
+			if err := b.records.Put(k, encodeRecord(&r)); err != nil {
+				return err
+			}
+			if err := b.published.Put(publishedKey(&r), k); err != nil {
+				return err
+			}
+			n++
+		}
+		return b.addCounters(-n, n)
+	})
+	if err != nil {
+		return fmt.Errorf("outbox: mark published: %w", err)
+	}
+	return nil
+}
+
+// Prune deletes up to limit published records whose PublishedAt is before
+// publishedBefore, oldest first, in one Update transaction, and returns how
+// many it deleted. limit <= 0 means no limit. Pending records are never
+// deleted.
+//
+// NOTE: once a record is pruned its Key can be committed again (see the
+// package Caveats). Keep publishedBefore well behind the source streams'
+// redelivery horizon. An error is fatal, as for Commit.
+func (o *Outbox) Prune(publishedBefore time.Time, limit int) (int, error) {
+	before := timeToNanos(publishedBefore)
+	deleted := 0
+	err := o.update(nil, func(tx *bbolt.Tx) error {
+		b, err := getBuckets(tx)
+		if err != nil {
+			return err
+		}
+		type entry struct{ idx, key []byte }
+		var victims []entry
+		c := b.published.Cursor()
+		for k, v := c.First(); k != nil && (limit <= 0 || len(victims) < limit); k, v = c.Next() {
+			if len(k) != 16 {
+				return fmt.Errorf("%w: published index key %x has length %d", ErrCorrupt, k, len(k))
+			}
+			if int64(binary.BigEndian.Uint64(k)) >= before {
+				break
+			}
+			victims = append(victims, entry{bytes.Clone(k), bytes.Clone(v)})
+		}
+		for _, e := range victims {
+			v := b.records.Get(e.key)
+			if v == nil {
+				return fmt.Errorf("%w: published index entry %x points at missing record %q", ErrCorrupt, e.idx, e.key)
+			}
+			r, err := decodeRecord(e.key, v)
+			if err != nil {
+				return err
+			}
+			if r.State != StatePublished || !bytes.Equal(publishedKey(&r), e.idx) {
+				return fmt.Errorf("%w: published index entry %x does not match record %q", ErrCorrupt, e.idx, e.key)
+			}
+			if err := b.records.Delete(e.key); err != nil {
+				return err
+			}
+			if err := b.published.Delete(e.idx); err != nil {
+				return err
+			}
+		}
+		deleted = len(victims)
+		return b.addCounters(0, -int64(len(victims)))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox: prune: %w", err)
+	}
+	return deleted, nil
+}

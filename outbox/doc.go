@@ -1,0 +1,101 @@
+// Package outbox is leafline's transactional outbox: the durable record of
+// every business receipt between "the edge processed an event" and "the
+// receipts stream PubAck'ed the receipt", stored in one bbolt file, and the
+// Relay that republishes what was left behind.
+//
+// The package knows nothing about NATS. The edge publishes through a
+// Publisher and uses Record.Key as the Nats-Msg-Id.
+//
+// # Guarantees
+//
+// Commit first. Commit stores a batch of records, together with whatever
+// its callback writes in the same file (the store sink's business record),
+// in one bbolt transaction: one fsync, all or nothing. When Commit returns
+// nil the records are on disk; when it returns an error none of them is.
+//
+// A key is stored once. A record is identified by its Key. Committing an
+// existing Key again (a redelivered event) stores nothing and returns the
+// stored record, pending or published, so the caller republishes the same
+// receipt rather than creating a second one.
+//
+// Pending until MarkPublished. A record stays pending, and is returned by
+// Pending, until MarkPublished is called for its Key; the caller does that
+// only after the receipts stream PubAck'ed it, and ACKs the source message
+// only after MarkPublished returned nil.
+//
+// Relay: at least once. Run publishes every record that stays pending
+// longer than MinAge, and keeps retrying until the Publisher reports
+// success, across restarts. It may publish a record that is already
+// published (the runner and the Relay raced, or a crash came between the
+// PubAck and MarkPublished); downstream dedupes by Key.
+//
+// What a crash at each point causes:
+//
+//   - before or during Commit: nothing is stored; the source message is
+//     not ACKed and is redelivered; processing runs again.
+//   - after Commit, before the PubAck: the record is pending; the relay
+//     publishes it after restart; the redelivered source message finds the
+//     existing record (no second record) and is published again too.
+//   - after the PubAck, before MarkPublished: the record is pending; it is
+//     published again and the stream (within its duplicate window) or the
+//     completion service (after it) drops the duplicate.
+//   - after MarkPublished, before the ACK: the source message is
+//     redelivered and Commit returns the stored record in StatePublished:
+//     the caller may ACK at once (or publish again; it is deduped).
+//
+// In no case is a committed receipt lost.
+//
+// # Robustness
+//
+// A new file is created under a temporary name and linked into place only
+// when complete. Open validates an existing file before bbolt maps it (meta
+// page checksums, truncation, every reachable page, the freelist), recovers
+// panics from bbolt, and reports damage as ErrCorrupt naming the file and
+// telling the operator to restore it; it never re-initialises a damaged
+// file and never returns an empty outbox in place of a damaged one. A meta
+// page that fails its checksum is reported too, although bbolt would open
+// the file by falling back to the previous transaction: that fallback can
+// drop the last commit silently. Check runs bbolt's consistency check and
+// the outbox invariants; run it at startup. Records carry a CRC-32C, so a
+// damaged record is reported, not published. Every read and write recovers
+// bbolt panics and memory faults into ErrCorrupt.
+//
+// bbolt's fsync is never disabled and only managed transactions are used.
+//
+// # File layout
+//
+// Top-level buckets (the edge keeps its own buckets in the same file; names
+// starting with "outbox." are reserved):
+//
+//	outbox.meta       "schema" -> 1, "pending" / "published" -> counters (uint64 big endian)
+//	outbox.records    Key -> record (format documented in record.go, with CRC-32C)
+//	outbox.pending    big-endian Seq -> Key, for pending records only
+//	outbox.published  big-endian PublishedAt (Unix ns) + Seq -> Key, for published records only
+//
+// Seq comes from NextSequence of outbox.records. A file whose schema
+// version is not SchemaVersion is refused with ErrSchema.
+//
+// # Caveats
+//
+// Commit, MarkPublished and Prune errors are fatal. bbolt rolls back a
+// failed commit and does not retry it, and after a failed fsync the state
+// of the page cache is unknown. The Outbox therefore refuses every later
+// write with an error wrapping the first one; the process should stop and
+// restart (crash recovery above applies). A Commit callback error is not
+// fatal: it rolls back cleanly.
+//
+// Prune forgets keys. After a published record is pruned, a very late
+// redelivery of its source event commits a second record with the same Key
+// and publishes it again; the completion service dedupes it by event_id.
+// Prune well behind the redelivery horizon of the source streams.
+//
+// The Publisher must be idempotent by Key: set Nats-Msg-Id to Record.Key.
+// The stream's duplicate window (2 minutes by default) covers fast
+// republishing only; the completion service's KV dedupe covers the rest.
+//
+// The Commit callback runs inside the write transaction and must not call
+// methods of the Outbox (that would deadlock bbolt).
+//
+// Open reads the live part of the file once and Check reads the whole
+// file; both grow with the file, so prune regularly.
+package outbox

@@ -1,0 +1,1010 @@
+package outbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+var errBoom = errors.New("boom")
+
+func TestState_String(t *testing.T) {
+	for s, want := range map[State]string{StatePending: "pending", StatePublished: "published", 7: "State(7)"} {
+		if got := s.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", s, got, want)
+		}
+	}
+}
+
+func TestOutbox_Commit(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, o *Outbox, clk *testClock)
+	}{
+		{"new", func(t *testing.T, o *Outbox, clk *testClock) {
+			out := mustCommit(t, o, recs("a", "b")...)
+			for i, key := range []string{"a", "b"} {
+				want := Record{Key: key, Subject: "receipts.edge1", Data: []byte("data-" + key),
+					Seq: uint64(i + 1), State: StatePending, CreatedAt: clk.peek()}
+				if !reflect.DeepEqual(out[i], want) {
+					t.Errorf("out[%d] = %+v, want %+v", i, out[i], want)
+				}
+				if got := mustGet(t, o, key); !reflect.DeepEqual(got, want) {
+					t.Errorf("Get(%q) = %+v, want %+v", key, got, want)
+				}
+			}
+		}},
+		{"duplicate", func(t *testing.T, o *Outbox, clk *testClock) {
+			first := mustCommit(t, o, rec("a"))[0]
+			clk.Advance(time.Minute)
+			again := rec("a")
+			again.Data = []byte("different")
+			out := mustCommit(t, o, again, rec("b"))
+			if !reflect.DeepEqual(out[0], first) {
+				t.Errorf("duplicate returned %+v, want stored %+v", out[0], first)
+			}
+			if out[1].Seq != 2 {
+				t.Errorf("b.Seq = %d, want 2", out[1].Seq)
+			}
+			if s := mustStats(t, o); s.Pending != 2 {
+				t.Errorf("Pending = %d, want 2", s.Pending)
+			}
+		}},
+		{"duplicate within batch", func(t *testing.T, o *Outbox, clk *testClock) {
+			in := recs("a", "b", "a")
+			in[2].Data = []byte("later")
+			out := mustCommit(t, o, in...)
+			if !reflect.DeepEqual(out[2], out[0]) || out[0].Seq != 1 || out[1].Seq != 2 {
+				t.Errorf("out = %+v", out)
+			}
+			if got := mustGet(t, o, "a"); string(got.Data) != "data-a" {
+				t.Errorf("stored Data = %q, want the first occurrence", got.Data)
+			}
+			if s := mustStats(t, o); s.Pending != 2 {
+				t.Errorf("Pending = %d, want 2", s.Pending)
+			}
+		}},
+		{"duplicate of a published record", func(t *testing.T, o *Outbox, clk *testClock) {
+			mustCommit(t, o, rec("a"))
+			if err := o.MarkPublished([]string{"a"}); err != nil {
+				t.Fatal(err)
+			}
+			out := mustCommit(t, o, rec("a"))
+			if out[0].State != StatePublished || out[0].PublishedAt.IsZero() {
+				t.Errorf("got %+v, want the published record", out[0])
+			}
+		}},
+		{"callback error rolls back everything", func(t *testing.T, o *Outbox, clk *testClock) {
+			_, err := o.Commit(recs("a", "b"), func(tx *bbolt.Tx) error {
+				b, err := tx.CreateBucket([]byte("biz"))
+				if err != nil {
+					return err
+				}
+				if err := b.Put([]byte("a"), []byte("business")); err != nil {
+					return err
+				}
+				return errBoom
+			})
+			if !errors.Is(err, errBoom) {
+				t.Fatalf("err = %v, want errBoom", err)
+			}
+			if _, ok, _ := o.Get("a"); ok {
+				t.Error("record a stored despite the callback error")
+			}
+			_ = o.DB().View(func(tx *bbolt.Tx) error {
+				if tx.Bucket([]byte("biz")) != nil {
+					t.Error("callback's bucket survived the rollback")
+				}
+				return nil
+			})
+			if s := mustStats(t, o); s != (Stats{}) {
+				t.Errorf("Stats = %+v, want zero", s)
+			}
+			// Not fatal: the next commit works and reuses the Seq.
+			if out := mustCommit(t, o, rec("c")); out[0].Seq != 1 {
+				t.Errorf("Seq after rollback = %d, want 1", out[0].Seq)
+			}
+		}},
+		{"callback writes are visible after commit", func(t *testing.T, o *Outbox, clk *testClock) {
+			_, err := o.Commit(recs("a"), func(tx *bbolt.Tx) error {
+				b, err := tx.CreateBucketIfNotExists([]byte("biz"))
+				if err != nil {
+					return err
+				}
+				return b.Put([]byte("a"), []byte("business"))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = o.DB().View(func(tx *bbolt.Tx) error {
+				if b := tx.Bucket([]byte("biz")); b == nil || string(b.Get([]byte("a"))) != "business" {
+					t.Error("business record missing after commit")
+				}
+				return nil
+			})
+			if err := o.Check(); err != nil {
+				t.Errorf("Check: %v", err)
+			}
+		}},
+		{"callback only", func(t *testing.T, o *Outbox, clk *testClock) {
+			called := false
+			out, err := o.Commit(nil, func(*bbolt.Tx) error { called = true; return nil })
+			if err != nil || !called || out == nil || len(out) != 0 {
+				t.Errorf("out %v, err %v, called %v", out, err, called)
+			}
+		}},
+		{"empty", func(t *testing.T, o *Outbox, clk *testClock) {
+			out, err := o.Commit(nil, nil)
+			if err != nil || out == nil || len(out) != 0 {
+				t.Errorf("out %v, err %v", out, err)
+			}
+		}},
+		{"empty data is stored as nil", func(t *testing.T, o *Outbox, clk *testClock) {
+			r := rec("a")
+			r.Data = []byte{}
+			out := mustCommit(t, o, r)
+			if got := mustGet(t, o, "a"); !reflect.DeepEqual(got, out[0]) || got.Data != nil {
+				t.Errorf("Get = %+v, Commit returned %+v", got, out[0])
+			}
+		}},
+		{"callback panic propagates and rolls back", func(t *testing.T, o *Outbox, clk *testClock) {
+			func() {
+				defer func() {
+					if r := recover(); r != "callback bug" {
+						t.Errorf("recovered %v, want the callback's panic", r)
+					}
+				}()
+				_, _ = o.Commit(recs("a"), func(*bbolt.Tx) error { panic("callback bug") })
+			}()
+			if _, ok, err := o.Get("a"); ok || err != nil {
+				t.Errorf("Get after panic: ok %v, err %v", ok, err)
+			}
+			mustCommit(t, o, rec("b"))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, clk := openTest(t)
+			tt.run(t, o, clk)
+		})
+	}
+}
+
+func TestOutbox_Commit_Invalid(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  Record
+	}{
+		{"empty key", Record{Subject: "s"}},
+		{"key too long", Record{Key: strings.Repeat("k", MaxKeyLen+1), Subject: "s"}},
+		{"empty subject", Record{Key: "k"}},
+		{"data too large", Record{Key: "k", Subject: "s", Data: make([]byte, MaxDataLen+1)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, _ := openTest(t)
+			called := false
+			_, err := o.Commit([]Record{rec("ok"), tt.rec}, func(*bbolt.Tx) error { called = true; return nil })
+			if !errors.Is(err, ErrInvalidRecord) {
+				t.Fatalf("err = %v, want ErrInvalidRecord", err)
+			}
+			if called {
+				t.Error("callback ran for an invalid batch")
+			}
+			if _, ok, _ := o.Get("ok"); ok {
+				t.Error("valid record of an invalid batch was stored")
+			}
+		})
+	}
+	t.Run("key of MaxKeyLen is fine", func(t *testing.T) {
+		o, _ := openTest(t)
+		mustCommit(t, o, Record{Key: strings.Repeat("k", MaxKeyLen), Subject: "s"})
+	})
+}
+
+func TestOutbox_MarkPublished(t *testing.T) {
+	o, clk := openTest(t)
+	mustCommit(t, o, recs("a", "b", "c")...)
+	t1 := clk.Advance(time.Second)
+	if err := o.MarkPublished([]string{"a", "unknown", "a", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	if err := o.MarkPublished([]string{"a"}); err != nil { // already published: untouched
+		t.Fatal(err)
+	}
+	if err := o.MarkPublished(nil); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]State{"a": StatePublished, "b": StatePending, "c": StatePublished} {
+		r := mustGet(t, o, key)
+		if r.State != want {
+			t.Errorf("%s: state %s, want %s", key, r.State, want)
+		}
+		if want == StatePublished && !r.PublishedAt.Equal(t1) {
+			t.Errorf("%s: PublishedAt %v, want %v", key, r.PublishedAt, t1)
+		}
+		if want == StatePending && !r.PublishedAt.IsZero() {
+			t.Errorf("%s: PublishedAt %v, want zero", key, r.PublishedAt)
+		}
+	}
+	if s := mustStats(t, o); s.Pending != 1 || s.Published != 2 {
+		t.Errorf("Stats = %+v", s)
+	}
+	if err := o.Check(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestOutbox_Pending(t *testing.T) {
+	o, clk := openTest(t)
+	t0 := clk.peek()
+	mustCommit(t, o, rec("a"))
+	clk.Advance(time.Second)
+	mustCommit(t, o, rec("b"))
+	clk.Advance(time.Second)
+	mustCommit(t, o, rec("c"))
+	clk.Advance(-time.Hour) // wall clock stepped back: d has the highest Seq and the oldest CreatedAt
+	mustCommit(t, o, rec("d"))
+	if err := o.MarkPublished([]string{"c"}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name   string
+		limit  int
+		before time.Time
+		want   []string
+	}{
+		{"all, oldest first", 0, time.Time{}, []string{"a", "b", "d"}},
+		{"limit", 2, time.Time{}, []string{"a", "b"}},
+		{"age filter is inclusive", 0, t0.Add(time.Second), []string{"a", "b", "d"}},
+		{"age filter skips young records", 0, t0, []string{"a", "d"}},
+		{"age filter with limit", 1, t0.Add(-time.Minute), []string{"d"}},
+		{"nothing old enough", 0, t0.Add(-2 * time.Hour), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := o.Pending(tt.limit, tt.before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := keysOf(got); len(k)+len(tt.want) > 0 && !reflect.DeepEqual(k, tt.want) {
+				t.Errorf("got %v, want %v", k, tt.want)
+			}
+			for _, r := range got {
+				if r.State != StatePending || string(r.Data) != "data-"+r.Key {
+					t.Errorf("bad record %+v", r)
+				}
+			}
+		})
+	}
+}
+
+func TestOutbox_Pending_CopiesData(t *testing.T) {
+	o, _ := openTest(t)
+	mustCommit(t, o, recs("a", "b")...)
+	got, err := o.Pending(0, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writes after the read transaction must not change what it returned.
+	for i := range 200 {
+		mustCommit(t, o, rec(fmt.Sprintf("fill-%03d", i)))
+	}
+	if err := o.MarkPublished([]string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range got {
+		if string(r.Data) != "data-"+r.Key || r.State != StatePending {
+			t.Errorf("record changed after its transaction: %+v", r)
+		}
+	}
+}
+
+func TestOutbox_Stats(t *testing.T) {
+	o, clk := openTest(t)
+	if s := mustStats(t, o); s != (Stats{}) {
+		t.Errorf("empty: %+v", s)
+	}
+	t0 := clk.peek()
+	mustCommit(t, o, recs("a", "b")...)
+	t1 := clk.Advance(time.Second)
+	mustCommit(t, o, rec("c"))
+	steps := []struct {
+		mark       []string
+		pend, publ int
+		oldest     time.Time
+	}{
+		{nil, 3, 0, t0},
+		{[]string{"b"}, 2, 1, t0},
+		{[]string{"a"}, 1, 2, t1},
+		{[]string{"c"}, 0, 3, time.Time{}},
+	}
+	for i, st := range steps {
+		if err := o.MarkPublished(st.mark); err != nil {
+			t.Fatal(err)
+		}
+		s := mustStats(t, o)
+		if s.Pending != st.pend || s.Published != st.publ || !s.OldestPending.Equal(st.oldest) {
+			t.Errorf("step %d: %+v, want pending %d published %d oldest %v", i, s, st.pend, st.publ, st.oldest)
+		}
+	}
+}
+
+func TestOutbox_Prune(t *testing.T) {
+	o, clk := openTest(t)
+	mustCommit(t, o, recs("a", "b", "c", "d")...)
+	t1 := clk.Advance(time.Minute)
+	if err := o.MarkPublished([]string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	t2 := clk.Advance(time.Minute)
+	if err := o.MarkPublished([]string{"c"}); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		before time.Time
+		limit  int
+		want   int
+		gone   []string
+	}{
+		{t1, 0, 0, nil},                // strictly before
+		{t2, 1, 1, []string{"a"}},      // limit, oldest first
+		{t2, 0, 1, []string{"a", "b"}}, // the rest published at t1
+		{t2.Add(time.Hour), 0, 1, []string{"a", "b", "c"}},
+		{t2.Add(time.Hour), 0, 0, []string{"a", "b", "c"}}, // d is pending: never pruned
+	}
+	for i, st := range steps {
+		n, err := o.Prune(st.before, st.limit)
+		if err != nil || n != st.want {
+			t.Fatalf("step %d: Prune = %d, %v, want %d", i, n, err, st.want)
+		}
+		for _, k := range st.gone {
+			if _, ok, _ := o.Get(k); ok {
+				t.Errorf("step %d: %s still stored", i, k)
+			}
+		}
+	}
+	if s := mustStats(t, o); s.Pending != 1 || s.Published != 0 {
+		t.Errorf("Stats = %+v", s)
+	}
+	mustGet(t, o, "d")
+	// Caveat: a pruned key can be committed again, as a new record.
+	if out := mustCommit(t, o, rec("a")); out[0].Seq != 5 || out[0].State != StatePending {
+		t.Errorf("re-commit after prune = %+v", out[0])
+	}
+	if err := o.Check(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestOutbox_Reopen(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	o, err := Open(path, Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := mustCommit(t, o, recs("a", "b", "c")...)
+	if err := o.MarkPublished([]string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	// "Crash": close without marking b and c.
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	o, err = Open(path, Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if err := o.Check(); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := o.Pending(0, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(pending, committed[1:]) {
+		t.Errorf("pending after reopen = %+v, want %+v", pending, committed[1:])
+	}
+	if r := mustGet(t, o, "a"); r.State != StatePublished {
+		t.Errorf("a = %+v", r)
+	}
+	if out := mustCommit(t, o, rec("d")); out[0].Seq != 4 {
+		t.Errorf("Seq after reopen = %d, want 4", out[0].Seq)
+	}
+}
+
+func TestOutbox_Closed(t *testing.T) {
+	o, _ := openTest(t)
+	mustCommit(t, o, rec("a"))
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func() error{
+		"Close":         o.Close,
+		"Commit":        func() error { _, err := o.Commit(recs("b"), nil); return err },
+		"Commit empty":  func() error { _, err := o.Commit(nil, nil); return err },
+		"MarkPublished": func() error { return o.MarkPublished([]string{"a"}) },
+		"Get":           func() error { _, _, err := o.Get("a"); return err },
+		"Pending":       func() error { _, err := o.Pending(1, time.Time{}); return err },
+		"Stats":         func() error { _, err := o.Stats(); return err },
+		"Prune":         func() error { _, err := o.Prune(time.Now(), 0); return err },
+		"Check":         o.Check,
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			if err := call(); !errors.Is(err, ErrClosed) {
+				t.Errorf("err = %v, want ErrClosed", err)
+			}
+		})
+	}
+}
+
+func TestOpen_Locked(t *testing.T) {
+	o, _ := openTest(t)
+	start := time.Now()
+	_, err := Open(o.Path(), Options{OpenTimeout: 100 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "locked") {
+		t.Fatalf("second Open: %v, want a lock timeout", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("waited %v", d)
+	}
+	mustCommit(t, o, rec("a")) // the first one still works
+}
+
+func TestOpen_CreatesParentDirAndNoTempFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	o, err := Open(filepath.Join(dir, "outbox.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	st, err := os.Stat(dir)
+	if err != nil || st.Mode().Perm() != 0o750 {
+		t.Errorf("parent dir: %v, %v", st.Mode(), err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("dir holds %d entries, want only the outbox file", len(entries))
+	}
+}
+
+func TestOutbox_Concurrent(t *testing.T) {
+	o, _ := openTest(t)
+	const writers, perWriter = 4, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				k := fmt.Sprintf("w%d-%03d", w, i)
+				if _, err := o.Commit(recs(k, "shared"), nil); err != nil {
+					errs <- err
+					return
+				}
+				if i%2 == 0 {
+					if err := o.MarkPublished([]string{k}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Go(func() { // a relay-like reader
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p, err := o.Pending(64, time.Time{})
+			if err == nil {
+				err = o.MarkPublished(keysOf(p[:len(p)/2]))
+			}
+			if err == nil {
+				_, err = o.Stats()
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	s := mustStats(t, o)
+	if s.Pending+s.Published != writers*perWriter+1 {
+		t.Errorf("Stats = %+v, want %d records", s, writers*perWriter+1)
+	}
+	if err := o.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOutbox_Check_Invariants breaks one outbox invariant at a time behind
+// the outbox's back and expects Check to name it.
+func TestOutbox_Check_Invariants(t *testing.T) {
+	tests := []struct {
+		name   string
+		break_ func(tx *bbolt.Tx) error
+		want   string
+	}{
+		{"pending index entry missing", func(tx *bbolt.Tx) error {
+			return tx.Bucket(bucketPending).Delete(u64(2))
+		}, `pending record "b" (seq 2) has no pending index entry`},
+		{"pending index entry dangling", func(tx *bbolt.Tx) error {
+			return tx.Bucket(bucketPending).Put(u64(9), []byte("ghost"))
+		}, `missing record "ghost"`},
+		{"pending index points at a published record", func(tx *bbolt.Tx) error {
+			return tx.Bucket(bucketPending).Put(u64(1), []byte("a"))
+		}, `points at record "a" with seq 1, state published`},
+		{"counter wrong", func(tx *bbolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaPending, u64(5))
+		}, "pending: counter 5, records 2"},
+		{"record damaged", func(tx *bbolt.Tx) error {
+			b := tx.Bucket(bucketRecords)
+			v := bytes.Clone(b.Get([]byte("c")))
+			v[len(v)-6] ^= 0x01
+			return b.Put([]byte("c"), v)
+		}, `record "c": checksum mismatch`},
+		{"record under another key", func(tx *bbolt.Tx) error {
+			b := tx.Bucket(bucketRecords)
+			return b.Put([]byte("x"), bytes.Clone(b.Get([]byte("c"))))
+		}, `record "x": checksum mismatch`},
+		{"seq above the bucket sequence", func(tx *bbolt.Tx) error {
+			return tx.Bucket(bucketRecords).SetSequence(1)
+		}, "outside (0, 1]"},
+		{"published index entry missing", func(tx *bbolt.Tx) error {
+			c := tx.Bucket(bucketPublished).Cursor()
+			k, _ := c.First()
+			return tx.Bucket(bucketPublished).Delete(k)
+		}, `published record "a" (seq 1) has no published index entry`},
+		{"schema missing", func(tx *bbolt.Tx) error {
+			return tx.Bucket(bucketMeta).Delete(metaSchema)
+		}, "schema version missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, _ := openTest(t)
+			mustCommit(t, o, recs("a", "b", "c")...)
+			if err := o.MarkPublished([]string{"a"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Check(); err != nil {
+				t.Fatalf("Check before: %v", err)
+			}
+			if err := o.DB().Update(tt.break_); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Check()
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), o.Path()) {
+				t.Fatalf("Check = %v\nwant ErrCorrupt naming the file and containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestOutbox_FatalErrorPoisonsWrites(t *testing.T) {
+	o, _ := openTest(t)
+	mustCommit(t, o, rec("a"))
+	// Damage a record so that MarkPublished fails with ErrCorrupt.
+	if err := o.DB().Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketRecords).Put([]byte("a"), []byte("garbage"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.MarkPublished([]string{"a"}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("MarkPublished = %v, want ErrCorrupt", err)
+	}
+	_, err := o.Commit(recs("b"), nil)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "refusing writes") {
+		t.Fatalf("Commit after a fatal error = %v", err)
+	}
+	if _, _, err := o.Get("a"); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Get = %v, want ErrCorrupt", err)
+	}
+}
+
+// --- damaged files ---
+
+// buildFile writes a populated outbox file with a business bucket (nested
+// and inline sub-buckets) and returns its path and the outbox's view of it.
+func buildFile(t testing.TB, dir string, n int) (path string, snapshot string) {
+	t.Helper()
+	clk := newClock()
+	path = filepath.Join(dir, "outbox.db")
+	o, err := Open(path, Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i += 10 {
+		var batch []Record
+		for j := i; j < min(i+10, n); j++ {
+			r := rec(fmt.Sprintf("event-%04d", j))
+			r.Data = bytes.Repeat([]byte{byte(j)}, 40)
+			batch = append(batch, r)
+		}
+		_, err := o.Commit(batch, func(tx *bbolt.Tx) error {
+			biz, err := tx.CreateBucketIfNotExists([]byte("biz"))
+			if err != nil {
+				return err
+			}
+			sub, err := biz.CreateBucketIfNotExists([]byte("inline"))
+			if err != nil {
+				return err
+			}
+			return sub.Put([]byte(batch[0].Key), []byte("v"))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		if i%20 == 0 {
+			if err := o.MarkPublished([]string{batch[0].Key, batch[1].Key}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	snapshot = snapshotOf(t, o)
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, snapshot
+}
+
+// snapshotOf renders everything the outbox holds, via its public API.
+func snapshotOf(t testing.TB, o *Outbox) string {
+	t.Helper()
+	var keys []string
+	err := o.DB().View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketRecords).ForEach(func(k, _ []byte) error {
+			keys = append(keys, string(k))
+			return nil
+		})
+	})
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	var sb strings.Builder
+	for _, k := range keys {
+		r, ok, err := o.Get(k)
+		fmt.Fprintf(&sb, "%s %v %v %x\n", k, ok, err, encodeRecord(&r)) // the encoding covers every field
+	}
+	p, err := o.Pending(0, time.Time{})
+	fmt.Fprintf(&sb, "pending %v %v\n", keysOf(p), err)
+	s, err := o.Stats()
+	fmt.Fprintf(&sb, "stats %+v %v\n", s, err)
+	return sb.String()
+}
+
+// pageSizeOf reads the page size from meta page 0.
+func pageSizeOf(t testing.TB, b []byte) int {
+	t.Helper()
+	m := parseMeta(b)
+	if m.err != nil {
+		t.Fatal(m.err)
+	}
+	return int(m.pageSize)
+}
+
+// walkBytes runs the structural walk over an undamaged file image.
+func walkBytes(t testing.TB, b []byte) (*fileChecker, bboltMeta) {
+	t.Helper()
+	c := &fileChecker{r: bytes.NewReader(b), size: int64(len(b)), reachable: map[uint64]bool{}}
+	m, err := c.metas()
+	if err == nil {
+		err = c.freelistAndTree(m)
+	}
+	if err != nil || len(c.problems) > 0 {
+		t.Fatalf("walk: %v %v", err, c.problems)
+	}
+	return c, m
+}
+
+// findPage returns the id of the first live page with the given flags.
+func findPage(t testing.TB, b []byte, flags uint16) int {
+	t.Helper()
+	c, m := walkBytes(t, b)
+	if flags == freelistPageFlag {
+		return int(m.freelist)
+	}
+	for id := uint64(2); id < c.hwm; id++ {
+		if c.reachable[id] && ne.Uint16(b[id*c.ps+8:]) == flags {
+			return int(id)
+		}
+	}
+	t.Fatalf("no live page with flags %#x", flags)
+	return 0
+}
+
+func TestOpen_DamagedFile(t *testing.T) {
+	type mutation func(t *testing.T, b []byte) []byte
+	flip := func(off int) mutation {
+		return func(t *testing.T, b []byte) []byte { b[off] ^= 0x10; return b }
+	}
+	tests := []struct {
+		name   string
+		mutate mutation
+		want   error  // ErrCorrupt or ErrSchema
+		where  string // "open" or "check": the first call that must fail
+		detail string
+	}{
+		{"empty file", func(t *testing.T, b []byte) []byte { return nil }, ErrCorrupt, "open", "file is empty"},
+		{"truncated to 100 bytes", func(t *testing.T, b []byte) []byte { return b[:100] }, ErrCorrupt, "open", "meta"},
+		{"truncated to two pages", func(t *testing.T, b []byte) []byte { return b[:2*pageSizeOf(t, b)] }, ErrCorrupt, "open", "truncated"},
+		{"truncated by half", func(t *testing.T, b []byte) []byte { return b[:len(b)/2] }, ErrCorrupt, "open", "truncated"},
+		{"last live page cut", func(t *testing.T, b []byte) []byte {
+			c, _ := walkBytes(t, b)
+			return b[:(c.hwm-1)*c.ps]
+		}, ErrCorrupt, "open", "truncated"},
+		{"garbage", func(t *testing.T, b []byte) []byte {
+			for i := range b {
+				b[i] = byte(i*7 + 3)
+			}
+			return b
+		}, ErrCorrupt, "open", "both bbolt meta pages are invalid"},
+		{"meta page 0 bit flip", flip(16 + 40), ErrCorrupt, "open", "meta page 0 is invalid"},
+		{"meta page 1 bit flip", func(t *testing.T, b []byte) []byte {
+			b[pageSizeOf(t, b)+16+48] ^= 0x01
+			return b
+		}, ErrCorrupt, "open", "meta page 1 is invalid"},
+		{"both meta pages bit flip", func(t *testing.T, b []byte) []byte {
+			ps := pageSizeOf(t, b)
+			b[16+20] ^= 0x01
+			b[ps+16+20] ^= 0x01
+			return b
+		}, ErrCorrupt, "open", "both bbolt meta pages are invalid"},
+		{"leaf page id flip", func(t *testing.T, b []byte) []byte {
+			b[findPage(t, b, leafPageFlag)*pageSizeOf(t, b)] ^= 0x04
+			return b
+		}, ErrCorrupt, "open", "identifies itself as"},
+		{"leaf page type flip", func(t *testing.T, b []byte) []byte {
+			b[findPage(t, b, leafPageFlag)*pageSizeOf(t, b)+8] ^= 0x08
+			return b
+		}, ErrCorrupt, "open", "unexpected type"},
+		{"leaf page element count flip", func(t *testing.T, b []byte) []byte {
+			b[findPage(t, b, leafPageFlag)*pageSizeOf(t, b)+11] ^= 0x40
+			return b
+		}, ErrCorrupt, "open", "do not fit"},
+		{"branch points at itself", func(t *testing.T, b []byte) []byte {
+			ps := pageSizeOf(t, b)
+			id := findPage(t, b, branchPageFlag)
+			ne.PutUint64(b[id*ps+16+8:], uint64(id)) // element 0's child
+			return b
+		}, ErrCorrupt, "open", "referenced more than once"},
+		{"branch points past the end", func(t *testing.T, b []byte) []byte {
+			ps := pageSizeOf(t, b)
+			id := findPage(t, b, branchPageFlag)
+			b[id*ps+16+8+5] ^= 0x01 // a high bit of element 0's child
+			return b
+		}, ErrCorrupt, "open", "out of range"},
+		{"live page listed free", func(t *testing.T, b []byte) []byte {
+			ps := pageSizeOf(t, b)
+			fl := findPage(t, b, freelistPageFlag)
+			ne.PutUint16(b[fl*ps+10:], 1)
+			ne.PutUint64(b[fl*ps+16:], uint64(findPage(t, b, leafPageFlag)))
+			return b
+		}, ErrCorrupt, "open", "listed free"},
+		{"record payload bit flip", func(t *testing.T, b []byte) []byte {
+			i := bytes.Index(b, bytes.Repeat([]byte{33}, 40)) // Data of event-0033
+			if i < 0 {
+				t.Fatal("payload not found")
+			}
+			b[i+3] ^= 0x01
+			return b
+		}, ErrCorrupt, "check", `record "event-0033": checksum mismatch`},
+		{"schema from the future", func(t *testing.T, b []byte) []byte {
+			i := bytes.Index(b, []byte("schema\x00\x00\x00\x00\x00\x00\x00\x01"))
+			if i < 0 {
+				t.Fatal("schema value not found")
+			}
+			b[i+len("schema")+7] = 2
+			return b
+		}, ErrSchema, "open", "schema version 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path, _ := buildFile(t, t.TempDir(), 300)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			damaged := tt.mutate(t, b)
+			if err := os.WriteFile(path, damaged, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			o, err := Open(path, Options{})
+			if tt.where == "check" {
+				if err != nil {
+					t.Fatalf("Open: %v (the damage is only visible to Check)", err)
+				}
+				err = o.Check()
+			} else if err == nil {
+				o.Close()
+				t.Fatalf("Open succeeded on a damaged file")
+			}
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.detail) {
+				t.Fatalf("err = %v\nwant %v naming %s and containing %q", err, tt.want, path, tt.detail)
+			}
+			if tt.want == ErrCorrupt && !strings.Contains(err.Error(), "restore it from backup") {
+				t.Errorf("err does not tell the operator what to do: %v", err)
+			}
+			if o != nil {
+				o.Close()
+			}
+			if !bytes.Equal(mustRead(t, path), damaged) {
+				t.Error("the damaged file was modified")
+			}
+		})
+	}
+}
+
+func mustRead(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestOpen_NotAnOutbox(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error { _, err := tx.CreateBucket([]byte("x")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before := mustRead(t, path)
+	_, err = Open(path, Options{})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "not a leafline outbox") {
+		t.Fatalf("err = %v", err)
+	}
+	if !bytes.Equal(before, mustRead(t, path)) {
+		t.Error("Open modified a file it refused")
+	}
+}
+
+// TestOpen_BitFlipSweep flips one bit at offsets spread over a whole file
+// and checks that Open or Check reports the damage, or else that the
+// outbox reads back exactly as before (the bit was in unused space). A
+// panic or fault would kill the test binary.
+func TestOpen_BitFlipSweep(t *testing.T) {
+	path, want := buildFile(t, t.TempDir(), 300)
+	orig := mustRead(t, path)
+	c, _ := walkBytes(t, orig)
+	live := int(c.hwm * c.ps) // bytes past the high-water mark are never read
+	stride := 97
+	if raceEnabled {
+		stride = 397
+	}
+	if testing.Short() {
+		stride = 997
+	}
+	if v, err := strconv.Atoi(os.Getenv("OUTBOX_SWEEP_STRIDE")); err == nil && v > 0 {
+		stride = v // OUTBOX_SWEEP_STRIDE=1 flips every byte of the live pages (minutes)
+	}
+	outcomes := map[string]int{}
+	for off := 0; off < live; off += stride {
+		b := bytes.Clone(orig)
+		b[off] ^= 1 << (off % 8)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		o, err := Open(path, Options{})
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("offset %d: Open: %v", off, err)
+			}
+			outcomes["open refused"]++
+			continue
+		}
+		if err := o.Check(); err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("offset %d: Check: %v", off, err)
+			}
+			outcomes["check refused"]++
+		} else if got := snapshotOf(t, o); got != want {
+			t.Fatalf("offset %d (page %d): Open and Check passed but the outbox reads differently:\n%s\nwant\n%s",
+				off, off/pageSizeOf(t, orig), got, want)
+		} else {
+			outcomes["harmless"]++
+		}
+		if err := o.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d bytes, %d live pages, one flip every %d bytes: %v", len(orig), c.hwm, stride, outcomes)
+}
+
+func TestRecordCodec(t *testing.T) {
+	f := func(r Record) {
+		t.Helper()
+		got, err := decodeRecord([]byte(r.Key), encodeRecord(&r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("round trip: %+v, want %+v", got, r)
+		}
+	}
+	now := normalTime(time.Now())
+	f(Record{Key: "k", Subject: "s", Seq: 1, State: StatePending, CreatedAt: now})
+	f(Record{Key: "k", Subject: "s.x.y", Data: []byte{0, 1, 2}, Seq: 1 << 60, State: StatePublished, CreatedAt: now, PublishedAt: now.Add(time.Second)})
+	enc := encodeRecord(&Record{Key: "k", Subject: "s", Seq: 1, State: StatePending})
+	for i := range enc {
+		for bit := range 8 {
+			b := bytes.Clone(enc)
+			b[i] ^= 1 << bit
+			if _, err := decodeRecord([]byte("k"), b); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("flip of byte %d bit %d not detected: %v", i, bit, err)
+			}
+		}
+	}
+	for n := range len(enc) {
+		if _, err := decodeRecord([]byte("k"), enc[:n]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncation to %d bytes not detected", n)
+		}
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add([]byte("k"), encodeRecord(&Record{Key: "k", Subject: "s", Data: []byte("d"), Seq: 3, State: StatePending}))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		r, err := decodeRecord(key, v)
+		if err != nil {
+			return
+		}
+		if again := encodeRecord(&r); !bytes.Equal(again, v) {
+			t.Errorf("decoded %x to %+v, which encodes to %x", v, r, again)
+		}
+	})
+}
+
+func BenchmarkCommit(b *testing.B) {
+	for _, batch := range []int{1, 256} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			o, _ := openTest(b)
+			data := bytes.Repeat([]byte("r"), 200) // a typical encoded receipt
+			n := 0
+			in := make([]Record, batch)
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range in {
+					in[i] = Record{Key: "event-" + strconv.Itoa(n), Subject: "receipts.edge1", Data: data}
+					n++
+				}
+				if _, err := o.Commit(in, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/record")
+		})
+	}
+}

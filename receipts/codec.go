@@ -1,0 +1,241 @@
+package receipts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxEncodedSize is the largest encoding Decode accepts. Every receipt that
+// passes Validate encodes well below it, even when event_id and reason consist
+// entirely of characters JSON must escape (6 bytes each).
+const MaxEncodedSize = 16 << 10
+
+// Encode validates r and returns its JSON encoding (one object, no trailing
+// newline, HTML characters not escaped).
+func (r Receipt) Encode() ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("receipts: encode: %w", err)
+	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if len(b) > MaxEncodedSize { // unreachable for a valid receipt; kept as a guard
+		return nil, fmt.Errorf("%w: encoding is %d bytes, limit %d", ErrInvalid, len(b), MaxEncodedSize)
+	}
+	return b, nil
+}
+
+// field bits for the strict decoder.
+const (
+	fVersion = 1 << iota
+	fReceiptID
+	fEventID
+	fOriginStream
+	fProcessor
+	fSite
+	fStatus
+	fProcessedAt
+	fReason
+
+	fRequired = fVersion | fReceiptID | fEventID | fOriginStream | fProcessor | fSite | fStatus | fProcessedAt
+)
+
+var fieldNames = []struct {
+	bit  int
+	name string
+}{
+	{fVersion, "v"}, {fReceiptID, "receipt_id"}, {fEventID, "event_id"},
+	{fOriginStream, "origin_stream"}, {fProcessor, "processor"}, {fSite, "site"},
+	{fStatus, "status"}, {fProcessedAt, "processed_at"}, {fReason, "reason"},
+}
+
+func fieldBit(name string) int {
+	for _, f := range fieldNames {
+		if f.name == name {
+			return f.bit
+		}
+	}
+	return 0
+}
+
+// Decode parses b strictly and validates the result. Every failure wraps
+// ErrMalformed (and so ErrQuarantine) with a reason that never quotes field
+// values. Rejected: more than MaxEncodedSize bytes; invalid UTF-8; anything but
+// exactly one JSON object; unknown keys (matched case-sensitively); duplicate
+// keys; null or a value of the wrong type; "v" not an integer literal;
+// processed_at not RFC 3339; missing required keys (all but "reason");
+// trailing data; and any Validate failure (then ErrInvalid matches too).
+//
+// ProcessedAt is returned in UTC.
+//
+// NOTE: encoding/json turns an escaped lone surrogate ("\ud800") into U+FFFD;
+// such a receipt decodes with U+FFFD in its strings.
+func Decode(b []byte) (Receipt, error) {
+	if len(b) > MaxEncodedSize {
+		return Receipt{}, malformed("%d bytes, limit %d", len(b), MaxEncodedSize)
+	}
+	if !utf8.Valid(b) {
+		return Receipt{}, malformed("not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+
+	tok, err := dec.Token()
+	if err != nil {
+		return Receipt{}, malformed("invalid JSON: %v", jsonErr(err))
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return Receipt{}, malformed("not a JSON object")
+	}
+
+	var r Receipt
+	seen := 0
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return Receipt{}, malformed("invalid JSON: %v", jsonErr(err))
+		}
+		key, ok := tok.(string)
+		if !ok { // cannot happen: the decoder only yields strings in key position
+			return Receipt{}, malformed("invalid JSON: object key is not a string")
+		}
+		bit := fieldBit(key)
+		if bit == 0 {
+			return Receipt{}, malformed("unknown field %s", quoteShort(key))
+		}
+		if seen&bit != 0 {
+			return Receipt{}, malformed("duplicate field %q", key)
+		}
+		seen |= bit
+
+		val, err := dec.Token()
+		if err != nil {
+			return Receipt{}, malformed("invalid JSON: %v", jsonErr(err))
+		}
+		if err := r.setField(bit, key, val); err != nil {
+			return Receipt{}, err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return Receipt{}, malformed("invalid JSON: %v", jsonErr(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Receipt{}, malformed("trailing data after the JSON object")
+	}
+	if missing := fRequired &^ seen; missing != 0 {
+		var names []string
+		for _, f := range fieldNames {
+			if missing&f.bit != 0 {
+				names = append(names, f.name)
+			}
+		}
+		return Receipt{}, malformed("missing required field(s): %s", strings.Join(names, ", "))
+	}
+	if err := r.Validate(); err != nil {
+		return Receipt{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return r, nil
+}
+
+// setField stores one decoded scalar token into r.
+func (r *Receipt) setField(bit int, key string, val json.Token) error {
+	if bit == fVersion {
+		n, ok := val.(json.Number)
+		if !ok {
+			return malformed("field %q: want an integer, got %s", key, tokenKind(val))
+		}
+		v, err := strconv.ParseInt(string(n), 10, 32)
+		if err != nil {
+			return malformed("field %q: not an integer in range", key)
+		}
+		r.Version = int(v)
+		return nil
+	}
+	s, ok := val.(string)
+	if !ok {
+		return malformed("field %q: want a string, got %s", key, tokenKind(val))
+	}
+	switch bit {
+	case fReceiptID:
+		r.ReceiptID = s
+	case fEventID:
+		r.EventID = s
+	case fOriginStream:
+		r.OriginStream = s
+	case fProcessor:
+		r.Processor = s
+	case fSite:
+		r.Site = s
+	case fStatus:
+		r.Status = Status(s)
+	case fReason:
+		r.Reason = s
+	case fProcessedAt:
+		// UnmarshalText is the strict RFC 3339 parser that time.Time's JSON
+		// decoding uses, so Encode's output always parses back.
+		if err := r.ProcessedAt.UnmarshalText([]byte(s)); err != nil {
+			return malformed("field %q: not an RFC 3339 timestamp", key)
+		}
+		r.ProcessedAt = r.ProcessedAt.UTC()
+	}
+	return nil
+}
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+func tokenKind(t json.Token) string {
+	switch v := t.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case json.Delim:
+		if v == '{' {
+			return "an object"
+		}
+		return "an array"
+	}
+	return fmt.Sprintf("%T", t)
+}
+
+// jsonErr strips encoding/json's offset detail to a short message; syntax
+// errors name at most one offending character, never a value.
+func jsonErr(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s (offset %d)", se.Error(), se.Offset)
+	}
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "unexpected end of input"
+	}
+	return err.Error()
+}
+
+// quoteShort quotes s for an error message, cut to 64 bytes.
+func quoteShort(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
+}

@@ -1,0 +1,252 @@
+package receipts
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults applied by NewService to zero-valued ServiceConfig fields.
+const (
+	DefaultConsumer           = "leafline-completion"
+	DefaultBucket             = "leafline_completions"
+	DefaultQuarantineStream   = "RQ"
+	DefaultQuarantineSubject  = "leafline.quarantine"
+	DefaultBatchSize          = 256
+	DefaultAckWait            = 30 * time.Second
+	DefaultOpTimeout          = 10 * time.Second
+	DefaultRetryDelay         = 500 * time.Millisecond
+	DefaultQuarantineMaxBytes = 1 << 30
+	DefaultInFlight           = 64
+	DefaultOriginConsumer     = "leafline-origin"
+	DefaultOriginHeader       = "Nats-Msg-Id"
+
+	// MaxRetryDelay caps the NAK delay of a receipt that keeps failing.
+	MaxRetryDelay = 30 * time.Second
+)
+
+// ServiceConfig configures a completion Service. NewService fills zero
+// values with the defaults stated on each field, then validates.
+type ServiceConfig struct {
+	// JS is the JetStream context of the L1 domain. Required.
+	JS jetstream.JetStream
+	// Stream is the receipts stream to consume, e.g. "R1". Required. It is
+	// created by someone else; Run waits (retrying) until it exists.
+	Stream string
+	// Consumer is the durable pull consumer name; zero = DefaultConsumer.
+	// Instances that share it share the work.
+	Consumer string
+	// Bucket is the completion KV bucket; zero = DefaultBucket. Setup creates
+	// it if absent (History 1, FileStorage, Replicas).
+	Bucket string
+	// Replicas for the bucket and the quarantine stream; zero = 1.
+	Replicas int
+	// QuarantineStream is created by Setup if absent (FileStorage,
+	// DiscardNew); zero = DefaultQuarantineStream.
+	QuarantineStream string
+	// QuarantineSubject is a subject prefix; records are published on
+	// "<prefix>.receipts". Zero = DefaultQuarantineSubject.
+	QuarantineSubject string
+	// QuarantineMaxBytes limits a quarantine stream that Setup creates; when
+	// it is full, quarantining fails and the receipts wait in Stream (NAK).
+	// Zero = DefaultQuarantineMaxBytes (1 GiB); -1 = unlimited.
+	QuarantineMaxBytes int64
+	// BatchSize is the number of messages the pull iterator buffers; zero =
+	// DefaultBatchSize. The consumer's MaxAckPending is 4×BatchSize.
+	BatchSize int
+	// AckWait of the consumer Setup creates; zero = DefaultAckWait (30s).
+	AckWait time.Duration
+	// OpTimeout bounds the work on one message (KV read/write, quarantine
+	// publish) and each Setup attempt; zero = DefaultOpTimeout (10s).
+	OpTimeout time.Duration
+	// RetryDelay is the NAK delay after a first transient failure; it doubles
+	// with each redelivery up to MaxRetryDelay. Zero = DefaultRetryDelay.
+	RetryDelay time.Duration
+	// Accept is an optional extra check of a well-formed receipt (unknown
+	// site or processor → return an error). A non-nil error quarantines the
+	// receipt. A panic in Accept is recovered and treated as a transient
+	// failure (NAK), not as a verdict on the receipt. Nil accepts everything.
+	Accept func(Receipt) error
+	// Logger; nil = slog.Default(). Payloads are never logged.
+	Logger *slog.Logger
+
+	// IndexBucket is the status index bucket (see the package
+	// documentation); zero = Bucket + IndexBucketSuffix. Setup creates it
+	// like Bucket.
+	IndexBucket string
+	// InFlight is the number of lanes that apply messages concurrently:
+	// different event_ids in parallel, one event_id always in the same lane
+	// (serialized). Zero = DefaultInFlight (64); 1 = one at a time.
+	InFlight int
+
+	// OriginStream is the origin events stream to follow (e.g. "L1A") so
+	// that every published event gets a pending record. Zero = no origin
+	// tracking: events are only known from their receipts and stay pending
+	// (their expected processors unknown). The stream must use
+	// LimitsPolicy retention: the tracker's own consumer ACKs only to
+	// record its progress, which then deletes nothing (see Caveats).
+	OriginStream string
+	// OriginConsumer is the tracker's durable pull consumer on
+	// OriginStream; zero = DefaultOriginConsumer.
+	OriginConsumer string
+	// OriginHeader is the header holding an origin event's event_id; zero
+	// = DefaultOriginHeader ("Nats-Msg-Id"). Ignored when OriginEventID is set.
+	OriginHeader string
+	// OriginEventID optionally extracts the event_id of an origin message
+	// (for example from a JSON field); it must agree with the edges.
+	OriginEventID func(jetstream.Msg) (string, error)
+	// Expected returns the processors expected to report an event
+	// published on subject (for leafline: every edge whose filter matches).
+	// Required with OriginStream. A panic is recovered and retried.
+	Expected func(subject string) []string
+	// OverdueAfter: an event still pending this long after it was
+	// published is overdue; zero = DefaultOverdueAfter (5m).
+	OverdueAfter time.Duration
+	// Sites are always listed in Summary (typically every edge site).
+	Sites []string
+}
+
+func (c *ServiceConfig) setDefaults() {
+	setDefault(&c.Consumer, DefaultConsumer)
+	setDefault(&c.Bucket, DefaultBucket)
+	setDefault(&c.QuarantineStream, DefaultQuarantineStream)
+	setDefault(&c.QuarantineSubject, DefaultQuarantineSubject)
+	setDefault(&c.Replicas, 1)
+	setDefault(&c.QuarantineMaxBytes, DefaultQuarantineMaxBytes)
+	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.AckWait, DefaultAckWait)
+	setDefault(&c.OpTimeout, DefaultOpTimeout)
+	setDefault(&c.RetryDelay, DefaultRetryDelay)
+	setDefault(&c.IndexBucket, c.Bucket+IndexBucketSuffix)
+	setDefault(&c.InFlight, DefaultInFlight)
+	setDefault(&c.OriginConsumer, DefaultOriginConsumer)
+	setDefault(&c.OriginHeader, DefaultOriginHeader)
+	setDefault(&c.OverdueAfter, DefaultOverdueAfter)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// Validate reports every problem at once, each prefixed with its field
+// name, wrapped in ErrInvalidConfig.
+func (c *ServiceConfig) Validate() error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.JS == nil {
+		add("JS", "required")
+	}
+	for _, f := range []struct{ field, v string }{
+		{"Stream", c.Stream}, {"Consumer", c.Consumer}, {"Bucket", c.Bucket}, {"QuarantineStream", c.QuarantineStream},
+	} {
+		if err := validateName(f.v); err != nil {
+			add(f.field, "%v", err)
+		}
+	}
+	if c.Stream != "" && c.Stream == c.QuarantineStream {
+		add("QuarantineStream", "must differ from Stream")
+	}
+	if err := validateName(c.IndexBucket); err != nil {
+		add("IndexBucket", "%v", err)
+	} else if c.IndexBucket == c.Bucket {
+		add("IndexBucket", "must differ from Bucket")
+	}
+	if c.InFlight < 1 || c.InFlight > 1024 {
+		add("InFlight", "must be 1..1024, got %d", c.InFlight)
+	}
+	if c.OriginStream != "" {
+		if err := validateName(c.OriginStream); err != nil {
+			add("OriginStream", "%v", err)
+		} else if c.OriginStream == c.Stream || c.OriginStream == c.QuarantineStream {
+			add("OriginStream", "must differ from Stream and QuarantineStream")
+		}
+		if err := validateName(c.OriginConsumer); err != nil {
+			add("OriginConsumer", "%v", err)
+		}
+		if c.OriginHeader == "" || strings.ContainsAny(c.OriginHeader, ": \t\r\n") {
+			add("OriginHeader", "must be a header name")
+		}
+		if c.Expected == nil {
+			add("Expected", "required with OriginStream")
+		}
+	}
+	if c.OverdueAfter < 0 {
+		add("OverdueAfter", "must not be negative")
+	}
+	for i, site := range c.Sites {
+		if err := validateName(site); err != nil {
+			add(fmt.Sprintf("Sites[%d]", i), "%v", err)
+		}
+	}
+	if err := validateSubject(c.QuarantineSubject); err != nil {
+		add("QuarantineSubject", "%v", err)
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		add("Replicas", "must be 1..5, got %d", c.Replicas)
+	}
+	if c.QuarantineMaxBytes < -1 {
+		add("QuarantineMaxBytes", "must be positive or -1, got %d", c.QuarantineMaxBytes)
+	}
+	if c.BatchSize < 1 || c.BatchSize > 10_000 {
+		add("BatchSize", "must be 1..10000, got %d", c.BatchSize)
+	}
+	for _, f := range []struct {
+		field string
+		v     time.Duration
+	}{{"AckWait", c.AckWait}, {"OpTimeout", c.OpTimeout}, {"RetryDelay", c.RetryDelay}} {
+		if f.v < 0 {
+			add(f.field, "must not be negative")
+		}
+	}
+	if c.AckWait > 0 && c.OpTimeout >= c.AckWait {
+		add("OpTimeout", "must be shorter than AckWait (%v)", c.AckWait)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+}
+
+// validateSubject accepts a literal subject: dot-separated non-empty tokens
+// without wildcards or whitespace.
+func validateSubject(s string) error {
+	if s == "" {
+		return errors.New("empty")
+	}
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" {
+			return errors.New("empty token")
+		}
+		if strings.ContainsAny(tok, "*> \t\r\n") {
+			return errors.New("wildcards and whitespace not allowed")
+		}
+	}
+	return nil
+}
+
+// subjectMatches reports whether literal subject subj matches filter, which
+// may contain '*' and a trailing '>'.
+func subjectMatches(filter, subj string) bool {
+	ft, st := strings.Split(filter, "."), strings.Split(subj, ".")
+	for i, f := range ft {
+		if f == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) || (f != "*" && f != st[i]) {
+			return false
+		}
+	}
+	return len(ft) == len(st)
+}

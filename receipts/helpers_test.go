@@ -1,0 +1,97 @@
+package receipts
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startJS runs an embedded JetStream server on a random port and returns a
+// connected JetStream context. Everything is cleaned up with the test.
+func startJS(t testing.TB) (*server.Server, jetstream.JetStream) {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatalf("new server: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s, connectJS(t, s)
+}
+
+func connectJS(t testing.TB, s *server.Server) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return js
+}
+
+// newKV creates a History-1 bucket like Service.Setup does.
+func newKV(t testing.TB, js jetstream.JetStream, bucket string) jetstream.KeyValue {
+	t.Helper()
+	kv, err := js.CreateKeyValue(testCtx(t), jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatalf("create kv: %v", err)
+	}
+	return kv
+}
+
+// testCtx returns a context that ends with the test (or after 60s).
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// checkFor polls f every interval until it returns nil, failing the test
+// with f's last error after timeout (after nats-server's checkFor).
+func checkFor(t testing.TB, timeout, interval time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", timeout, err)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// testReceipt returns a valid receipt for event id with a fixed processor.
+func testReceipt(id string) Receipt {
+	return New(id, "L1A", "edge-1", "edge-1", StatusProcessed, time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC))
+}
+
+func mustEncode(t testing.TB, r Receipt) []byte {
+	t.Helper()
+	b, err := r.Encode()
+	if err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	return b
+}
+
+func eventID(i int) string { return fmt.Sprintf("evt-%05d", i) }

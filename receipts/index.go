@@ -1,0 +1,285 @@
+package receipts
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// The status index is a second KV bucket whose keys say which events are
+// in which state (see the package documentation, "Status index"). Keys:
+//
+//	pe.<tok>          event pending
+//	ps.<site>.<tok>   expected processor <site> has not reported
+//	de.<tok>          event dead_lettered
+//	ds.<site>.<tok>   processor <site> reported dead_lettered
+//	ce.<tok>          event has a conflict
+//	cs.<site>.<tok>   processor <site> has a conflict
+//
+// <tok> is base64.RawURLEncoding(event_id), as in KVKey. Values are the
+// event's published_at (RFC 3339, empty when unknown).
+type idxKind string
+
+const (
+	idxPending      idxKind = "pe"
+	idxSitePending  idxKind = "ps"
+	idxDead         idxKind = "de"
+	idxSiteDead     idxKind = "ds"
+	idxConflict     idxKind = "ce"
+	idxSiteConflict idxKind = "cs"
+)
+
+func (k idxKind) perSite() bool { return k == idxSitePending || k == idxSiteDead || k == idxSiteConflict }
+
+// idxKey is one index key of one event.
+type idxKey struct {
+	kind idxKind
+	site string // per-site kinds only
+}
+
+func (k idxKey) String() string {
+	if k.kind.perSite() {
+		return string(k.kind) + "." + k.site
+	}
+	return string(k.kind)
+}
+
+// key returns the KV key of k for the event whose token is tok.
+func (k idxKey) key(tok string) string { return k.String() + "." + tok }
+
+func idToken(eventID string) string { return base64.RawURLEncoding.EncodeToString([]byte(eventID)) }
+
+// parseIndexKey splits an index KV key into its idxKey and event_id.
+func parseIndexKey(key string) (idxKey, string, error) {
+	parts := strings.Split(key, ".")
+	var k idxKey
+	var tok string
+	switch {
+	case len(parts) == 2 && !idxKind(parts[0]).perSite():
+		k, tok = idxKey{kind: idxKind(parts[0])}, parts[1]
+	case len(parts) == 3 && idxKind(parts[0]).perSite():
+		k, tok = idxKey{kind: idxKind(parts[0]), site: parts[1]}, parts[2]
+	default:
+		return idxKey{}, "", fmt.Errorf("index key %q: wrong shape", truncateUTF8(key, 80))
+	}
+	switch k.kind {
+	case idxPending, idxSitePending, idxDead, idxSiteDead, idxConflict, idxSiteConflict:
+	default:
+		return idxKey{}, "", fmt.Errorf("index key %q: unknown kind", truncateUTF8(key, 80))
+	}
+	if k.kind.perSite() {
+		if err := validateName(k.site); err != nil {
+			return idxKey{}, "", fmt.Errorf("index key %q: site: %w", truncateUTF8(key, 80), err)
+		}
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return idxKey{}, "", fmt.Errorf("index key %q: event token: %w", truncateUTF8(key, 80), err)
+	}
+	id := string(b)
+	if err := validateEventID(id); err != nil {
+		return idxKey{}, "", fmt.Errorf("index key %q: %w", truncateUTF8(key, 80), err)
+	}
+	return k, id, nil
+}
+
+// indexKeys returns the index keys that describe c, sorted. c must have
+// been derived.
+func indexKeys(c *Completion) []idxKey {
+	var out []idxKey
+	switch c.Status {
+	case EventPending:
+		out = append(out, idxKey{kind: idxPending})
+	case EventDeadLettered:
+		out = append(out, idxKey{kind: idxDead})
+	}
+	if c.Conflict {
+		out = append(out, idxKey{kind: idxConflict})
+	}
+	for _, p := range c.missing() {
+		out = append(out, idxKey{kind: idxSitePending, site: p})
+	}
+	for name, p := range c.Processors {
+		if p.Status == StatusDeadLettered {
+			out = append(out, idxKey{kind: idxSiteDead, site: name})
+		}
+		if p.Conflicts > 0 {
+			out = append(out, idxKey{kind: idxSiteConflict, site: name})
+		}
+	}
+	slices.SortFunc(out, func(a, b idxKey) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// permanentlyFalse reports whether k can never again describe the event
+// whose current record is c, so that removing it can never race with a
+// writer that needs it. Statuses are monotonic: a processor's first terminal
+// status is never overwritten, the expected set is written once, and an event
+// that stopped being pending never becomes pending again. Dead-letter and
+// conflict flags of the event, and conflict flags of a processor, can still
+// become true later, so they are never reported as permanently false.
+func permanentlyFalse(c *Completion, k idxKey) bool {
+	switch k.kind {
+	case idxPending:
+		return c.Status != EventPending
+	case idxSitePending:
+		if !c.OriginKnown() {
+			return false
+		}
+		_, reported := c.Processors[k.site]
+		return reported || !slices.Contains(c.Expected, k.site)
+	case idxSiteDead:
+		p, ok := c.Processors[k.site]
+		return ok && p.Status == StatusProcessed
+	}
+	return false
+}
+
+// member reports whether c (viewed at some time) is described by k; for
+// the overdue variant, see ListQuery.
+func member(c *Completion, k idxKey) bool {
+	switch k.kind {
+	case idxPending:
+		return c.Status == EventPending
+	case idxSitePending:
+		return slices.Contains(c.Missing, k.site)
+	case idxDead:
+		return c.Status == EventDeadLettered
+	case idxSiteDead:
+		p, ok := c.Processors[k.site]
+		return ok && p.Status == StatusDeadLettered
+	case idxConflict:
+		return c.Conflict
+	case idxSiteConflict:
+		return c.Processors[k.site].Conflicts > 0
+	}
+	return false
+}
+
+// index is the status index bucket.
+type index struct {
+	kv      jetstream.KeyValue
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	subject string // "$KV.<bucket>."
+}
+
+func newIndex(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) (*index, error) {
+	name := "KV_" + kv.Bucket()
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("index stream %s: %w", name, err)
+	}
+	if !st.CachedInfo().Config.AllowDirect {
+		return nil, fmt.Errorf("index bucket %s: direct get is disabled: %w", kv.Bucket(), ErrIncompatible)
+	}
+	return &index{kv: kv, js: js, stream: st, subject: "$KV." + kv.Bucket() + "."}, nil
+}
+
+func publishedValue(c *Completion) []byte {
+	if !c.OriginKnown() {
+		return []byte{}
+	}
+	return []byte(c.PublishedAt.UTC().Format(time.RFC3339Nano))
+}
+
+// parsePublished reads an index value; ok is false when it holds no time.
+func parsePublished(v []byte) (time.Time, bool) {
+	if len(v) == 0 {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(v))
+	return t, err == nil
+}
+
+func (ix *index) put(ctx context.Context, key string, val []byte) error {
+	if _, err := ix.kv.Put(ctx, key, val); err != nil {
+		return fmt.Errorf("receipts: index put %s: %w", truncateUTF8(key, 80), err)
+	}
+	return nil
+}
+
+// create writes key unless it exists (an existing value is kept).
+func (ix *index) create(ctx context.Context, key string, val []byte) error {
+	if _, err := ix.kv.Create(ctx, key, val); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("receipts: index create %s: %w", truncateUTF8(key, 80), err)
+	}
+	return nil
+}
+
+// remove purges key from the index stream. Unlike a KV delete it leaves no
+// marker, so counts and scans see only live entries.
+func (ix *index) remove(ctx context.Context, key string) error {
+	if err := ix.stream.Purge(ctx, jetstream.WithPurgeSubject(ix.subject+key)); err != nil {
+		return fmt.Errorf("receipts: index remove %s: %w", truncateUTF8(key, 80), err)
+	}
+	return nil
+}
+
+// idxEntry is one index entry read by a scan.
+type idxEntry struct {
+	Key   string // KV key
+	Seq   uint64 // stream sequence: the scan position
+	Value []byte
+}
+
+// batch returns up to n live entries whose key matches filter (a KV key
+// pattern, wildcards allowed) from stream sequence seq on, in sequence
+// order, with one batched direct get. more reports whether further matching
+// entries existed after the last one returned when the server answered.
+func (ix *index) batch(ctx context.Context, filter string, seq uint64, n int) (ents []idxEntry, more bool, err error) {
+	it, err := jetstreamext.GetBatch(ctx, ix.js, ix.stream.CachedInfo().Config.Name, n,
+		jetstreamext.GetBatchSeq(max(seq, 1)), jetstreamext.GetBatchSubject(ix.subject+filter),
+		jetstreamext.GetBatchMaxBytes(1<<20))
+	if err != nil {
+		return nil, false, fmt.Errorf("receipts: index scan: %w", err)
+	}
+	var pending uint64
+	for m, err := range it {
+		if errors.Is(err, jetstreamext.ErrNoMessages) {
+			return ents, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("receipts: index scan: %w", err)
+		}
+		pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+		if op := m.Header.Get("KV-Operation"); op != "" { // a KV delete/purge marker written by hand
+			ents = append(ents, idxEntry{Seq: m.Sequence})
+			continue
+		}
+		ents = append(ents, idxEntry{Key: strings.TrimPrefix(m.Subject, ix.subject), Seq: m.Sequence, Value: m.Data})
+	}
+	return ents, pending > 0 && len(ents) > 0, nil
+}
+
+// count returns the number of live entries whose key matches filter.
+func (ix *index) count(ctx context.Context, filter string) (int64, error) {
+	it, err := jetstreamext.GetBatch(ctx, ix.js, ix.stream.CachedInfo().Config.Name, 1,
+		jetstreamext.GetBatchSubject(ix.subject+filter))
+	if err != nil {
+		return 0, fmt.Errorf("receipts: index count: %w", err)
+	}
+	var n int64
+	for m, err := range it {
+		if errors.Is(err, jetstreamext.ErrNoMessages) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("receipts: index count: %w", err)
+		}
+		p, perr := strconv.ParseInt(m.Header.Get("Nats-Num-Pending"), 10, 64)
+		if perr != nil {
+			return 0, fmt.Errorf("receipts: index count: bad Nats-Num-Pending: %w", perr)
+		}
+		n = p + 1
+	}
+	return n, nil
+}

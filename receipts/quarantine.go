@@ -1,0 +1,92 @@
+package receipts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// MaxQuarantinedBytes bounds the raw receipt copied into a quarantine
+// record, so a huge bad message still yields a publishable record. The full
+// original stays in the receipts stream at QuarantineRecord.StreamSeq.
+const MaxQuarantinedBytes = 64 << 10
+
+// QuarantineRecord is the JSON body published to the quarantine stream for a
+// receipt that cannot be applied.
+type QuarantineRecord struct {
+	Reason     string    `json:"reason"`     // why; never contains the payload
+	Subject    string    `json:"subject"`    // original subject in the receipts stream
+	Stream     string    `json:"stream"`     // receipts stream name
+	StreamSeq  uint64    `json:"stream_seq"` // sequence in that stream
+	Receipt    []byte    `json:"receipt"`    // raw bytes (base64 in JSON), at most MaxQuarantinedBytes
+	Size       int       `json:"size"`       // length of the original message body
+	Truncated  bool      `json:"truncated,omitempty"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+// quarantineMsgID derives the Nats-Msg-Id of a quarantine record from the
+// receipts stream name and sequence, so a redelivered bad message is
+// deduplicated in the quarantine stream's window.
+func quarantineMsgID(meta *jetstream.MsgMetadata, data []byte) string {
+	if meta == nil { // not a JetStream delivery; cannot happen from a consumer
+		sum := sha256.Sum256(data)
+		return "rq-sha256-" + hex.EncodeToString(sum[:])
+	}
+	return "rq-" + meta.Stream + "-" + strconv.FormatUint(meta.Sequence.Stream, 10)
+}
+
+// publishQuarantine writes the record and waits for its PubAck. It reports
+// whether the stream stored a new message (false: a duplicate of an earlier
+// attempt).
+func (s *Service) publishQuarantine(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, receivedAt time.Time, cause error) (bool, error) {
+	data := msg.Data()
+	rec := QuarantineRecord{
+		Reason:     truncateUTF8(cause.Error(), MaxReasonLen),
+		Subject:    msg.Subject(),
+		Stream:     s.cfg.Stream,
+		Receipt:    data,
+		Size:       len(data),
+		ReceivedAt: receivedAt,
+	}
+	if meta != nil {
+		rec.Stream, rec.StreamSeq = meta.Stream, meta.Sequence.Stream
+	}
+	if len(data) > MaxQuarantinedBytes {
+		rec.Receipt, rec.Truncated = data[:MaxQuarantinedBytes], true
+	}
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return false, fmt.Errorf("receipts: quarantine record: %w", err)
+	}
+	out := &nats.Msg{Subject: s.quarantineSubject, Data: body, Header: nats.Header{}}
+	pa, err := s.cfg.JS.PublishMsg(ctx, out,
+		jetstream.WithMsgID(quarantineMsgID(meta, data)),
+		jetstream.WithExpectStream(s.cfg.QuarantineStream))
+	if err != nil {
+		return false, fmt.Errorf("receipts: quarantine publish: %w", err)
+	}
+	return !pa.Duplicate, nil
+}
+
+// truncateUTF8 cuts s to at most n bytes on a rune boundary and replaces
+// invalid UTF-8, so the result is always a valid, bounded string.
+func truncateUTF8(s string, n int) string {
+	if !utf8.ValidString(s) {
+		s = string([]rune(s)) // replaces invalid bytes with U+FFFD
+	}
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,132 @@
+package receipts
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestNew(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("X", 3600))
+	r := New("evt-1", "L1A", "edge-1", "site-1", StatusProcessed, now)
+	if err := r.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if u := uuid.MustParse(r.ReceiptID); u.Version() != 7 {
+		t.Errorf("receipt_id version %d, want 7", u.Version())
+	}
+	if !r.ProcessedAt.Equal(now) || r.ProcessedAt.Location() != time.UTC {
+		t.Errorf("ProcessedAt = %v", r.ProcessedAt)
+	}
+	if r2 := New("evt-1", "L1A", "edge-1", "site-1", StatusProcessed, now); r2.ReceiptID == r.ReceiptID {
+		t.Error("two receipts share a receipt_id")
+	}
+	if z := New("e", "o", "p", "s", StatusProcessed, time.Time{}); z.ProcessedAt.IsZero() {
+		t.Error("zero now not replaced")
+	}
+}
+
+func TestStatus_Valid(t *testing.T) {
+	for s, want := range map[Status]bool{StatusProcessed: true, StatusDeadLettered: true, "": false, "Processed": false} {
+		if s.Valid() != want {
+			t.Errorf("%q.Valid() = %v", s, !want)
+		}
+	}
+}
+
+var msgIDRe = regexp.MustCompile(`^rcpt-[0-9a-f]{64}$`)
+
+func TestMsgID(t *testing.T) {
+	a := New("evt-1", "L1A", "edge-1", "site-1", StatusProcessed, time.Now())
+	b := New("evt-1", "OTHER", "edge-1", "site-2", StatusProcessed, time.Now().Add(time.Hour))
+	b.Reason = "different"
+	if !msgIDRe.MatchString(a.MsgID()) {
+		t.Fatalf("MsgID %q has the wrong form", a.MsgID())
+	}
+	if a.ReceiptID == b.ReceiptID || a.MsgID() != b.MsgID() {
+		t.Fatal("MsgID depends on receipt_id, processed_at, site, origin or reason")
+	}
+	// Stable across processes, restarts and releases: a golden value
+	// (sha256 of "evt-1\x00edge-1\x00processed").
+	const goldenMsgID = "rcpt-1c3cf0ffc30af3e65f306e50af6c781f3228919509e0fbe5ecc20068379d0c72"
+	if got := (Receipt{EventID: "evt-1", Processor: "edge-1", Status: StatusProcessed}).MsgID(); got != goldenMsgID {
+		t.Errorf("MsgID changed: %s, want %s", got, goldenMsgID)
+	}
+	for name, c := range map[string]Receipt{
+		"event":     {EventID: "evt-2", Processor: "edge-1", Status: StatusProcessed},
+		"processor": {EventID: "evt-1", Processor: "edge-2", Status: StatusProcessed},
+		"status":    {EventID: "evt-1", Processor: "edge-1", Status: StatusDeadLettered},
+		"boundary":  {EventID: "evt-1e", Processor: "dge-1", Status: StatusProcessed},
+	} {
+		if c.MsgID() == a.MsgID() {
+			t.Errorf("changing %s does not change MsgID", name)
+		}
+	}
+}
+
+func TestKVKey_Form(t *testing.T) {
+	keyRe := regexp.MustCompile(`^e\.[A-Za-z0-9_-]+$`)
+	seen := map[string]string{}
+	for _, id := range kvTestIDs() {
+		k := KVKey(id)
+		if !keyRe.MatchString(k) {
+			t.Errorf("KVKey(%q) = %q: not a two-token key", id, k)
+		}
+		if prev, dup := seen[k]; dup {
+			t.Errorf("ids %q and %q share key %q", prev, id, k)
+		}
+		seen[k] = id
+	}
+}
+
+func kvTestIDs() []string {
+	return []string{
+		"evt-1", "a.b.c", ".", "..", "a..b", ".leading", "trailing.", "*", ">", "a.*.>", "with space", " ",
+		"tab\there", "emoji-😀-🚀", "ünïcödé", "日本語", "slash/and=eq", "$KV.x", "\x01ctl",
+		strings.Repeat("x", MaxEventIDLen), strings.Repeat("é", MaxEventIDLen/2), strings.Repeat(".", MaxEventIDLen),
+	}
+}
+
+// TestKVKey_RealKV stores every awkward id through a real bucket and reads
+// it back by id.
+func TestKVKey_RealKV(t *testing.T) {
+	_, js := startJS(t)
+	ctx := testCtx(t)
+	st := NewStore(newKV(t, js, "kvkey_test"))
+	for _, id := range kvTestIDs() {
+		r := testReceipt(id)
+		if err := r.Validate(); err != nil {
+			t.Fatalf("test id %q invalid: %v", id, err)
+		}
+		applied, err := st.Apply(ctx, r, time.Now())
+		if err != nil || !applied {
+			t.Fatalf("Apply(%q) = %v, %v", id, applied, err)
+		}
+		c, err := st.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("Get(%q): %v", id, err)
+		}
+		if c.EventID != id || c.Processors["edge-1"].ReceiptID != r.ReceiptID {
+			t.Fatalf("Get(%q) returned %+v", id, c)
+		}
+	}
+	all, err := st.All(ctx)
+	if err != nil || len(all) != len(kvTestIDs()) {
+		t.Fatalf("All: %d records, %v; want %d", len(all), err, len(kvTestIDs()))
+	}
+}
+
+func TestValidate_ErrorsMatch(t *testing.T) {
+	err := Receipt{}.Validate()
+	if !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrQuarantine) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("unexpected error classes for %v", err)
+	}
+	if errors.Is(jetstream.ErrKeyNotFound, ErrQuarantine) || errors.Is(ErrNotFound, ErrQuarantine) {
+		t.Fatal("transient errors must not match ErrQuarantine")
+	}
+}

@@ -1,0 +1,529 @@
+package receipts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const receiptsSubject = "leafline.receipts.edge-1"
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func createR1(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	_, err := js.CreateStream(testCtx(t), jetstream.StreamConfig{
+		Name: "R1", Subjects: []string{"leafline.receipts.>"}, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		t.Fatalf("create R1: %v", err)
+	}
+}
+
+func testConfig(js jetstream.JetStream) ServiceConfig {
+	return ServiceConfig{JS: js, Stream: "R1", RetryDelay: 50 * time.Millisecond, Logger: quietLog}
+}
+
+// startService runs svc until the test ends and checks that Run returned nil.
+func startService(t testing.TB, svc *Service) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v, want nil", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// publish sends b to the receipts stream, with a Nats-Msg-Id when msgID != "".
+func publish(t testing.TB, js jetstream.JetStream, b []byte, msgID string) *jetstream.PubAck {
+	t.Helper()
+	var opts []jetstream.PublishOpt
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(msgID))
+	}
+	pa, err := js.Publish(testCtx(t), receiptsSubject, b, opts...)
+	if err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	return pa
+}
+
+func statsEqual(s *Service, want Stats) error {
+	got := s.Stats()
+	got.Retried, want.Retried = 0, 0
+	if got != want {
+		return fmt.Errorf("stats %+v, want %+v", got, want)
+	}
+	return nil
+}
+
+// consumerDrained reports an error until the consumer has nothing pending
+// and nothing unacknowledged.
+func consumerDrained(ctx context.Context, js jetstream.JetStream, stream, consumer string) error {
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.NumAckPending != 0 || info.NumPending != 0 || info.NumRedelivered != 0 {
+		return fmt.Errorf("consumer: ack pending %d, pending %d, redelivered %d", info.NumAckPending, info.NumPending, info.NumRedelivered)
+	}
+	return nil
+}
+
+func TestService_EndToEnd(t *testing.T) {
+	_, js := startJS(t)
+	ctx := testCtx(t)
+	createR1(t, js)
+
+	const (
+		n          = 500
+		dups       = 100 // new receipt for an applied assertion (re-processing, re-sourcing)
+		conflicts  = 5   // dead_lettered after processed
+		streamDups = 10  // same Nats-Msg-Id: dropped by the stream itself
+	)
+	var sent []Receipt
+	for i := 0; i < n; i++ {
+		r := testReceipt(eventID(i))
+		sent = append(sent, r)
+		publish(t, js, mustEncode(t, r), r.MsgID())
+	}
+	for i := 0; i < streamDups; i++ {
+		r := testReceipt(eventID(i))
+		if pa := publish(t, js, mustEncode(t, r), r.MsgID()); !pa.Duplicate {
+			t.Fatal("stream did not deduplicate a receipt with the same MsgID")
+		}
+	}
+	for i := 0; i < dups; i++ {
+		publish(t, js, mustEncode(t, testReceipt(eventID(i*3))), "")
+	}
+	for i := 0; i < conflicts; i++ {
+		r := testReceipt(eventID(i))
+		r.Status, r.Reason = StatusDeadLettered, "sink: permanent"
+		publish(t, js, mustEncode(t, r), r.MsgID())
+	}
+	malformed := []string{
+		`not json`,
+		`{"v":1}`,
+		strings.Replace(string(mustEncode(t, testReceipt("x"))), `"v":1`, `"v":1,"extra":true`, 1),
+		string(mustEncode(t, testReceipt("y"))) + "{}",
+		"\xff\xfe",
+	}
+	for _, m := range malformed {
+		publish(t, js, []byte(m), "")
+	}
+
+	svc, err := NewService(testConfig(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Store() != nil {
+		t.Fatal("Store before Setup should be nil")
+	}
+	startService(t, svc)
+
+	want := Stats{Received: n + dups + conflicts + uint64(len(malformed)), Applied: n, Duplicates: dups, Conflicts: conflicts, Quarantined: uint64(len(malformed))}
+	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error { return statsEqual(svc, want) })
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error { return consumerDrained(ctx, js, "R1", DefaultConsumer) })
+
+	// The completion records.
+	all, err := svc.Store().All(ctx)
+	if err != nil || len(all) != n {
+		t.Fatalf("All: %d records, %v", len(all), err)
+	}
+	var dupSum, conflictSum int
+	for _, c := range all {
+		pr := c.Processors["edge-1"]
+		dupSum += pr.Duplicates
+		conflictSum += pr.Conflicts
+		if pr.Status != StatusProcessed {
+			t.Fatalf("%s: status %s, the first status must win", c.EventID, pr.Status)
+		}
+	}
+	if dupSum != dups || conflictSum != conflicts {
+		t.Errorf("KV counts duplicates %d conflicts %d, want %d %d", dupSum, conflictSum, dups, conflicts)
+	}
+	c, err := svc.Store().Get(ctx, sent[7].EventID)
+	if err != nil || c.Processors["edge-1"].ReceiptID != sent[7].ReceiptID {
+		t.Errorf("Get: %+v, %v; want the first receipt", c, err)
+	}
+
+	// The quarantine stream holds one record per malformed message.
+	qs, err := js.Stream(ctx, DefaultQuarantineStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := qs.Info(ctx)
+	if err != nil || info.State.Msgs != uint64(len(malformed)) {
+		t.Fatalf("quarantine stream: %+v, %v", info, err)
+	}
+	if info.Config.Discard != jetstream.DiscardNew || info.Config.Storage != jetstream.FileStorage {
+		t.Errorf("quarantine stream config %+v", info.Config)
+	}
+	raw, err := qs.GetLastMsgForSubject(ctx, DefaultQuarantineSubject+".receipts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec QuarantineRecord
+	if err := json.Unmarshal(raw.Data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Stream != "R1" || rec.Subject != receiptsSubject || rec.StreamSeq == 0 || rec.ReceivedAt.IsZero() ||
+		rec.Reason == "" || rec.Size != len(rec.Receipt) || string(rec.Receipt) != malformed[len(malformed)-1] {
+		t.Errorf("quarantine record %+v", rec)
+	}
+	if got, want := raw.Header.Get(jetstream.MsgIDHeader), fmt.Sprintf("rq-R1-%d", rec.StreamSeq); got != want {
+		t.Errorf("quarantine Nats-Msg-Id %q, want %q", got, want)
+	}
+
+	// The KV bucket as Setup made it.
+	kv, err := js.KeyValue(ctx, DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil || st.History() != 1 {
+		t.Errorf("bucket history %v, %v", st, err)
+	}
+	cons, err := js.Consumer(ctx, "R1", DefaultConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := cons.CachedInfo().Config
+	if cc.AckPolicy != jetstream.AckExplicitPolicy || cc.AckWait != 30*time.Second || cc.MaxAckPending < 4*DefaultBatchSize {
+		t.Errorf("consumer config %+v", cc)
+	}
+}
+
+// TestService_TwoInstances runs two Services on separate connections sharing
+// one consumer and one bucket. Every receipt is sent twice (the second time
+// as a fresh receipt without a Nats-Msg-Id), so the instances also race on
+// the same events.
+func TestService_TwoInstances(t *testing.T) {
+	srv, js := startJS(t)
+	ctx := testCtx(t)
+	createR1(t, js)
+
+	const n = 1000
+	var svcs []*Service
+	for i := 0; i < 2; i++ {
+		cfg := testConfig(connectJS(t, srv))
+		cfg.BatchSize = 64
+		svc, err := NewService(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, svc)
+		startService(t, svc)
+	}
+
+	for i := 0; i < n; i++ {
+		r := testReceipt(eventID(i))
+		publish(t, js, mustEncode(t, r), r.MsgID())
+		publish(t, js, mustEncode(t, testReceipt(eventID(i))), "")
+	}
+	total := func() Stats {
+		var s Stats
+		for _, svc := range svcs {
+			st := svc.Stats()
+			s.Received += st.Received
+			s.Applied += st.Applied
+			s.Duplicates += st.Duplicates
+			s.Conflicts += st.Conflicts
+			s.Quarantined += st.Quarantined
+		}
+		return s
+	}
+	checkFor(t, 60*time.Second, 20*time.Millisecond, func() error {
+		if s := total(); s.Applied+s.Duplicates < 2*n {
+			return fmt.Errorf("totals %+v", s)
+		}
+		return consumerDrained(ctx, js, "R1", DefaultConsumer)
+	})
+	s := total()
+	if s.Applied != n || s.Duplicates < n || s.Conflicts != 0 || s.Quarantined != 0 {
+		t.Fatalf("totals %+v, want Applied %d and Duplicates >= %d", s, n, n)
+	}
+	t.Logf("instance stats: %+v / %+v", svcs[0].Stats(), svcs[1].Stats())
+	all, err := svcs[0].Store().All(ctx)
+	if err != nil || len(all) != n {
+		t.Fatalf("All: %d, %v", len(all), err)
+	}
+}
+
+func TestService_WaitsForStream(t *testing.T) {
+	_, js := startJS(t)
+	ctx := testCtx(t)
+	svc, err := NewService(testConfig(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Setup(ctx); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("Setup without R1 = %v, want ErrStreamNotFound", err)
+	}
+	startService(t, svc)
+	createR1(t, js)
+	r := testReceipt("late")
+	publish(t, js, mustEncode(t, r), r.MsgID())
+	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error { return statsEqual(svc, Stats{Received: 1, Applied: 1}) })
+	short, cancel := context.WithTimeout(ctx, 5*time.Second) // Run is certainly running now
+	defer cancel()
+	if err := svc.Run(short); !errors.Is(err, ErrAlreadyRunning) {
+		t.Errorf("second Run = %v, want ErrAlreadyRunning", err)
+	}
+	// Setup is idempotent once everything exists.
+	if err := svc.Setup(ctx); err != nil {
+		t.Fatalf("second Setup: %v", err)
+	}
+}
+
+func TestService_AcceptRejects(t *testing.T) {
+	_, js := startJS(t)
+	ctx := testCtx(t)
+	createR1(t, js)
+	cfg := testConfig(js)
+	cfg.Accept = func(r Receipt) error {
+		switch r.Site {
+		case "edge-1":
+			return nil
+		case "panics":
+			panic("boom")
+		}
+		return errors.New("unknown site")
+	}
+	svc, err := NewService(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startService(t, svc)
+
+	good, stranger, panicky := testReceipt("a"), testReceipt("b"), testReceipt("c")
+	stranger.Site = "stranger"
+	panicky.Site = "panics"
+	for _, r := range []Receipt{good, stranger, panicky} {
+		publish(t, js, mustEncode(t, r), r.MsgID())
+	}
+	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		if st := svc.Stats(); st.Applied != 1 || st.Quarantined != 1 || st.Retried < 2 {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
+	if _, err := svc.Store().Get(ctx, "b"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("rejected receipt was applied: %v", err)
+	}
+	// The panicking receipt is retried, never ACKed nor quarantined.
+	cons, _ := js.Consumer(ctx, "R1", DefaultConsumer)
+	info, err := cons.Info(ctx)
+	if err != nil || info.NumAckPending != 1 {
+		t.Errorf("consumer %+v, %v; want the panicking receipt still pending", info, err)
+	}
+}
+
+// TestService_QuarantineUnavailable: when the quarantine record cannot be
+// stored the bad message is NAKed, not ACKed, and is quarantined once the
+// quarantine stream has room again.
+func TestService_QuarantineUnavailable(t *testing.T) {
+	_, js := startJS(t)
+	ctx := testCtx(t)
+	createR1(t, js)
+	cfg := testConfig(js)
+	cfg.QuarantineMaxBytes = 100 // smaller than any record
+	svc, err := NewService(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startService(t, svc)
+	publish(t, js, []byte("garbage"), "")
+
+	checkFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		if st := svc.Stats(); st.Retried < 2 {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
+	cons, _ := js.Consumer(ctx, "R1", DefaultConsumer)
+	info, err := cons.Info(ctx)
+	if err != nil || info.AckFloor.Stream != 0 || svc.Stats().Quarantined != 0 {
+		t.Fatalf("bad message acked without a quarantine record: %+v %v", info, err)
+	}
+
+	qs, err := js.Stream(ctx, DefaultQuarantineStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qcfg := qs.CachedInfo().Config
+	qcfg.MaxBytes = 1 << 20
+	if _, err := js.UpdateStream(ctx, qcfg); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		if st := svc.Stats(); st.Quarantined != 1 {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return consumerDrained(ctx, js, "R1", DefaultConsumer)
+	})
+}
+
+// TestService_KVUnavailable: Apply errors NAK; the receipt is applied once
+// the bucket is back.
+func TestService_KVUnavailable(t *testing.T) {
+	_, js := startJS(t)
+	ctx := testCtx(t)
+	createR1(t, js)
+	svc, err := NewService(testConfig(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, DefaultBucket); err != nil {
+		t.Fatal(err)
+	}
+	startService(t, svc)
+	r := testReceipt("evt-1")
+	publish(t, js, mustEncode(t, r), r.MsgID())
+	checkFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		if st := svc.Stats(); st.Retried < 2 || st.Applied != 0 || st.Quarantined != 0 {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
+	newKV(t, js, DefaultBucket)
+	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		if st := svc.Stats(); st.Applied != 1 {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return consumerDrained(ctx, js, "R1", DefaultConsumer)
+	})
+}
+
+// TestService_ShutdownReleasesBuffered: after Run returns, nothing is left
+// acknowledged-but-unapplied and a new instance finishes the work at once
+// (buffered messages were NAKed, not left to AckWait).
+func TestService_ShutdownReleasesBuffered(t *testing.T) {
+	_, js := startJS(t)
+	createR1(t, js)
+	const n = 300
+	for i := 0; i < n; i++ {
+		r := testReceipt(eventID(i))
+		publish(t, js, mustEncode(t, r), r.MsgID())
+	}
+	inAccept, release := make(chan struct{}, 1), make(chan struct{})
+	cfg := testConfig(js)
+	cfg.Accept = func(Receipt) error {
+		select {
+		case inAccept <- struct{}{}:
+			<-release // hold the first message until shutdown has begun
+		default:
+		}
+		return nil
+	}
+	svc1, err := NewService(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc1.Run(ctx) }()
+	<-inAccept
+	cancel()       // shutdown begins with a message in hand and a full buffer...
+	close(release) // ...and the message in hand still completes
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if st := svc1.Stats(); st.Applied != 1 || st.Received != 1 {
+		t.Fatalf("first instance %+v; want exactly the message in hand applied", st)
+	}
+
+	// A second instance gets the released messages now, not after AckWait.
+	svc2, err := NewService(testConfig(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startService(t, svc2)
+	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if a := svc2.Stats().Applied; a != n-1 {
+			return fmt.Errorf("applied %d", a)
+		}
+		return consumerDrained(testCtx(t), js, "R1", DefaultConsumer)
+	})
+}
+
+func TestNewService_Config(t *testing.T) {
+	_, err := NewService(ServiceConfig{
+		Stream: "R.1", Consumer: "a b", Bucket: "b*", QuarantineStream: "", QuarantineSubject: "x.>",
+		Replicas: 7, BatchSize: -1, OpTimeout: time.Minute,
+	})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewService = %v, want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{"JS: required", "Stream:", "Consumer:", "Bucket:", "QuarantineSubject:", "Replicas:", "BatchSize:", "OpTimeout:"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+	nc := &nats.Conn{}
+	js, _ := jetstream.New(nc)
+	if _, err := NewService(ServiceConfig{JS: js, Stream: "R1", QuarantineStream: "R1"}); err == nil {
+		t.Error("QuarantineStream == Stream accepted")
+	}
+	svc, err := NewService(ServiceConfig{JS: js, Stream: "R1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := svc.cfg
+	if c.Consumer != DefaultConsumer || c.Bucket != DefaultBucket || c.QuarantineStream != DefaultQuarantineStream ||
+		c.Replicas != 1 || c.BatchSize != DefaultBatchSize || c.AckWait != DefaultAckWait || c.Logger == nil {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+}
+
+func TestSubjectMatches(t *testing.T) {
+	for _, tt := range []struct {
+		filter, subj string
+		want         bool
+	}{
+		{"a.b", "a.b", true}, {"a.*", "a.b", true}, {"a.>", "a.b.c", true}, {">", "a", true},
+		{"a.*", "a.b.c", false}, {"a.b.c", "a.b", false}, {"a.>", "a", false}, {"x.b", "a.b", false},
+	} {
+		if got := subjectMatches(tt.filter, tt.subj); got != tt.want {
+			t.Errorf("subjectMatches(%q, %q) = %v", tt.filter, tt.subj, got)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	if backoff(time.Second, 0) != time.Second || backoff(time.Second, 3) != 8*time.Second || backoff(time.Second, 100) != MaxRetryDelay {
+		t.Error("backoff")
+	}
+}

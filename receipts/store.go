@@ -1,0 +1,582 @@
+package receipts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Outcome says what Apply did with a receipt.
+type Outcome int
+
+// Outcomes of Store.ApplyOutcome.
+const (
+	// Applied: first terminal status for (event_id, processor); recorded.
+	Applied Outcome = iota + 1
+	// Duplicate: same status as the recorded one; Duplicates incremented.
+	Duplicate
+	// Conflict: a different status than the recorded one; Conflicts
+	// incremented, the recorded status kept.
+	Conflict
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Applied:
+		return "applied"
+	case Duplicate:
+		return "duplicate"
+	case Conflict:
+		return "conflict"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// maxCASAttempts bounds Apply's read-modify-write retries.
+const maxCASAttempts = 16
+
+// Defaults of StoreConfig.
+const (
+	// DefaultOverdueAfter: an event still pending this long after it was
+	// published at L1 is overdue.
+	DefaultOverdueAfter = 5 * time.Minute
+	// DefaultCallTimeout bounds each KV round trip of the Store.
+	DefaultCallTimeout = 3 * time.Second
+	// IndexBucketSuffix is appended to the completion bucket's name to name
+	// the status index bucket when StoreConfig.IndexBucket is zero.
+	IndexBucketSuffix = "_index"
+)
+
+// StoreConfig configures OpenStore. Zero values mean the defaults stated on
+// each field.
+type StoreConfig struct {
+	// JS is the JetStream context of the L1 domain. Required.
+	JS jetstream.JetStream
+	// Bucket holds one completion record per event; zero = DefaultBucket.
+	Bucket string
+	// IndexBucket holds the status index; zero = Bucket + IndexBucketSuffix.
+	IndexBucket string
+	// Create makes OpenStore create missing buckets (History 1, FileStorage,
+	// Replicas). False: missing buckets are an error wrapping
+	// jetstream.ErrBucketNotFound.
+	Create bool
+	// Replicas for buckets OpenStore creates; zero = 1.
+	Replicas int
+	// OverdueAfter: a pending event published this long ago is overdue;
+	// zero = DefaultOverdueAfter.
+	OverdueAfter time.Duration
+	// Sites are always listed in Summary, even with nothing to report.
+	Sites []string
+	// CallTimeout bounds each KV round trip (also within a longer ctx, so
+	// that a write whose answer was lost can be resolved and retried in
+	// time); zero = DefaultCallTimeout.
+	CallTimeout time.Duration
+}
+
+// Store records completions in a JetStream KV bucket, one key per event
+// (see KVKey), and maintains the status index that List and Summary read.
+// It is safe for concurrent use, and any number of Stores in any number of
+// processes may share the buckets: every record write is a create or a
+// compare-and-set on the revision that was read.
+type Store struct {
+	kv           jetstream.KeyValue
+	ix           *index // nil: no status index (NewStore)
+	overdueAfter time.Duration
+	sites        []string
+	callTimeout  time.Duration
+	now          func() time.Time
+}
+
+// NewStore returns a Store over kv without a status index: Get, Apply,
+// ApplyOrigin and All work; List and Summary return ErrNoIndex, and nothing
+// maintains an index (a Store made by OpenStore over the same bucket would
+// miss these writes in its lists). The bucket should keep one revision per
+// key (History 1); more history works but is never read.
+func NewStore(kv jetstream.KeyValue) *Store {
+	return &Store{kv: kv, overdueAfter: DefaultOverdueAfter, callTimeout: DefaultCallTimeout, now: time.Now}
+}
+
+// OpenStore opens (with cfg.Create: creates if absent) the completion and
+// index buckets and returns an indexed Store.
+func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
+	setDefault(&cfg.Bucket, DefaultBucket)
+	setDefault(&cfg.IndexBucket, cfg.Bucket+IndexBucketSuffix)
+	setDefault(&cfg.Replicas, 1)
+	setDefault(&cfg.OverdueAfter, DefaultOverdueAfter)
+	setDefault(&cfg.CallTimeout, DefaultCallTimeout)
+	var errs []error
+	if cfg.JS == nil {
+		errs = append(errs, errors.New("JS: required"))
+	}
+	for _, f := range []struct{ field, v string }{{"Bucket", cfg.Bucket}, {"IndexBucket", cfg.IndexBucket}} {
+		if err := validateName(f.v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.field, err))
+		}
+	}
+	if cfg.Bucket == cfg.IndexBucket {
+		errs = append(errs, errors.New("IndexBucket: must differ from Bucket"))
+	}
+	for i, site := range cfg.Sites {
+		if err := validateName(site); err != nil {
+			errs = append(errs, fmt.Errorf("Sites[%d]: %w", i, err))
+		}
+	}
+	if cfg.OverdueAfter < 0 || cfg.CallTimeout < 0 {
+		errs = append(errs, errors.New("OverdueAfter, CallTimeout: must not be negative"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	}
+	kv, err := openBucket(ctx, cfg.JS, cfg.Bucket, "leafline completions, one key per event_id", cfg.Create, cfg.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	ikv, err := openBucket(ctx, cfg.JS, cfg.IndexBucket, "leafline completion status index", cfg.Create, cfg.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := newIndex(ctx, cfg.JS, ikv)
+	if err != nil {
+		return nil, fmt.Errorf("receipts: open store: %w", err)
+	}
+	st := NewStore(kv)
+	st.ix, st.overdueAfter, st.callTimeout = ix, cfg.OverdueAfter, cfg.CallTimeout
+	st.sites = normalizeNames(cfg.Sites)
+	return st, nil
+}
+
+func openBucket(ctx context.Context, js jetstream.JetStream, name, desc string, create bool, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      name,
+			Description: desc,
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) { // another instance won the race
+			kv, err = js.KeyValue(ctx, name)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("receipts: bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
+
+// OverdueAfter returns the Store's overdue threshold.
+func (s *Store) OverdueAfter() time.Duration { return s.overdueAfter }
+
+// call returns a context for one KV round trip.
+func (s *Store) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.callTimeout)
+}
+
+// Get returns the completion record of eventID, with Status, Conflict,
+// Missing and Overdue derived as of now. It returns an error wrapping
+// ErrNotFound when the event has no record, ErrInvalid for an eventID no
+// receipt could carry, and ErrCorruptRecord for an undecodable record.
+func (s *Store) Get(ctx context.Context, eventID string) (Completion, error) {
+	if err := validateEventID(eventID); err != nil {
+		return Completion{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	c, _, _, err := s.get(ctx, eventID)
+	if err != nil {
+		return Completion{}, err
+	}
+	c.view(s.now(), s.overdueAfter)
+	return c, nil
+}
+
+// get reads the record of eventID, its revision and its raw value.
+func (s *Store) get(ctx context.Context, eventID string) (Completion, uint64, []byte, error) {
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	e, err := s.kv.Get(cctx, KVKey(eventID))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return Completion{}, 0, nil, fmt.Errorf("receipts: event %s: %w", quoteShort(eventID), ErrNotFound)
+		}
+		return Completion{}, 0, nil, fmt.Errorf("receipts: get %s: %w", quoteShort(eventID), err)
+	}
+	c, err := decodeCompletion(e.Value())
+	if err == nil && c.EventID != eventID {
+		err = fmt.Errorf("%w: record holds another event_id", ErrCorruptRecord)
+	}
+	if err != nil {
+		return Completion{}, 0, nil, fmt.Errorf("receipts: key %s revision %d: %w", e.Key(), e.Revision(), err)
+	}
+	return c, e.Revision(), e.Value(), nil
+}
+
+func decodeCompletion(b []byte) (Completion, error) {
+	var c Completion
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Completion{}, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
+	}
+	if c.Processors == nil {
+		return Completion{}, fmt.Errorf("%w: no processors", ErrCorruptRecord)
+	}
+	c.derive()
+	return c, nil
+}
+
+// Apply records r. It returns applied=true only the first time (event_id,
+// processor) gets a terminal status; a repeat of the same status increments
+// Duplicates; a different status increments Conflicts; both return
+// applied=false. See ApplyOutcome.
+func (s *Store) Apply(ctx context.Context, r Receipt, receivedAt time.Time) (applied bool, err error) {
+	o, err := s.ApplyOutcome(ctx, r, receivedAt)
+	return o == Applied, err
+}
+
+// ApplyOutcome is Apply reporting which of the three cases happened.
+//
+// It reads the event's record and writes it back with kv.Create when the key
+// is absent or kv.Update(key, value, revision) otherwise. If another writer
+// got in between (key exists / revision mismatch) it re-reads and decides
+// again, up to a bounded number of attempts (then ErrTooManyConflicts). So
+// across any number of instances exactly one Apply per (event_id, processor)
+// sees Applied, and every other receipt is counted exactly once per
+// successful call.
+//
+// A write whose answer is lost (timeout, connection or leader change) is
+// resolved before returning: Apply re-reads the record, with a fresh
+// CallTimeout per attempt, until ctx ends; if the record carries this very
+// write (the processor's receipt_id and this call's receivedAt) the outcome
+// stands, otherwise Apply decides again. So Applied is reported exactly once
+// even when the answer to the winning write was lost.
+//
+// With a status index (OpenStore), index entries that become true are written
+// before the record and entries that became false are removed after it; see
+// the package documentation. If only that removal fails, the outcome is
+// returned together with an error wrapping ErrIndexIncomplete.
+//
+// NOTE: the counters are at-least-once like the receipts that feed them. If
+// the KV write succeeds, its answer is lost and another writer changes the
+// record before Apply can re-read it, the caller's retry counts the receipt
+// again (as a Duplicate). The recorded status is never affected.
+//
+// Errors: r failing Validate → ErrInvalid; an undecodable stored record →
+// ErrCorruptRecord (both match ErrQuarantine); anything else (KV
+// unavailable, context done, ErrTooManyConflicts) is transient.
+func (s *Store) ApplyOutcome(ctx context.Context, r Receipt, receivedAt time.Time) (Outcome, error) {
+	if err := r.Validate(); err != nil {
+		return 0, err
+	}
+	receivedAt = receivedAt.UTC()
+	var out Outcome
+	_, err := s.update(ctx, change{
+		eventID: r.EventID,
+		apply: func(c *Completion) bool {
+			if c.OriginStream == "" {
+				c.OriginStream = r.OriginStream
+			}
+			out = merge(c, r, receivedAt)
+			return true
+		},
+		landed: func(c *Completion) bool {
+			p, ok := c.Processors[r.Processor]
+			return out == Applied && ok && p.ReceiptID == r.ReceiptID && p.ReceivedAt.Equal(receivedAt)
+		},
+		repair: func(c *Completion) []idxKey {
+			// A repeat may follow a write whose index work was cut short
+			// (crash, lost answer): redo the removals this receipt implies.
+			if out == Applied {
+				return nil
+			}
+			return []idxKey{{kind: idxPending}, {kind: idxSitePending, site: r.Processor}, {kind: idxSiteDead, site: r.Processor}}
+		},
+	})
+	if err != nil && !errors.Is(err, ErrIndexIncomplete) {
+		return 0, err
+	}
+	return out, err
+}
+
+// ApplyOrigin records that event o.EventID was published on the origin
+// stream: it creates a pending record if none exists, or merges published_at,
+// subject and the expected processors into the record that receipts created
+// first (keeping every processor record). A record that already knows its
+// origin is left alone (OriginKnown): the first publication wins. Writes are
+// create / compare-and-set like ApplyOutcome's, with the same resolution of
+// lost answers, and the pending index entries are written before the record.
+//
+// Errors: o failing Validate → ErrInvalid; a corrupt stored record →
+// ErrCorruptRecord; others are transient.
+func (s *Store) ApplyOrigin(ctx context.Context, o Origin, now time.Time) (OriginOutcome, error) {
+	if err := o.Validate(); err != nil {
+		return 0, err
+	}
+	now = now.UTC()
+	var out OriginOutcome
+	_, err := s.update(ctx, change{
+		eventID: o.EventID,
+		origin:  true,
+		apply: func(c *Completion) bool {
+			out = mergeOrigin(c, o, now)
+			if out == OriginKnown {
+				return false
+			}
+			if len(c.Processors) == 0 {
+				out = OriginCreated
+			}
+			return true
+		},
+		landed: func(c *Completion) bool {
+			return c.OriginKnown() && c.PublishedAt.Equal(o.PublishedAt.UTC()) && c.OriginSeq == o.Seq
+		},
+	})
+	if err != nil && !errors.Is(err, ErrIndexIncomplete) {
+		return 0, err
+	}
+	return out, err
+}
+
+// change is one read-modify-write of a record, for update.
+type change struct {
+	eventID string
+	// apply folds the change into c (a record just read, or a new empty
+	// one) and reports whether c must be written.
+	apply func(c *Completion) bool
+	// landed reports whether c, read after a write whose answer was lost,
+	// already holds that write (only called after apply returned true).
+	landed func(c *Completion) bool
+	// repair lists extra index keys to remove if they are permanently false.
+	repair func(c *Completion) []idxKey
+	// origin: the change is an origin merge; write the pending entries with
+	// Put (their values carry published_at) even if they already existed.
+	origin bool
+}
+
+// update runs ch against the record of ch.eventID; see ApplyOutcome.
+func (s *Store) update(ctx context.Context, ch change) (Completion, error) {
+	key := KVKey(ch.eventID)
+	tok := idToken(ch.eventID)
+	written := map[idxKey]bool{} // index entries this call wrote
+	var (
+		ambiguous bool     // a record write's answer was lost
+		lastVal   []byte   // the value of that write
+		lastOld   []idxKey // the index keys of the record that write replaced
+		lastErr   error
+	)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if !ambiguous && attempt >= maxCASAttempts {
+				return Completion{}, fmt.Errorf("receipts: apply to key %s: %w after %d attempts", key, ErrTooManyConflicts, maxCASAttempts)
+			}
+			if err := casBackoff(ctx, min(attempt, 200)); err != nil {
+				if ambiguous {
+					return Completion{}, fmt.Errorf("receipts: apply to key %s: outcome of a write unknown (%v): %w", key, lastErr, err)
+				}
+				return Completion{}, fmt.Errorf("receipts: apply: %w", err)
+			}
+		}
+		c, rev, raw, err := s.get(ctx, ch.eventID)
+		absent := errors.Is(err, ErrNotFound)
+		if err != nil && !absent {
+			if ambiguous && !errors.Is(err, ErrQuarantine) {
+				lastErr = err
+				continue // keep trying to learn whether the write landed
+			}
+			return Completion{}, err
+		}
+		if absent {
+			c = Completion{EventID: ch.eventID, Processors: map[string]ProcessorRecord{}}
+		}
+		if ambiguous && !absent && (bytes.Equal(raw, lastVal) || ch.landed(&c)) {
+			return c, s.cleanup(ctx, tok, &c, lastOld, written, ch.repair)
+		}
+		var old []idxKey
+		if !absent {
+			old = indexKeys(&c)
+		}
+		if !ch.apply(&c) {
+			return c, s.cleanup(ctx, tok, &c, old, written, ch.repair)
+		}
+		c.derive()
+		if err := s.addIndex(ctx, tok, &c, old, written, ch.origin); err != nil {
+			return Completion{}, err
+		}
+		val, err := json.Marshal(c)
+		if err != nil {
+			return Completion{}, fmt.Errorf("receipts: apply: %w", err)
+		}
+		cctx, cancel := s.call(ctx)
+		if absent {
+			_, err = s.kv.Create(cctx, key, val)
+		} else {
+			_, err = s.kv.Update(cctx, key, val, rev)
+		}
+		cancel()
+		switch {
+		case err == nil:
+			return c, s.cleanup(ctx, tok, &c, old, written, ch.repair)
+		case absent && errors.Is(err, jetstream.ErrKeyExists),
+			!absent && errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue // another writer got in first; re-read
+		case ctx.Err() != nil:
+			return Completion{}, fmt.Errorf("receipts: apply to key %s: %w", key, err)
+		default:
+			ambiguous, lastVal, lastOld, lastErr = true, val, old, err
+		}
+	}
+}
+
+// addIndex writes, before the record, the index entries that c has and
+// old did not (for an origin merge: every pending entry, to carry
+// published_at). Entries already written by this call are skipped.
+func (s *Store) addIndex(ctx context.Context, tok string, c *Completion, old []idxKey, written map[idxKey]bool, origin bool) error {
+	if s.ix == nil {
+		return nil
+	}
+	val := publishedValue(c)
+	for _, k := range indexKeys(c) {
+		pendingKind := k.kind == idxPending || k.kind == idxSitePending
+		if written[k] || (slices.Contains(old, k) && !(origin && pendingKind)) {
+			continue
+		}
+		cctx, cancel := s.call(ctx)
+		var err error
+		if k.kind == idxPending && !origin {
+			err = s.ix.create(cctx, k.key(tok), val) // never clobber published_at
+		} else {
+			err = s.ix.put(cctx, k.key(tok), val)
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+		written[k] = true
+	}
+	return nil
+}
+
+// cleanup removes, after the record write, the index entries that are no
+// longer true of c and can never be again: those of the replaced record
+// (old), those this call wrote in attempts that lost, and repair's.
+func (s *Store) cleanup(ctx context.Context, tok string, c *Completion, old []idxKey, written map[idxKey]bool, repair func(*Completion) []idxKey) error {
+	if s.ix == nil {
+		return nil
+	}
+	c.derive()
+	cands := slices.Clone(old)
+	for k := range written {
+		cands = append(cands, k)
+	}
+	if repair != nil {
+		cands = append(cands, repair(c)...)
+	}
+	now := indexKeys(c)
+	var errs []error
+	done := map[idxKey]bool{}
+	for _, k := range cands {
+		if done[k] || slices.Contains(now, k) || !permanentlyFalse(c, k) {
+			continue
+		}
+		done[k] = true
+		var err error
+		for try := 0; try < 3; try++ {
+			cctx, cancel := s.call(ctx)
+			err = s.ix.remove(cctx, k.key(tok))
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrIndexIncomplete, errors.Join(errs...))
+	}
+	return nil
+}
+
+// merge folds r into c and reports the outcome. Pure; no I/O.
+func merge(c *Completion, r Receipt, receivedAt time.Time) Outcome {
+	c.UpdatedAt = receivedAt.UTC()
+	pr, ok := c.Processors[r.Processor]
+	switch {
+	case !ok:
+		c.Processors[r.Processor] = ProcessorRecord{
+			Status:      r.Status,
+			Site:        r.Site,
+			ReceiptID:   r.ReceiptID,
+			ProcessedAt: r.ProcessedAt.UTC(),
+			ReceivedAt:  receivedAt.UTC(),
+			Reason:      r.Reason,
+		}
+		return Applied
+	case pr.Status == r.Status:
+		pr.Duplicates++
+		c.Processors[r.Processor] = pr
+		return Duplicate
+	default:
+		pr.Conflicts++
+		c.Processors[r.Processor] = pr
+		return Conflict
+	}
+}
+
+// casBackoff sleeps a short, jittered, growing time between CAS attempts so
+// that contending writers spread out.
+func casBackoff(ctx context.Context, attempt int) error {
+	d := time.Duration(attempt) * time.Millisecond
+	d += rand.N(d + time.Millisecond)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// MaxAll bounds the number of records All returns.
+const MaxAll = 100_000
+
+// All returns every completion record, sorted by EventID. It reads the
+// whole bucket into memory and is meant for tests, demos and small
+// deployments: with more than MaxAll records it returns an error.
+func (s *Store) All(ctx context.Context) ([]Completion, error) {
+	w, err := s.kv.Watch(ctx, KVKeyPrefix+">", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("receipts: list: %w", err)
+	}
+	defer w.Stop()
+	var out []Completion
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("receipts: list: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("receipts: list: watcher closed")
+			}
+			if e == nil { // initial values delivered
+				sort.Slice(out, func(i, j int) bool { return out[i].EventID < out[j].EventID })
+				return out, nil
+			}
+			if len(out) == MaxAll {
+				return nil, fmt.Errorf("receipts: list: more than %d records", MaxAll)
+			}
+			c, err := decodeCompletion(e.Value())
+			if err != nil {
+				return nil, fmt.Errorf("receipts: list: key %s: %w", e.Key(), err)
+			}
+			out = append(out, c)
+		}
+	}
+}

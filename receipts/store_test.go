@@ -1,0 +1,169 @@
+package receipts
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestStore_Apply(t *testing.T) {
+	_, js := startJS(t)
+	ctx := testCtx(t)
+	st := NewStore(newKV(t, js, "store_apply"))
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+	if _, err := st.Get(ctx, "evt-1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get before Apply: %v, want ErrNotFound", err)
+	}
+
+	first := testReceipt("evt-1")
+	steps := []struct {
+		name string
+		r    Receipt
+		want Outcome
+	}{
+		{"first", first, Applied},
+		{"same receipt again", first, Duplicate},
+		{"new receipt, same status", testReceipt("evt-1"), Duplicate},
+		{"different status", func() Receipt {
+			r := testReceipt("evt-1")
+			r.Status, r.Reason = StatusDeadLettered, "late failure"
+			return r
+		}(), Conflict},
+		{"other processor", func() Receipt {
+			r := testReceipt("evt-1")
+			r.Processor, r.Site = "edge-2", "edge-2"
+			return r
+		}(), Applied},
+	}
+	for i, s := range steps {
+		got, err := st.ApplyOutcome(ctx, s.r, t0.Add(time.Duration(i)*time.Second))
+		if err != nil || got != s.want {
+			t.Fatalf("%s: ApplyOutcome = %v, %v; want %v", s.name, got, err, s.want)
+		}
+	}
+
+	c, err := st.Get(ctx, "evt-1")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	want := ProcessorRecord{
+		Status: StatusProcessed, Site: "edge-1", ReceiptID: first.ReceiptID,
+		ProcessedAt: first.ProcessedAt, ReceivedAt: t0, Duplicates: 2, Conflicts: 1,
+	}
+	if got := c.Processors["edge-1"]; got != want {
+		t.Errorf("edge-1 record\n got %+v\nwant %+v", got, want)
+	}
+	if c.EventID != "evt-1" || c.OriginStream != "L1A" || len(c.Processors) != 2 || !c.UpdatedAt.Equal(t0.Add(4*time.Second)) {
+		t.Errorf("completion %+v", c)
+	}
+
+	applied, err := st.Apply(ctx, first, t0)
+	if applied || err != nil {
+		t.Errorf("Apply of a duplicate = %v, %v", applied, err)
+	}
+}
+
+func TestStore_Apply_InvalidReceipt(t *testing.T) {
+	_, js := startJS(t)
+	st := NewStore(newKV(t, js, "store_invalid"))
+	r := testReceipt("evt-1")
+	r.Processor = "a.b"
+	if _, err := st.Apply(testCtx(t), r, time.Now()); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Apply = %v, want ErrInvalid", err)
+	}
+}
+
+func TestStore_Apply_CorruptRecord(t *testing.T) {
+	_, js := startJS(t)
+	ctx := testCtx(t)
+	kv := newKV(t, js, "store_corrupt")
+	st := NewStore(kv)
+	for id, val := range map[string]string{
+		"evt-junk":    "not json",
+		"evt-other":   `{"event_id":"someone-else","processors":{}}`,
+		"evt-no-proc": `{"event_id":"evt-no-proc"}`,
+	} {
+		if _, err := kv.Put(ctx, KVKey(id), []byte(val)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := st.Apply(ctx, testReceipt(id), time.Now())
+		if !errors.Is(err, ErrCorruptRecord) || !errors.Is(err, ErrQuarantine) {
+			t.Errorf("%s: Apply = %v, want ErrCorruptRecord", id, err)
+		}
+		e, _ := kv.Get(ctx, KVKey(id))
+		if string(e.Value()) != val {
+			t.Errorf("%s: corrupt record overwritten", id)
+		}
+	}
+}
+
+func TestStore_Apply_ContextDone(t *testing.T) {
+	_, js := startJS(t)
+	st := NewStore(newKV(t, js, "store_ctx"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := st.Apply(ctx, testReceipt("evt-1"), time.Now())
+	if err == nil || errors.Is(err, ErrQuarantine) {
+		t.Fatalf("Apply with a done context = %v, want a transient error", err)
+	}
+}
+
+// TestStore_Apply_Concurrent races goroutines on one Store and on separate
+// connections (as separate instances would) with the same receipt: exactly
+// one applies and every other call is counted as a duplicate.
+func TestStore_Apply_Concurrent(t *testing.T) {
+	srv, js := startJS(t)
+	ctx := testCtx(t)
+	newKV(t, js, "store_race")
+
+	const workers = 8
+	stores := make([]*Store, workers)
+	for i := range stores {
+		kv, err := connectJS(t, srv).KeyValue(ctx, "store_race")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = NewStore(kv)
+	}
+	for round := 0; round < 20; round++ {
+		r := testReceipt(eventID(round))
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			applied int
+			errs    []error
+		)
+		start := make(chan struct{})
+		for i := 0; i < workers; i++ {
+			wg.Add(1)
+			go func(st *Store) {
+				defer wg.Done()
+				<-start
+				ok, err := st.Apply(ctx, r, time.Now())
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+				}
+				if ok {
+					applied++
+				}
+			}(stores[i%len(stores)])
+		}
+		close(start)
+		wg.Wait()
+		if len(errs) > 0 || applied != 1 {
+			t.Fatalf("round %d: applied %d times, errors %v", round, applied, errs)
+		}
+		c, err := stores[0].Get(ctx, r.EventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := c.Processors["edge-1"].Duplicates; d != workers-1 {
+			t.Fatalf("round %d: Duplicates = %d, want %d", round, d, workers-1)
+		}
+	}
+}

@@ -1,0 +1,283 @@
+package topology
+
+import (
+	"path/filepath"
+	"time"
+)
+
+const defaultDuplicateWindow = 2 * time.Minute
+
+// AckPolicyAfterSinkCommit is the only accepted delivery.ack_policy: a
+// message is ACKed only after its sink commit and its receipt's PubAck.
+const AckPolicyAfterSinkCommit = "after_sink_commit"
+
+// Config is one box's configuration: which site of the shared topology it
+// is, plus the settings that are local to that box. Every field's zero value
+// means the documented default, filled by SetDefaults.
+type Config struct {
+	// TopologyFile is the path of the shared topology, relative to the
+	// directory of this config file. Required.
+	TopologyFile string `json:"topology"`
+	// Site is the name of this box's site in the topology. Required.
+	Site string `json:"site"`
+	// DataDir holds the JetStream store and the bbolt file. Required.
+	DataDir string `json:"data_dir"`
+
+	NATS       NATSConfig       `json:"nats,omitempty"`
+	Ops        OpsConfig        `json:"ops,omitempty"`
+	JetStream  JetStreamConfig  `json:"jetstream,omitempty"`
+	Leafnode   LeafnodeConfig   `json:"leafnode,omitempty"`
+	Sink       SinkConfig       `json:"sink,omitempty"`
+	EventID    EventIDConfig    `json:"event_id,omitempty"`
+	Delivery   DeliveryConfig   `json:"delivery,omitempty"`
+	DeadLetter DeadLetterConfig `json:"dead_letter,omitempty"`
+	Outbox     OutboxConfig     `json:"outbox,omitempty"`
+	Completion CompletionConfig `json:"completion,omitempty"`
+	Log        LogConfig        `json:"log,omitempty"`
+
+	// Topology is the loaded shared topology (not part of the file).
+	Topology *Topology `json:"-"`
+	// Source is the path the config was loaded from (not part of the file).
+	Source string `json:"-"`
+}
+
+// NATSConfig is the box's NATS client listener.
+type NATSConfig struct {
+	// Listen is host:port of the client listener. Zero value means
+	// "127.0.0.1:4222". Port 0 picks a free port.
+	Listen string `json:"listen,omitempty"`
+}
+
+// OpsConfig is the ops HTTP endpoint (/metrics, /healthz, /readyz, status API).
+type OpsConfig struct {
+	// Listen is host:port. Zero value means "127.0.0.1:8222". A host other
+	// than a loopback address must be allowed with AllowRemote.
+	Listen string `json:"listen,omitempty"`
+	// AllowRemote permits a non-loopback Listen address.
+	AllowRemote bool `json:"allow_remote,omitempty"`
+}
+
+// JetStreamConfig holds the embedded server's storage settings.
+type JetStreamConfig struct {
+	// SyncInterval is "always" (zero value: fsync every write) or a
+	// duration such as "2m". Anything but "always" is logged as a
+	// durability warning at startup.
+	SyncInterval string `json:"sync_interval,omitempty"`
+	// MaxStoreBytes caps JetStream file storage. Zero means no cap beyond the disk.
+	MaxStoreBytes int64 `json:"max_store_bytes,omitempty"`
+	// MaxStreamBytes caps each leafline stream (DiscardNew: publishes fail,
+	// nothing old is dropped). Zero means 1 GiB.
+	MaxStreamBytes int64 `json:"max_stream_bytes,omitempty"`
+}
+
+// LeafnodeConfig holds local leafnode settings.
+type LeafnodeConfig struct {
+	// ReconnectInterval is how often a cut upstream link is redialled.
+	// Zero value means 1s.
+	ReconnectInterval Duration `json:"reconnect_interval,omitempty"`
+	// UpstreamURL overrides the topology's upstream URL for this box
+	// (e.g. a local proxy). Zero value means the topology's.
+	UpstreamURL string `json:"upstream_url,omitempty"`
+}
+
+// SinkConfig chooses the edge's sink.
+type SinkConfig struct {
+	// Type is "store" (zero value: the event is stored in the box's bbolt
+	// file in the same transaction as its receipt) or "file".
+	Type string `json:"type,omitempty"`
+	// Dir is the file sink's directory. Zero value means <data_dir>/sink.
+	Dir string `json:"dir,omitempty"`
+}
+
+// EventIDConfig says where an event's identity is. At most one of Header and
+// JSONField may be set; zero value means Header "Nats-Msg-Id".
+type EventIDConfig struct {
+	Header    string `json:"header,omitempty"`
+	JSONField string `json:"json_field,omitempty"`
+	// MaxLength bounds an event_id in bytes. Zero value means 512.
+	MaxLength int `json:"max_length,omitempty"`
+}
+
+// DeliveryConfig governs the edge's consumer and ACK behaviour.
+type DeliveryConfig struct {
+	// AckPolicy: only "after_sink_commit" (the zero value) is accepted.
+	AckPolicy string `json:"ack_policy,omitempty"`
+	// Consumer is the durable pull consumer's name. Zero means "leafline-sink".
+	Consumer string `json:"consumer,omitempty"`
+	// BatchSize is the fetch batch. Zero value means 256. At most 1000.
+	BatchSize int `json:"batch_size,omitempty"`
+	// BatchTimeoutMS is the most a fetch waits to fill a batch. Zero means 50.
+	BatchTimeoutMS int `json:"batch_timeout_ms,omitempty"`
+	// AckWait is the consumer's AckWait. Zero value means 30s.
+	AckWait Duration `json:"ack_wait,omitempty"`
+	// MaxAckPending is the consumer's MaxAckPending. Zero value means 4096.
+	MaxAckPending int `json:"max_ack_pending,omitempty"`
+	// MaxDeliver is the consumer's MaxDeliver. Zero value means unlimited.
+	MaxDeliver int `json:"max_deliver,omitempty"`
+	// MaxDeliverAction is what happens to a message on its last allowed
+	// delivery that fails temporarily: "dead_letter" or "leave" (zero
+	// value: leave it and count the server's max-deliveries advisory).
+	MaxDeliverAction string `json:"max_deliver_action,omitempty"`
+	// MaxMessageBytes: a larger message is a permanent failure. Zero means 1 MiB.
+	MaxMessageBytes int `json:"max_message_bytes,omitempty"`
+
+	Retry           RetryConfig           `json:"retry,omitempty"`
+	AckConfirmation AckConfirmationConfig `json:"ack_confirmation,omitempty"`
+	InProgress      InProgressConfig      `json:"in_progress,omitempty"`
+}
+
+// RetryConfig is the temporary-failure policy.
+type RetryConfig struct {
+	// MaxRetries bounds in-place sink retries before a NAK. Zero means none.
+	MaxRetries int `json:"max_retries,omitempty"`
+	// BackoffMS is the base NAK delay. Zero value means 1000.
+	BackoffMS int `json:"backoff_ms,omitempty"`
+	// BackoffMaxMS caps the delay; must be >= BackoffMS. Zero means 60000.
+	BackoffMaxMS int `json:"backoff_max_ms,omitempty"`
+	// Mode: "fixed", "linear", "exponential" (zero value).
+	Mode string `json:"mode,omitempty"`
+	// Jitter: "none", "full", "equal" (zero value).
+	Jitter string `json:"jitter,omitempty"`
+	// TemporaryFailureAction: "nak" (zero value) or "leave_unacked".
+	TemporaryFailureAction string `json:"temporary_failure_action,omitempty"`
+}
+
+// AckConfirmationConfig turns the final ACK into a confirmed DoubleAck.
+type AckConfirmationConfig struct {
+	Enabled bool `json:"enabled,omitempty"`
+	// TimeoutMS is 1..60000. Zero value means 1000.
+	TimeoutMS int `json:"timeout_ms,omitempty"`
+	// UnsupportedAction: "fail" (zero value) or "standard_ack".
+	UnsupportedAction string `json:"unsupported_action,omitempty"`
+}
+
+// InProgressConfig sends InProgress heartbeats during slow sink writes.
+type InProgressConfig struct {
+	Enabled bool `json:"enabled,omitempty"`
+	// IntervalMS must be below 80% of AckWait. Zero value means AckWait/3.
+	IntervalMS int `json:"interval_ms,omitempty"`
+}
+
+// DeadLetterConfig is the DLQ path for permanent failures.
+type DeadLetterConfig struct {
+	Enabled bool `json:"enabled,omitempty"`
+	// Subject of DLQ records. Zero value means "leafline.dlq.<site>".
+	Subject string `json:"subject,omitempty"`
+	// Stream that captures Subject. Zero value means "DLQ".
+	Stream          string `json:"stream,omitempty"`
+	IncludePayload  bool   `json:"include_payload,omitempty"`
+	IncludeHeaders  bool   `json:"include_headers,omitempty"`
+	IncludeError    bool   `json:"include_error,omitempty"`
+	AckTermAfterPub bool   `json:"ack_term_after_publish,omitempty"`
+}
+
+// OutboxConfig tunes the receipt outbox and its relay.
+type OutboxConfig struct {
+	// RelayInterval is how often the relay looks for pending receipts.
+	// Zero value means 1s.
+	RelayInterval Duration `json:"relay_interval,omitempty"`
+	// PublishTimeout bounds one receipt batch's wait for PubAcks. Zero means 5s.
+	PublishTimeout Duration `json:"publish_timeout,omitempty"`
+	// Retention is how long published receipts are kept. Zero means 168h.
+	Retention Duration `json:"retention,omitempty"`
+}
+
+// CompletionConfig is the L1 completion service.
+type CompletionConfig struct {
+	// Consumer is the durable consumer on the L1 receipts stream. Zero
+	// value means "leafline-completion".
+	Consumer string `json:"consumer,omitempty"`
+	// Bucket is the KV bucket of completion records. Zero means "leafline_completions".
+	Bucket string `json:"bucket,omitempty"`
+	// QuarantineStream parks malformed receipts. Zero means "RQ".
+	QuarantineStream string `json:"quarantine_stream,omitempty"`
+	// QuarantineSubject prefix. Zero value means "leafline.quarantine".
+	QuarantineSubject string `json:"quarantine_subject,omitempty"`
+	// OverdueAfter: an event with no terminal receipt after this is overdue.
+	// Zero value means 5m.
+	OverdueAfter Duration `json:"overdue_after,omitempty"`
+}
+
+// LogConfig configures log/slog.
+type LogConfig struct {
+	// Level: "debug", "info" (zero value), "warn", "error".
+	Level string `json:"level,omitempty"`
+	// Format: "text" (zero value) or "json".
+	Format string `json:"format,omitempty"`
+}
+
+// Durable reports whether JetStream fsyncs every write.
+func (j JetStreamConfig) Durable() bool { return j.SyncInterval == "always" }
+
+// SetDefaults fills every zero value with the default its field documents.
+// It is idempotent and reads nothing but c: the dead-letter subject and the
+// sink directory derive from Site and DataDir, and stay empty while those are.
+func (c *Config) SetDefaults() {
+	setString(&c.NATS.Listen, "127.0.0.1:4222")
+	setString(&c.Ops.Listen, "127.0.0.1:8222")
+	setString(&c.JetStream.SyncInterval, "always")
+	setInt64(&c.JetStream.MaxStreamBytes, 1<<30)
+	setDuration(&c.Leafnode.ReconnectInterval, time.Second)
+	setString(&c.Sink.Type, "store")
+	if c.DataDir != "" {
+		setString(&c.Sink.Dir, filepath.Join(c.DataDir, "sink"))
+	}
+	if c.EventID.Header == "" && c.EventID.JSONField == "" {
+		c.EventID.Header = "Nats-Msg-Id"
+	}
+	setInt(&c.EventID.MaxLength, 512)
+	c.Delivery.setDefaults()
+	if c.Site != "" {
+		setString(&c.DeadLetter.Subject, "leafline.dlq."+c.Site)
+	}
+	setString(&c.DeadLetter.Stream, "DLQ")
+	setDuration(&c.Outbox.RelayInterval, time.Second)
+	setDuration(&c.Outbox.PublishTimeout, 5*time.Second)
+	setDuration(&c.Outbox.Retention, 168*time.Hour)
+	co := &c.Completion
+	setString(&co.Consumer, "leafline-completion")
+	setString(&co.Bucket, "leafline_completions")
+	setString(&co.QuarantineStream, "RQ")
+	setString(&co.QuarantineSubject, "leafline.quarantine")
+	setDuration(&co.OverdueAfter, 5*time.Minute)
+	setString(&c.Log.Level, "info")
+	setString(&c.Log.Format, "text")
+}
+
+func (d *DeliveryConfig) setDefaults() {
+	setString(&d.AckPolicy, AckPolicyAfterSinkCommit)
+	setString(&d.Consumer, "leafline-sink")
+	setInt(&d.BatchSize, 256)
+	setInt(&d.BatchTimeoutMS, 50)
+	setDuration(&d.AckWait, 30*time.Second)
+	setInt(&d.MaxAckPending, 4096)
+	setString(&d.MaxDeliverAction, "leave")
+	setInt(&d.MaxMessageBytes, 1<<20)
+	r := &d.Retry
+	setInt(&r.BackoffMS, 1000)
+	setInt(&r.BackoffMaxMS, 60000)
+	setString(&r.Mode, "exponential")
+	setString(&r.Jitter, "equal")
+	setString(&r.TemporaryFailureAction, "nak")
+	a := &d.AckConfirmation
+	setInt(&a.TimeoutMS, 1000)
+	setString(&a.UnsupportedAction, "fail")
+}
+
+func setInt(p *int, def int) {
+	if *p == 0 {
+		*p = def
+	}
+}
+
+func setInt64(p *int64, def int64) {
+	if *p == 0 {
+		*p = def
+	}
+}
+
+func setDuration(p *Duration, def time.Duration) {
+	if *p == 0 {
+		*p = Duration(def)
+	}
+}

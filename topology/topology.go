@@ -1,0 +1,210 @@
+package topology
+
+import (
+	"strings"
+)
+
+// Role is what a site runs.
+type Role string
+
+const (
+	// RoleL1 is the origin: the events origin stream, the receipts stream
+	// sourced from the hub, and the completion service.
+	RoleL1 Role = "l1"
+	// RoleHub is the aggregation node between L1 and the edges.
+	RoleHub Role = "hub"
+	// RoleEdge is a field edge box: it processes events and returns receipts.
+	RoleEdge Role = "edge"
+)
+
+// Topology is the shared description of the whole system. Every site loads
+// the same file; each box adds only its local settings (see Config).
+type Topology struct {
+	Events   Events   `json:"events"`
+	Receipts Receipts `json:"receipts"`
+	Sites    []Site   `json:"sites"`
+}
+
+// Events describes the forward path L1 → hub → edge.
+type Events struct {
+	// OriginStream is the stream at L1 that events are published into.
+	// Zero value means "L1A".
+	OriginStream string `json:"origin_stream,omitempty"`
+	// Subjects are the origin stream's subjects. Zero value means ["events.>"].
+	Subjects []string `json:"subjects,omitempty"`
+	// HubStream is the hub's stream sourced from the origin. Zero means "HA".
+	HubStream string `json:"hub_stream,omitempty"`
+	// EdgeStream is each edge's stream sourced from the hub. Zero means "L2A".
+	EdgeStream string `json:"edge_stream,omitempty"`
+	// DuplicateWindow is the origin stream's Nats-Msg-Id window. Zero means 2m.
+	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
+}
+
+// Receipts describes the return path edge → hub → L1.
+type Receipts struct {
+	// SubjectPrefix: an edge publishes on "<prefix>.<site>.<status>".
+	// Zero value means "leafline.receipts".
+	SubjectPrefix string `json:"subject_prefix,omitempty"`
+	// EdgeStream is each edge's local receipts stream. Zero means "RE".
+	EdgeStream string `json:"edge_stream,omitempty"`
+	// HubStream is the hub's stream sourcing every edge's receipts. Zero means "RH".
+	HubStream string `json:"hub_stream,omitempty"`
+	// L1Stream is L1's stream sourced from the hub. Zero means "R1".
+	L1Stream string `json:"l1_stream,omitempty"`
+}
+
+// Site is one box in the topology.
+type Site struct {
+	Name string `json:"name"`
+	Role Role   `json:"role"`
+	// Domain is the site's JetStream domain. Zero value means the site name.
+	Domain string `json:"domain,omitempty"`
+	// Upstream names the site this one dials: required for hub and edge,
+	// forbidden for l1.
+	Upstream string       `json:"upstream,omitempty"`
+	Leafnode SiteLeafnode `json:"leafnode"`
+	// Filter restricts the events an edge receives (edge only). Zero value
+	// means every event subject.
+	Filter string `json:"filter,omitempty"`
+}
+
+// SiteLeafnode holds the addresses of a site's leafnode links.
+type SiteLeafnode struct {
+	// Listen is host:port where downstream sites connect (l1 and hub).
+	Listen string `json:"listen,omitempty"`
+	// UpstreamURL is how this site reaches its upstream (hub and edge).
+	// Zero value means "nats-leaf://" + the upstream site's Listen.
+	// Schemes: nats-leaf, tls, nats, ws, wss.
+	UpstreamURL string `json:"upstream_url,omitempty"`
+}
+
+// SetDefaults fills zero values with the documented defaults.
+func (t *Topology) SetDefaults() {
+	e := &t.Events
+	setString(&e.OriginStream, "L1A")
+	if len(e.Subjects) == 0 {
+		e.Subjects = []string{"events.>"}
+	}
+	setString(&e.HubStream, "HA")
+	setString(&e.EdgeStream, "L2A")
+	if e.DuplicateWindow == 0 {
+		e.DuplicateWindow = Duration(defaultDuplicateWindow)
+	}
+	r := &t.Receipts
+	setString(&r.SubjectPrefix, "leafline.receipts")
+	setString(&r.EdgeStream, "RE")
+	setString(&r.HubStream, "RH")
+	setString(&r.L1Stream, "R1")
+	for i := range t.Sites {
+		s := &t.Sites[i]
+		setString(&s.Domain, s.Name)
+		if s.Role == RoleEdge && s.Filter == "" && len(e.Subjects) == 1 {
+			s.Filter = e.Subjects[0]
+		}
+	}
+	for i := range t.Sites {
+		s := &t.Sites[i]
+		if s.Leafnode.UpstreamURL == "" && s.Upstream != "" {
+			if up, ok := t.Site(s.Upstream); ok && up.Leafnode.Listen != "" {
+				s.Leafnode.UpstreamURL = "nats-leaf://" + up.Leafnode.Listen
+			}
+		}
+	}
+}
+
+// Site returns the site with the given name.
+func (t *Topology) Site(name string) (*Site, bool) {
+	for i := range t.Sites {
+		if t.Sites[i].Name == name {
+			return &t.Sites[i], true
+		}
+	}
+	return nil, false
+}
+
+// L1 returns the (single) l1 site.
+func (t *Topology) L1() (*Site, bool) {
+	for i := range t.Sites {
+		if t.Sites[i].Role == RoleL1 {
+			return &t.Sites[i], true
+		}
+	}
+	return nil, false
+}
+
+// Downstream returns the sites whose upstream is name, in topology order.
+func (t *Topology) Downstream(name string) []*Site {
+	var out []*Site
+	for i := range t.Sites {
+		if t.Sites[i].Upstream == name {
+			out = append(out, &t.Sites[i])
+		}
+	}
+	return out
+}
+
+// Edges returns every edge site in topology order.
+func (t *Topology) Edges() []*Site {
+	var out []*Site
+	for i := range t.Sites {
+		if t.Sites[i].Role == RoleEdge {
+			out = append(out, &t.Sites[i])
+		}
+	}
+	return out
+}
+
+// ReceiptSubject is the subject an edge publishes a receipt with the given
+// status on: "<prefix>.<site>.<status>".
+func (t *Topology) ReceiptSubject(site, status string) string {
+	return t.Receipts.SubjectPrefix + "." + site + "." + status
+}
+
+// ReceiptFilter is the subject filter of an edge's receipts stream.
+func (t *Topology) ReceiptFilter(site string) string {
+	return t.Receipts.SubjectPrefix + "." + site + ".>"
+}
+
+// SourceConsumerName is the name of the durable push consumer that the owner
+// of a stream creates for the downstream site that sources it.
+func SourceConsumerName(downstream string) string {
+	return "leafline-src-" + downstream
+}
+
+// SourceDeliverSubject is the deliver subject of that consumer:
+// "leafline.src.<owner>.<stream>.<downstream>". It is unique per link, so
+// that a hub sourcing the same stream name from several edges never shares
+// one deliver subject between them.
+func SourceDeliverSubject(owner, stream, downstream string) string {
+	return "leafline.src." + owner + "." + stream + "." + downstream
+}
+
+// APIPrefix is the JetStream API prefix that reaches a domain across a leafnode.
+func APIPrefix(domain string) string {
+	return "$JS." + domain + ".API"
+}
+
+func setString(p *string, def string) {
+	if *p == "" {
+		*p = def
+	}
+}
+
+// SubjectMatches reports whether the literal subject is matched by filter
+// (NATS wildcards: "*" one token, ">" one or more trailing tokens).
+func SubjectMatches(filter, subject string) bool {
+	ft := strings.Split(filter, ".")
+	st := strings.Split(subject, ".")
+	for i, f := range ft {
+		if f == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) {
+			return false
+		}
+		if f != "*" && f != st[i] {
+			return false
+		}
+	}
+	return len(ft) == len(st)
+}

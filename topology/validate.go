@@ -1,0 +1,613 @@
+package topology
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// Validate checks the topology as a whole and returns a *ValidationError
+// listing every problem with its path, or nil. Call SetDefaults first: a
+// zero value that has a default is otherwise reported as missing.
+func (t *Topology) Validate() error {
+	var p problems
+	t.validate(&p)
+	return p.err("")
+}
+
+func (t *Topology) validate(p *problems) {
+	t.validateStreams(p)
+	t.validateEvents(p)
+	t.validateReceipts(p)
+	t.validateSites(p)
+}
+
+// namedStream is a stream name with the path it is configured at.
+type namedStream struct{ path, name string }
+
+// streams lists every stream the topology names.
+func (t *Topology) streams() []namedStream {
+	return []namedStream{
+		{"events.origin_stream", t.Events.OriginStream},
+		{"events.hub_stream", t.Events.HubStream},
+		{"events.edge_stream", t.Events.EdgeStream},
+		{"receipts.edge_stream", t.Receipts.EdgeStream},
+		{"receipts.hub_stream", t.Receipts.HubStream},
+		{"receipts.l1_stream", t.Receipts.L1Stream},
+	}
+}
+
+// streamUser returns the path of the topology stream called name, if any.
+func (t *Topology) streamUser(name string) (string, bool) {
+	for _, s := range t.streams() {
+		if s.name == name {
+			return s.path, true
+		}
+	}
+	return "", false
+}
+
+func (t *Topology) validateStreams(p *problems) {
+	first := map[string]string{}
+	for _, s := range t.streams() {
+		if !p.name(s.path, s.name, maxStreamName) {
+			continue
+		}
+		if prev, ok := first[s.name]; ok {
+			p.add(s.path, "stream name %q is also used by %s; every stream needs its own name", s.name, prev)
+			continue
+		}
+		first[s.name] = s.path
+	}
+}
+
+// eventSubjects returns the valid event subjects with their paths.
+func (t *Topology) eventSubjects() []namedStream {
+	var out []namedStream
+	for i, s := range t.Events.Subjects {
+		if checkSubject(s, true) == nil {
+			out = append(out, namedStream{elemPath("events.subjects", i), s})
+		}
+	}
+	return out
+}
+
+func (t *Topology) validateEvents(p *problems) {
+	e := t.Events
+	if len(e.Subjects) == 0 {
+		p.add("events.subjects", "at least one subject is required")
+	}
+	for i, s := range e.Subjects {
+		path := elemPath("events.subjects", i)
+		if !p.subject(path, s, true) {
+			continue
+		}
+		for j := range i {
+			if checkSubject(e.Subjects[j], true) == nil && subjectsOverlap(s, e.Subjects[j]) {
+				p.add(path, "%q overlaps events.subjects[%d] (%q); a stream's subjects must not overlap", s, j, e.Subjects[j])
+				break
+			}
+		}
+		p.notReserved(path, s)
+	}
+	if w := e.DuplicateWindow.D(); w < time.Second || w > 24*time.Hour {
+		p.add("events.duplicate_window", "%s is outside 1s..24h", w)
+	}
+}
+
+func (t *Topology) validateReceipts(p *problems) {
+	const path = "receipts.subject_prefix"
+	prefix := t.Receipts.SubjectPrefix
+	if !p.subject(path, prefix, false) {
+		return
+	}
+	for _, ev := range t.eventSubjects() {
+		if subjectsOverlap(prefix+".>", ev.name) {
+			p.add(path, "%q overlaps %s (%q): the events streams would capture receipts", prefix, ev.path, ev.name)
+		}
+	}
+	p.notReserved(path, prefix+".>")
+}
+
+func (t *Topology) validateSites(p *problems) {
+	if len(t.Sites) == 0 {
+		p.add("sites", "at least one site is required")
+		return
+	}
+	t.validateRoles(p)
+	t.validateNames(p)
+	for i := range t.Sites {
+		t.validateUpstream(p, i)
+		t.validateLeafnode(p, i)
+		t.validateFilter(p, i)
+	}
+	t.validateCycles(p)
+}
+
+// validateRoles checks every role and that there is one l1, a hub and an edge.
+func (t *Topology) validateRoles(p *problems) {
+	l1 := -1
+	var hubs, edges int
+	for i, s := range t.Sites {
+		path := fieldPath(elemPath("sites", i), "role")
+		switch s.Role {
+		case RoleL1:
+			if l1 >= 0 {
+				p.add(path, "a second l1 site (sites[%d] is l1); exactly one is allowed", l1)
+				continue
+			}
+			l1 = i
+		case RoleHub:
+			hubs++
+		case RoleEdge:
+			edges++
+		case "":
+			p.add(path, "required: l1, hub or edge")
+		default:
+			p.add(path, "unknown role %q; want l1, hub or edge", s.Role)
+		}
+	}
+	if l1 < 0 {
+		p.add("sites", "no site has role l1; exactly one is required")
+	}
+	if hubs == 0 {
+		p.add("sites", "no site has role hub; at least one is required")
+	}
+	if edges == 0 {
+		p.add("sites", "no site has role edge; at least one is required")
+	}
+}
+
+// validateNames checks site names and domains, and that both are unique.
+func (t *Topology) validateNames(p *problems) {
+	names, domains := map[string]int{}, map[string]int{}
+	for i, s := range t.Sites {
+		site := elemPath("sites", i)
+		dupName := false
+		if p.name(fieldPath(site, "name"), s.Name, maxSiteName) {
+			if j, ok := names[s.Name]; ok {
+				p.add(fieldPath(site, "name"), "duplicate site name %q (also sites[%d])", s.Name, j)
+				dupName = true
+			} else {
+				names[s.Name] = i
+			}
+		}
+		if s.Domain == s.Name {
+			// The default (or the same value): the name's checks cover it.
+			if j, ok := domains[s.Domain]; ok && !dupName {
+				p.add(fieldPath(site, "domain"), "domain %q is already the domain of sites[%d]", s.Domain, j)
+			} else if !ok {
+				domains[s.Domain] = i
+			}
+			continue
+		}
+		if !p.name(fieldPath(site, "domain"), s.Domain, maxSiteName) {
+			continue
+		}
+		if j, ok := domains[s.Domain]; ok {
+			p.add(fieldPath(site, "domain"), "domain %q is already the domain of sites[%d]; every site is its own JetStream domain", s.Domain, j)
+			continue
+		}
+		domains[s.Domain] = i
+	}
+}
+
+// wantUpstream is the role a site of the given role dials, or "" for none.
+func wantUpstream(r Role) Role {
+	switch r {
+	case RoleHub:
+		return RoleL1
+	case RoleEdge:
+		return RoleHub
+	}
+	return ""
+}
+
+func (t *Topology) validateUpstream(p *problems, i int) {
+	s := &t.Sites[i]
+	path := fieldPath(elemPath("sites", i), "upstream")
+	want := wantUpstream(s.Role)
+	switch {
+	case s.Role == RoleL1 && s.Upstream != "":
+		p.add(path, "an l1 site has no upstream")
+	case s.Upstream == "":
+		if want != "" {
+			p.add(path, "required: a %s site dials a %s site", s.Role, want)
+		}
+	case s.Upstream == s.Name:
+		p.add(path, "a site cannot be its own upstream")
+	default:
+		up, ok := t.Site(s.Upstream)
+		switch {
+		case !ok:
+			p.add(path, "unknown site %q", s.Upstream)
+		case want != "" && up.Role != want:
+			p.add(path, "%q is a %s site; the upstream of a %s site must be a %s site", s.Upstream, up.Role, s.Role, want)
+		}
+	}
+}
+
+func (t *Topology) validateLeafnode(p *problems, i int) {
+	s := &t.Sites[i]
+	site := elemPath("sites", i)
+	listen := fieldPath(fieldPath(site, "leafnode"), "listen")
+	var down []*Site
+	for _, d := range t.Downstream(s.Name) {
+		if d != s {
+			down = append(down, d)
+		}
+	}
+	switch {
+	case s.Leafnode.Listen != "" && s.Role == RoleEdge:
+		p.add(listen, "an edge site accepts no leafnode connections; only l1 and hub sites listen")
+	case s.Leafnode.Listen != "":
+		if err := checkHostPort(s.Leafnode.Listen, 1, false); err != nil {
+			p.add(listen, "%v", err)
+		}
+	case len(down) > 0 && s.Name != "":
+		p.add(listen, "required: site %q dials this site", down[0].Name)
+	}
+	url := fieldPath(fieldPath(site, "leafnode"), "upstream_url")
+	switch {
+	case s.Leafnode.UpstreamURL == "":
+	case s.Role == RoleL1:
+		p.add(url, "an l1 site dials no upstream")
+	default:
+		if err := checkUpstreamURL(s.Leafnode.UpstreamURL); err != nil {
+			p.add(url, "%v", err)
+		}
+	}
+}
+
+func (t *Topology) validateFilter(p *problems, i int) {
+	s := &t.Sites[i]
+	path := fieldPath(elemPath("sites", i), "filter")
+	if s.Filter == "" {
+		return
+	}
+	if s.Role != RoleEdge {
+		p.add(path, "only edge sites have a filter")
+		return
+	}
+	if checkSubject(s.Filter, true) != nil && len(t.Events.Subjects) == 1 && s.Filter == t.Events.Subjects[0] {
+		return // the default filter: the event subject's own problem covers it
+	}
+	if !p.subject(path, s.Filter, true) {
+		return
+	}
+	evs := t.eventSubjects()
+	for _, ev := range evs {
+		if subjectSubset(s.Filter, ev.name) {
+			return
+		}
+	}
+	if len(evs) > 0 {
+		p.add(path, "%q is not within the event subjects (%s)", s.Filter, strings.Join(t.Events.Subjects, ", "))
+	}
+}
+
+// validateCycles reports each cycle in the upstream chain once, at its
+// first site. A site that is its own upstream is reported by validateUpstream.
+func (t *Topology) validateCycles(p *problems) {
+	next := func(i int) int {
+		for j := range t.Sites {
+			if t.Sites[j].Name == t.Sites[i].Upstream && j != i {
+				return j
+			}
+		}
+		return -1
+	}
+	for i := range t.Sites {
+		chain := []string{t.Sites[i].Name}
+		j := next(i)
+		for steps := 0; j >= 0 && j != i && steps < len(t.Sites); steps++ {
+			if j < i {
+				break // the cycle, if any, was reported at a lower index
+			}
+			chain = append(chain, t.Sites[j].Name)
+			j = next(j)
+		}
+		if j == i {
+			chain = append(chain, t.Sites[i].Name)
+			p.add(fieldPath(elemPath("sites", i), "upstream"), "the upstream chain forms a cycle: %s", strings.Join(chain, " → "))
+		}
+	}
+}
+
+// Validate checks the box config and returns a *ValidationError listing
+// every problem with its path, or nil. Call SetDefaults first. When
+// Topology is set, Validate also checks the config against it (the site
+// exists, role-specific rules, no clash with the topology's subjects and
+// streams); it does not validate the topology itself (Topology.Validate does).
+func (c *Config) Validate() error {
+	var p problems
+	c.validateLocal(&p)
+	if c.Topology != nil {
+		c.validateAgainst(&p, c.Topology)
+	}
+	return p.err(c.Source)
+}
+
+// validateLocal checks what can be checked without the topology.
+func (c *Config) validateLocal(p *problems) {
+	if c.TopologyFile == "" && c.Topology == nil {
+		p.add("topology", "required: the path of the shared topology file")
+	}
+	p.name("site", c.Site, maxSiteName)
+	if c.DataDir == "" {
+		p.add("data_dir", "required")
+	}
+	c.validateListeners(p)
+	c.validateJetStream(p)
+	if c.Leafnode.ReconnectInterval <= 0 {
+		p.add("leafnode.reconnect_interval", "must be positive")
+	}
+	if u := c.Leafnode.UpstreamURL; u != "" {
+		if err := checkUpstreamURL(u); err != nil {
+			p.add("leafnode.upstream_url", "%v", err)
+		}
+	}
+	c.validateSink(p)
+	c.validateEventID(p)
+	c.Delivery.validate(p, c.DeadLetter.Enabled)
+	c.validateDeadLetter(p)
+	c.validateOutbox(p)
+	c.validateCompletion(p)
+	p.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	p.oneOf("log.format", c.Log.Format, "text", "json")
+}
+
+func (c *Config) validateListeners(p *problems) {
+	if err := checkHostPort(c.NATS.Listen, 0, true); err != nil {
+		p.add("nats.listen", "%v", err)
+	}
+	if err := checkHostPort(c.Ops.Listen, 0, true); err != nil {
+		p.add("ops.listen", "%v", err)
+		return
+	}
+	host, _, _ := net.SplitHostPort(c.Ops.Listen)
+	if !c.Ops.AllowRemote && !isLoopbackHost(host) {
+		what := fmt.Sprintf("host %q", host)
+		if host == "" {
+			what = "an empty host (every interface)"
+		}
+		p.add("ops.listen", "%s is not a loopback address; set ops.allow_remote to expose metrics and the status API beyond this machine", what)
+	}
+}
+
+func (c *Config) validateJetStream(p *problems) {
+	j := c.JetStream
+	if j.SyncInterval != "always" {
+		d, err := time.ParseDuration(j.SyncInterval)
+		if err != nil || d <= 0 || d > 10*time.Minute {
+			p.add("jetstream.sync_interval", `must be "always" or a duration in (0s, 10m], got %q`, j.SyncInterval)
+		}
+	}
+	if j.MaxStoreBytes < 0 {
+		p.add("jetstream.max_store_bytes", "must be 0 (no cap) or positive, got %d", j.MaxStoreBytes)
+	}
+	switch {
+	case j.MaxStreamBytes < 1:
+		p.add("jetstream.max_stream_bytes", "must be positive, got %d", j.MaxStreamBytes)
+	case j.MaxStoreBytes > 0 && j.MaxStreamBytes > j.MaxStoreBytes:
+		p.add("jetstream.max_stream_bytes", "%d is above jetstream.max_store_bytes (%d)", j.MaxStreamBytes, j.MaxStoreBytes)
+	}
+}
+
+func (c *Config) validateSink(p *problems) {
+	if p.oneOf("sink.type", c.Sink.Type, "store", "file") && c.Sink.Type == "file" && c.Sink.Dir == "" {
+		p.add("sink.dir", "required for the file sink")
+	}
+}
+
+func (c *Config) validateEventID(p *problems) {
+	e := c.EventID
+	switch {
+	case e.Header != "" && e.JSONField != "":
+		p.add("event_id", "set header or json_field, not both")
+	case e.Header != "":
+		if err := checkHeaderName(e.Header); err != nil {
+			p.add("event_id.header", "%v", err)
+		}
+	case e.JSONField == "":
+		p.add("event_id", "one of header or json_field is required")
+	}
+	p.inRange("event_id.max_length", e.MaxLength, 1, 4096)
+}
+
+// ackPolicyRefusals says why each refused ack_policy is refused.
+var ackPolicyRefusals = map[string]string{
+	"none":     "none lets the server treat delivery as the ACK, so an event is lost if the sink or the receipt fails",
+	"all":      "all ACKs every earlier message with one ACK, acknowledging events whose sink commit or receipt PubAck has not happened",
+	"ack_next": "ack_next couples fetching to ACK and has no confirmed form",
+	"explicit": "explicit alone does not say when to ACK",
+}
+
+func (d *DeliveryConfig) validate(p *problems, deadLetter bool) {
+	if d.AckPolicy != AckPolicyAfterSinkCommit {
+		why, ok := ackPolicyRefusals[d.AckPolicy]
+		if !ok {
+			why = fmt.Sprintf("%q would ACK before the work is durable", d.AckPolicy)
+		}
+		p.add("delivery.ack_policy", "%s; leafline ACKs only after the sink commit and receipt PubAck (want %q)", why, AckPolicyAfterSinkCommit)
+	}
+	p.name("delivery.consumer", d.Consumer, maxConsumerName)
+	p.inRange("delivery.batch_size", d.BatchSize, 1, 1000)
+	p.inRange("delivery.batch_timeout_ms", d.BatchTimeoutMS, 1, 60000)
+	if w := d.AckWait.D(); w < time.Second || w > time.Hour {
+		p.add("delivery.ack_wait", "%s is outside 1s..1h", w)
+	}
+	if p.inRange("delivery.max_ack_pending", d.MaxAckPending, 1, 1_000_000) && d.MaxAckPending < d.BatchSize {
+		p.add("delivery.max_ack_pending", "%d is below delivery.batch_size (%d): a full batch could never be fetched", d.MaxAckPending, d.BatchSize)
+	}
+	if d.MaxDeliver < 0 {
+		p.add("delivery.max_deliver", "must be 0 (unlimited) or at least 1, got %d", d.MaxDeliver)
+	}
+	if p.oneOf("delivery.max_deliver_action", d.MaxDeliverAction, "dead_letter", "leave") &&
+		d.MaxDeliverAction == "dead_letter" && !deadLetter {
+		p.add("delivery.max_deliver_action", "dead_letter requires dead_letter.enabled")
+	}
+	p.inRange("delivery.max_message_bytes", d.MaxMessageBytes, 1, 64<<20)
+	d.Retry.validate(p)
+	a := d.AckConfirmation
+	p.inRange("delivery.ack_confirmation.timeout_ms", a.TimeoutMS, 1, 60000)
+	p.oneOf("delivery.ack_confirmation.unsupported_action", a.UnsupportedAction, "fail", "standard_ack")
+	iv := d.InProgress.IntervalMS
+	switch limit := 0.8 * float64(d.AckWait.D().Milliseconds()); {
+	case iv < 0:
+		p.add("delivery.in_progress.interval_ms", "must be 0 (ack_wait/3) or positive, got %d", iv)
+	case iv > 0 && float64(iv) >= limit:
+		p.add("delivery.in_progress.interval_ms", "%d must be below 80%% of delivery.ack_wait (%s)", iv, d.AckWait.D())
+	}
+}
+
+func (r RetryConfig) validate(p *problems) {
+	p.inRange("delivery.retry.max_retries", r.MaxRetries, 0, 100)
+	p.inRange("delivery.retry.backoff_ms", r.BackoffMS, 1, 3_600_000)
+	if p.inRange("delivery.retry.backoff_max_ms", r.BackoffMaxMS, 1, 86_400_000) && r.BackoffMaxMS < r.BackoffMS {
+		p.add("delivery.retry.backoff_max_ms", "%d is below delivery.retry.backoff_ms (%d)", r.BackoffMaxMS, r.BackoffMS)
+	}
+	p.oneOf("delivery.retry.mode", r.Mode, "fixed", "linear", "exponential")
+	p.oneOf("delivery.retry.jitter", r.Jitter, "none", "full", "equal")
+	p.oneOf("delivery.retry.temporary_failure_action", r.TemporaryFailureAction, "nak", "leave_unacked")
+}
+
+func (c *Config) validateDeadLetter(p *problems) {
+	d := c.DeadLetter
+	if d.Subject != "" || c.Site != "" {
+		if p.subject("dead_letter.subject", d.Subject, false) {
+			p.notReserved("dead_letter.subject", d.Subject)
+		}
+	}
+	p.name("dead_letter.stream", d.Stream, maxStreamName)
+}
+
+func (c *Config) validateOutbox(p *problems) {
+	for _, d := range []struct {
+		path string
+		v    Duration
+	}{
+		{"outbox.relay_interval", c.Outbox.RelayInterval},
+		{"outbox.publish_timeout", c.Outbox.PublishTimeout},
+		{"outbox.retention", c.Outbox.Retention},
+	} {
+		if d.v <= 0 {
+			p.add(d.path, "must be positive")
+		}
+	}
+}
+
+func (c *Config) validateCompletion(p *problems) {
+	co := c.Completion
+	p.name("completion.consumer", co.Consumer, maxConsumerName)
+	p.name("completion.bucket", co.Bucket, maxConsumerName)
+	p.name("completion.quarantine_stream", co.QuarantineStream, maxStreamName)
+	if p.subject("completion.quarantine_subject", co.QuarantineSubject, false) {
+		p.notReserved("completion.quarantine_subject", co.QuarantineSubject+".>")
+	}
+	if co.OverdueAfter <= 0 {
+		p.add("completion.overdue_after", "must be positive")
+	}
+}
+
+// validateAgainst checks the config against the topology it belongs to.
+func (c *Config) validateAgainst(p *problems, t *Topology) {
+	if c.Site == "" {
+		return // reported by validateLocal
+	}
+	s, ok := t.Site(c.Site)
+	if !ok {
+		var names []string
+		for _, s := range t.Sites {
+			names = append(names, s.Name)
+		}
+		p.add("site", "unknown site %q; the topology has %s", c.Site, strings.Join(names, ", "))
+		return
+	}
+	if c.Leafnode.UpstreamURL != "" && s.Upstream == "" {
+		p.add("leafnode.upstream_url", "site %q (%s) has no upstream to dial", s.Name, s.Role)
+	}
+	// Other edge-only settings are ignored on l1 and hub (one test harness
+	// may configure every box alike), but a non-default sink says that the
+	// operator expects this box to process events, which it never will.
+	if s.Role != RoleEdge && c.Sink.Type != "" && c.Sink.Type != "store" {
+		p.add("sink.type", "site %q is %s; only edge sites have a sink", s.Name, s.Role)
+	}
+	c.checkSubjectSpace(p, t, "dead_letter.subject", c.DeadLetter.Subject)
+	c.checkSubjectSpace(p, t, "completion.quarantine_subject", c.Completion.QuarantineSubject+".>")
+	for _, ns := range []namedStream{
+		{"dead_letter.stream", c.DeadLetter.Stream},
+		{"completion.quarantine_stream", c.Completion.QuarantineStream},
+	} {
+		if user, ok := t.streamUser(ns.name); ok {
+			p.add(ns.path, "stream name %q is already used by the topology's %s", ns.name, user)
+		}
+	}
+}
+
+// checkSubjectSpace reports a box subject (space) that overlaps the event
+// subjects or the receipts subjects of t.
+func (c *Config) checkSubjectSpace(p *problems, t *Topology, path, space string) {
+	if checkSubject(space, true) != nil {
+		return // reported by validateLocal
+	}
+	for _, ev := range t.eventSubjects() {
+		if subjectsOverlap(space, ev.name) {
+			p.add(path, "overlaps the event subject %q (%s)", ev.name, ev.path)
+		}
+	}
+	receipts := t.Receipts.SubjectPrefix + ".>"
+	if checkSubject(receipts, true) == nil && subjectsOverlap(space, receipts) {
+		p.add(path, "overlaps the receipt subjects %q (receipts.subject_prefix)", receipts)
+	}
+}
+
+// name records a problem if s is not a valid name; it reports validity.
+func (p *problems) name(path, s string, max int) bool {
+	if err := checkName(s, max); err != nil {
+		p.add(path, "%v", err)
+		return false
+	}
+	return true
+}
+
+// subject records a problem if s is not a valid subject; it reports validity.
+func (p *problems) subject(path, s string, wildcards bool) bool {
+	if err := checkSubject(s, wildcards); err != nil {
+		p.add(path, "%v", err)
+		return false
+	}
+	return true
+}
+
+// notReserved records a problem if the subject space s overlaps the
+// subjects leafline reserves for stream sourcing or NATS reserves for itself.
+func (p *problems) notReserved(path, s string) {
+	switch {
+	case strings.HasPrefix(s, "$"):
+		p.add(path, "subjects starting with '$' are reserved for the NATS system")
+	case subjectsOverlap(s, sourceDeliverSpace):
+		p.add(path, "overlaps %q, which leafline reserves for stream sourcing", sourceDeliverSpace)
+	}
+}
+
+// inRange records a problem if v is outside lo..hi; it reports validity.
+func (p *problems) inRange(path string, v, lo, hi int) bool {
+	if v < lo || v > hi {
+		p.add(path, "%d is outside %d..%d", v, lo, hi)
+		return false
+	}
+	return true
+}
+
+// oneOf records a problem if v is not one of allowed; it reports validity.
+func (p *problems) oneOf(path, v string, allowed ...string) bool {
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	p.add(path, "%q is not one of %s", v, strings.Join(allowed, ", "))
+	return false
+}
