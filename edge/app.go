@@ -40,6 +40,11 @@ type App struct {
 	// wrapPublisher, if set before Run, wraps the runner's receipt
 	// publisher (fault injection in tests).
 	wrapPublisher func(outbox.Publisher) outbox.Publisher
+	// runnerGate, if set before Run, holds the sink runner until it is
+	// closed (benchmarks preload a backlog first).
+	runnerGate <-chan struct{}
+	// traceRunner, if set before Run, receives the runner's contract steps.
+	traceRunner func(step string, eventID string)
 
 	opsLn    net.Listener
 	ready    chan struct{}
@@ -199,6 +204,10 @@ func (a *App) startEdge(ctx context.Context) error {
 	}
 	if a.wrapPublisher != nil {
 		r.pub = a.wrapPublisher(r.pub)
+	}
+	r.gate = a.runnerGate
+	if a.traceRunner != nil {
+		r.trace = func(step string, it *item) { a.traceRunner(step, it.ev.ID) }
 	}
 	a.run = r
 	return nil

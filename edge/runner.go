@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.etcd.io/bbolt"
 
+	"github.com/leafline/leafline/internal/failpoint"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
@@ -54,6 +55,7 @@ type runner struct {
 	metrics  *Metrics
 	log      *slog.Logger
 	trace    func(step string, it *item) // test hook: records the contract's steps
+	gate     <-chan struct{}             // bench hook: if set, run waits for it to close
 }
 
 // item is one message of a batch on its way through the runner.
@@ -81,6 +83,13 @@ var errMaxDeliver = fmt.Errorf("%w: max deliveries reached", ErrPermanent)
 // started is finished (or abandoned unacked) before run returns: shutdown
 // never ACKs work that did not complete.
 func (r *runner) run(ctx context.Context) error {
+	if r.gate != nil {
+		select {
+		case <-r.gate:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	d := r.cfg.Delivery
 	wait := time.Duration(d.BatchTimeoutMS) * time.Millisecond
 	for ctx.Err() == nil {
@@ -122,6 +131,13 @@ func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
 	for i, msg := range msgs {
 		items[i] = r.decode(msg)
 	}
+	if failpoint.Enabled(failpoint.EdgeAckEarly) {
+		// Negative control for the chaos checker: ACK before anything is
+		// durable. Never enabled outside fault-injection runs.
+		for i := range items {
+			_ = items[i].msg.Ack()
+		}
+	}
 	stopProgress := r.heartbeat(items)
 	defer stopProgress()
 
@@ -140,6 +156,7 @@ func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
 			}
 		}
 	}
+	failpoint.Inject(failpoint.EdgeAfterSinkWrite)
 	r.applyMaxDeliver(items)
 	if r.cfg.DeadLetter.Enabled {
 		r.deadLetter(ctx, items)
@@ -199,6 +216,7 @@ func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
 			}
 			r.step("outbox_commit", &items[i])
 		}
+		failpoint.Inject(failpoint.EdgeAfterOutboxCommit)
 		if err := r.publishReceipts(ctx, items, withRec); err != nil {
 			return err
 		}
@@ -352,6 +370,7 @@ func (r *runner) publishReceipts(ctx context.Context, items []item, idx []int) e
 	start := time.Now()
 	err := r.pub.Publish(pctx, pending)
 	cancel()
+	failpoint.Inject(failpoint.EdgeBeforePubAck)
 	r.metrics.pubAckSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		r.metrics.receiptPublishErrors.Inc()
@@ -364,6 +383,7 @@ func (r *runner) publishReceipts(ctx context.Context, items []item, idx []int) e
 	for _, i := range idx {
 		r.step("receipt_puback", &items[i])
 	}
+	failpoint.Inject(failpoint.EdgeAfterPubAck)
 	r.metrics.receiptsPublished.Add(float64(len(pending)))
 	keys := make([]string, len(pending))
 	for j, rec := range pending {
@@ -372,6 +392,7 @@ func (r *runner) publishReceipts(ctx context.Context, items []item, idx []int) e
 	if err := r.ob.MarkPublished(keys); err != nil {
 		return fmt.Errorf("%w: outbox mark published: %w", ErrFatal, err)
 	}
+	failpoint.Inject(failpoint.EdgeAfterMark)
 	return nil
 }
 
