@@ -170,6 +170,12 @@ func (a *App) startEdge(ctx context.Context) error {
 		return err
 	}
 	a.ob = ob
+	// A full integrity check (record checksums included) before anything
+	// is published from the file: a corrupt outbox stops the box with the
+	// file named, and is never replaced by an empty one.
+	if err := ob.Check(); err != nil {
+		return err
+	}
 	cons, err := a.js.Consumer(ctx, cfg.Topology.Events.EdgeStream, cfg.Delivery.Consumer)
 	if err != nil {
 		return fmt.Errorf("sink consumer: %w", err)

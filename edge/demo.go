@@ -23,15 +23,24 @@ type DemoOptions struct {
 	Timeout time.Duration // how long to wait for every completion; zero means 2m
 	// Dir keeps the data under this directory; empty means a temp dir,
 	// removed at the end.
-	Dir       string
-	Progress  io.Writer // human progress lines; nil discards
-	Logger    *slog.Logger
-	Configure func(*topology.Config)
+	Dir string
+	// Bad events are published with a payload above the edge's
+	// max_message_bytes: a permanent failure. With DeadLetter they are
+	// dead-lettered and reported to L1 as dead_lettered.
+	Bad int
+	// DeadLetter enables the edge's DLQ (dead_letter.enabled).
+	DeadLetter bool
+	// AckConfirm enables confirmed ACKs (delivery.ack_confirmation.enabled).
+	AckConfirm bool
+	Progress   io.Writer // human progress lines; nil discards
+	Logger     *slog.Logger
+	Configure  func(*topology.Config)
 }
 
-// DemoResult is what the demo counted.
+// DemoResult is what the demo counted. Completed counts events with a
+// terminal record at L1 (processed, or dead_lettered for bad events).
 type DemoResult struct {
-	Published, Processed, Completed, DuplicateCompletions, Lost int
+	Published, Processed, Completed, DeadLettered, DuplicateCompletions, Lost int
 }
 
 // Summary is the demo's one-line result.
@@ -74,7 +83,19 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	ls, err := NewLocalSystem(dir, LocalOptions{Configure: o.Configure, Logger: o.Logger})
+	configure := func(c *topology.Config) {
+		if c.Site == "edge1" {
+			c.DeadLetter.Enabled = o.DeadLetter
+			c.Delivery.AckConfirmation.Enabled = o.AckConfirm
+			if o.Bad > 0 {
+				c.Delivery.MaxMessageBytes = demoMaxMessageBytes
+			}
+		}
+		if o.Configure != nil {
+			o.Configure(c)
+		}
+	}
+	ls, err := NewLocalSystem(dir, LocalOptions{Configure: configure, Logger: o.Logger})
 	if err != nil {
 		return res, err
 	}
@@ -116,6 +137,14 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		return res, err
 	}
 	say("published %d events at l1", n)
+	var bad []string
+	if o.Bad > 0 {
+		if _, err := publishBad(ctx, js, o.Bad, &bad); err != nil {
+			return res, err
+		}
+		res.Published += len(bad)
+		say("published %d bad events (payload above the edge's max_message_bytes); dlq=%t ack_confirmation=%t", len(bad), o.DeadLetter, o.AckConfirm)
+	}
 	if err := waitFor(ctx, 30*time.Second, func() bool { return streamMsgs(ctx, ejs, t.Events.EdgeStream) >= uint64(first) }); err != nil {
 		return res, fmt.Errorf("events did not reach the edge: %w", err)
 	}
@@ -138,25 +167,36 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	say("link restored")
 
 	store := l1.Completions().Store()
-	complete := func() int {
+	terminal := func(ids []string, want receipts.Status) int {
 		c := 0
 		for _, id := range ids {
 			if comp, err := store.Get(ctx, id); err == nil {
-				if p, ok := comp.Processors["edge1"]; ok && p.Status == receipts.StatusProcessed {
+				if p, ok := comp.Processors["edge1"]; ok && p.Status == want {
 					c++
 				}
 			}
 		}
 		return c
 	}
-	werr := waitFor(ctx, o.Timeout, func() bool { return int(l1.Completions().Stats().Applied) >= len(ids) && complete() == len(ids) })
-	res.Completed = complete()
+	total := len(ids) + len(bad)
+	werr := waitFor(ctx, o.Timeout, func() bool {
+		return int(l1.Completions().Stats().Applied) >= total &&
+			terminal(ids, receipts.StatusProcessed)+terminal(bad, receipts.StatusDeadLettered) == total
+	})
+	res.DeadLettered = terminal(bad, receipts.StatusDeadLettered)
+	res.Completed = terminal(ids, receipts.StatusProcessed) + res.DeadLettered
 	res.Processed, _ = CountStored(edge.Outbox().DB())
 	applied := int(l1.Completions().Stats().Applied)
 	res.DuplicateCompletions = max(0, applied-res.Completed)
 	res.Lost = res.Published - res.Completed
 	if werr == nil {
 		say("all %d completions recorded at l1 %.2fs after the link was restored", res.Completed, time.Since(restoredAt).Seconds())
+	} else {
+		say("gave up waiting: %v", werr)
+	}
+	if len(bad) > 0 {
+		say("bad events: %d reported as dead_lettered at l1 (of %d); DLQ stream %s holds %d records",
+			res.DeadLettered, len(bad), ls.Configs["edge1"].DeadLetter.Stream, streamMsgs(ctx, ejs, ls.Configs["edge1"].DeadLetter.Stream))
 	}
 	return res, nil
 }
@@ -189,6 +229,24 @@ func publishEvents(ctx context.Context, js jetstream.JetStream, n int, ids *[]st
 		}
 	}
 	return acked, nil
+}
+
+// demoMaxMessageBytes is the edge's max_message_bytes in a demo with bad events.
+const demoMaxMessageBytes = 4096
+
+// publishBad publishes n events whose payload is too large for the edge.
+func publishBad(ctx context.Context, js jetstream.JetStream, n int, ids *[]string) (int, error) {
+	for i := 0; i < n; i++ {
+		id := "bad-" + uuid.NewString()
+		m := nats.NewMsg("events.demo.bad")
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		m.Data = make([]byte, 2*demoMaxMessageBytes)
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			return i, fmt.Errorf("publish bad event: %w", err)
+		}
+		*ids = append(*ids, id)
+	}
+	return n, nil
 }
 
 func streamMsgs(ctx context.Context, js jetstream.JetStream, name string) uint64 {

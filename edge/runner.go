@@ -558,24 +558,23 @@ func (r *runner) decode(msg jetstream.Msg) item {
 		r.metrics.redeliveries.Inc()
 	}
 	it.ev = Event{Subject: msg.Subject(), Data: msg.Data(), StreamSeq: meta.Sequence.Stream}
-	if size := len(msg.Data()); size > r.cfg.Delivery.MaxMessageBytes {
-		it.err = fmt.Errorf("%w: %d bytes > %d", ErrOversize, size, r.cfg.Delivery.MaxMessageBytes)
-		return it
-	}
+	// The event_id comes first, so that any later permanent failure (an
+	// oversize message) can still be reported to L1 as dead_lettered.
 	id, err := r.eventID(msg)
 	if err != nil {
 		it.err = err
 		return it
 	}
-	it.ev.ID = id
 	// The receipt is built here so that an event_id the receipt format
 	// refuses is this message's permanent failure, never a batch's.
 	if it.rec, err = r.receiptRecord(id, receipts.StatusProcessed, ""); err != nil {
-		it.ev.ID = ""
 		it.err = fmt.Errorf("%w: %w", ErrNoEventID, err)
 		return it
 	}
-	it.hasRec = true
+	it.ev.ID, it.hasRec = id, true
+	if size := len(msg.Data()); size > r.cfg.Delivery.MaxMessageBytes {
+		it.err = fmt.Errorf("%w: %d bytes > %d", ErrOversize, size, r.cfg.Delivery.MaxMessageBytes)
+	}
 	return it
 }
 

@@ -37,7 +37,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"demo", "[--events N] [--cut DURATION]", "run L1, hub and edge in one process on loopback and prove every event completes", cmdDemo},
+		{"demo", "[--events N] [--cut DURATION] [--bad N --dlq] [--ack-confirm]", "run L1, hub and edge in one process on loopback and prove every event completes", cmdDemo},
 		{"run", "--config FILE", "run the box described by FILE (any role)", cmdRun},
 		{"check", "--config FILE", "validate FILE and its topology; exit non-zero listing every problem", cmdCheck},
 		{"publish", "--config FILE [--count N] [--event-id ID] [--subject S] [--data TEXT]", "publish events to the origin stream at L1", cmdPublish},
@@ -167,11 +167,18 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for every completion")
 	dir := fs.String("dir", "", "keep the sites' data under `DIR` (default: a temp dir, removed)")
 	verbose := fs.Bool("v", false, "log the boxes' info messages")
+	bad := fs.Int("bad", 0, "also publish N bad events (oversize for the edge); with --dlq they are dead-lettered and reported to L1")
+	dlq := fs.Bool("dlq", false, "enable the edge's dead-letter queue")
+	confirm := fs.Bool("ack-confirm", false, "confirm every ACK and Term with the server (DoubleAck)")
 	if !parse(fs, args, 0, stderr) {
 		return exitUsage
 	}
 	if *events < 2 || *events > 10_000_000 {
 		fmt.Fprintf(stderr, "leafline demo: --events must be 2..10000000, got %d\n", *events)
+		return exitUsage
+	}
+	if *bad < 0 || *bad > 10000 {
+		fmt.Fprintf(stderr, "leafline demo: --bad must be 0..10000, got %d\n", *bad)
 		return exitUsage
 	}
 	if *cut < 0 || *cut > time.Hour || *timeout <= 0 || *timeout > 24*time.Hour {
@@ -185,6 +192,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	res, err := edge.RunDemo(ctx, edge.DemoOptions{
 		Events: *events, Cut: *cut, Timeout: *timeout, Dir: *dir, Progress: stderr, Logger: log,
+		Bad: *bad, DeadLetter: *dlq, AckConfirm: *confirm,
 	})
 	fmt.Fprintln(stdout, res.Summary())
 	if err != nil {
