@@ -83,7 +83,9 @@ type LeafnodeConfig struct {
 // SinkConfig chooses the edge's sink.
 type SinkConfig struct {
 	// Type is "store" (zero value: the event is stored in the box's bbolt
-	// file in the same transaction as its receipt) or "file".
+	// file in the same transaction as its receipt) or "file". Only edge
+	// sites have a sink: an l1 or hub config with a type other than
+	// "store" is refused.
 	Type string `json:"type,omitempty"`
 	// Dir is the file sink's directory. Zero value means <data_dir>/sink.
 	Dir string `json:"dir,omitempty"`
@@ -92,11 +94,20 @@ type SinkConfig struct {
 // EventIDConfig says where an event's identity is. At most one of Header and
 // JSONField may be set; zero value means Header "Nats-Msg-Id".
 type EventIDConfig struct {
-	Header    string `json:"header,omitempty"`
+	// Header names the message header that carries the event_id.
+	Header string `json:"header,omitempty"`
+	// JSONField names a top-level string field of the JSON payload that
+	// carries the event_id.
 	JSONField string `json:"json_field,omitempty"`
-	// MaxLength bounds an event_id in bytes. Zero value means 512.
+	// MaxLength bounds an event_id in bytes: 1..512 (the receipt format's
+	// limit, so that every receipt an edge writes is one L1 accepts). Zero
+	// value means 512.
 	MaxLength int `json:"max_length,omitempty"`
 }
+
+// maxEventIDLen is the receipt format's bound on an event_id (the receipts
+// package's MaxEventIDLen; topology imports no other leafline package).
+const maxEventIDLen = 512
 
 // DeliveryConfig governs the edge's consumer and ACK behaviour.
 type DeliveryConfig struct {
@@ -144,6 +155,7 @@ type RetryConfig struct {
 
 // AckConfirmationConfig turns the final ACK into a confirmed DoubleAck.
 type AckConfirmationConfig struct {
+	// Enabled makes the final ACK a DoubleAck that waits for the server.
 	Enabled bool `json:"enabled,omitempty"`
 	// TimeoutMS is 1..60000. Zero value means 1000.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
@@ -153,6 +165,7 @@ type AckConfirmationConfig struct {
 
 // InProgressConfig sends InProgress heartbeats during slow sink writes.
 type InProgressConfig struct {
+	// Enabled turns the heartbeats on.
 	Enabled bool `json:"enabled,omitempty"`
 	// IntervalMS must be below 80% of AckWait. Zero value means AckWait/3.
 	IntervalMS int `json:"interval_ms,omitempty"`
@@ -160,15 +173,22 @@ type InProgressConfig struct {
 
 // DeadLetterConfig is the DLQ path for permanent failures.
 type DeadLetterConfig struct {
+	// Enabled turns the DLQ path on: the DLQ stream is created and
+	// permanent failures are recorded there before they are ACKed.
 	Enabled bool `json:"enabled,omitempty"`
 	// Subject of DLQ records. Zero value means "leafline.dlq.<site>".
 	Subject string `json:"subject,omitempty"`
 	// Stream that captures Subject. Zero value means "DLQ".
-	Stream          string `json:"stream,omitempty"`
-	IncludePayload  bool   `json:"include_payload,omitempty"`
-	IncludeHeaders  bool   `json:"include_headers,omitempty"`
-	IncludeError    bool   `json:"include_error,omitempty"`
-	AckTermAfterPub bool   `json:"ack_term_after_publish,omitempty"`
+	Stream string `json:"stream,omitempty"`
+	// IncludePayload copies the message payload into the DLQ record.
+	IncludePayload bool `json:"include_payload,omitempty"`
+	// IncludeHeaders copies the message headers into the DLQ record.
+	IncludeHeaders bool `json:"include_headers,omitempty"`
+	// IncludeError records the failure's error text in the DLQ record.
+	IncludeError bool `json:"include_error,omitempty"`
+	// AckTermAfterPub terminates (AckTerm) instead of ACKing the message
+	// once its DLQ record and dead_lettered receipt are PubAck'ed.
+	AckTermAfterPub bool `json:"ack_term_after_publish,omitempty"`
 }
 
 // OutboxConfig tunes the receipt outbox and its relay.

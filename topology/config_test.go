@@ -33,7 +33,7 @@ func TestConfig_Validate_Bad(t *testing.T) {
 		{"file sink on hub", "hub", func(c *Config) { c.Sink.Type = "file" }, "sink.type", "only edge sites have a sink"},
 		{"event id both", "", func(c *Config) { c.EventID.JSONField = "id" }, "event_id", "not both"},
 		{"event id header", "", func(c *Config) { c.EventID.Header = "Nats Msg Id" }, "event_id.header", `contains " "`},
-		{"event id length", "", func(c *Config) { c.EventID.MaxLength = 5000 }, "event_id.max_length", "5000 is outside 1..4096"},
+		{"event id length", "", func(c *Config) { c.EventID.MaxLength = 513 }, "event_id.max_length", "513 is outside 1..512"},
 		{"ack_next", "", func(c *Config) { c.Delivery.AckPolicy = "ack_next" }, "delivery.ack_policy", "ack_next couples fetching to ACK and has no confirmed form; leafline ACKs only after the sink commit and receipt PubAck"},
 		{"ack none", "", func(c *Config) { c.Delivery.AckPolicy = "none" }, "delivery.ack_policy", "event is lost"},
 		{"ack all", "", func(c *Config) { c.Delivery.AckPolicy = "all" }, "delivery.ack_policy", "every earlier message"},

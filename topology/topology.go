@@ -20,9 +20,12 @@ const (
 // Topology is the shared description of the whole system. Every site loads
 // the same file; each box adds only its local settings (see Config).
 type Topology struct {
-	Events   Events   `json:"events"`
+	// Events is the forward path's streams and subjects.
+	Events Events `json:"events"`
+	// Receipts is the return path's streams and subject prefix.
 	Receipts Receipts `json:"receipts"`
-	Sites    []Site   `json:"sites"`
+	// Sites lists every box: exactly one l1, one or more hubs and edges.
+	Sites []Site `json:"sites"`
 }
 
 // Events describes the forward path L1 → hub → edge.
@@ -55,16 +58,21 @@ type Receipts struct {
 
 // Site is one box in the topology.
 type Site struct {
+	// Name identifies the site: 1..64 bytes of [A-Za-z0-9_-], unique.
+	// It appears in subjects and consumer names. Required.
 	Name string `json:"name"`
-	Role Role   `json:"role"`
+	// Role is l1, hub or edge. Required.
+	Role Role `json:"role"`
 	// Domain is the site's JetStream domain. Zero value means the site name.
 	Domain string `json:"domain,omitempty"`
 	// Upstream names the site this one dials: required for hub and edge,
 	// forbidden for l1.
-	Upstream string       `json:"upstream,omitempty"`
+	Upstream string `json:"upstream,omitempty"`
+	// Leafnode holds the site's leafnode addresses.
 	Leafnode SiteLeafnode `json:"leafnode"`
-	// Filter restricts the events an edge receives (edge only). Zero value
-	// means every event subject.
+	// Filter restricts the events an edge receives (edge only); it must lie
+	// within one of Events.Subjects. Zero value means every event subject
+	// (SetDefaults writes the subject in when there is exactly one).
 	Filter string `json:"filter,omitempty"`
 }
 

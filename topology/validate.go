@@ -175,6 +175,9 @@ func (t *Topology) validateNames(p *problems) {
 		}
 		if s.Domain == s.Name {
 			// The default (or the same value): the name's checks cover it.
+			if checkName(s.Name, maxSiteName) != nil {
+				continue
+			}
 			if j, ok := domains[s.Domain]; ok && !dupName {
 				p.add(fieldPath(site, "domain"), "domain %q is already the domain of sites[%d]", s.Domain, j)
 			} else if !ok {
@@ -213,7 +216,7 @@ func (t *Topology) validateUpstream(p *problems, i int) {
 		p.add(path, "an l1 site has no upstream")
 	case s.Upstream == "":
 		if want != "" {
-			p.add(path, "required: a %s site dials a %s site", s.Role, want)
+			p.add(path, "required: %s site dials %s site", article(s.Role), article(want))
 		}
 	case s.Upstream == s.Name:
 		p.add(path, "a site cannot be its own upstream")
@@ -223,9 +226,17 @@ func (t *Topology) validateUpstream(p *problems, i int) {
 		case !ok:
 			p.add(path, "unknown site %q", s.Upstream)
 		case want != "" && up.Role != want:
-			p.add(path, "%q is a %s site; the upstream of a %s site must be a %s site", s.Upstream, up.Role, s.Role, want)
+			p.add(path, "%q is %s site; the upstream of %s site must be %s site", s.Upstream, article(up.Role), article(s.Role), article(want))
 		}
 	}
+}
+
+// article prefixes a role with "a" or "an" ("an l1", "a hub").
+func article(r Role) string {
+	if r == RoleL1 || r == RoleEdge {
+		return "an " + string(r)
+	}
+	return "a " + string(r)
 }
 
 func (t *Topology) validateLeafnode(p *problems, i int) {
@@ -253,11 +264,21 @@ func (t *Topology) validateLeafnode(p *problems, i int) {
 	case s.Leafnode.UpstreamURL == "":
 	case s.Role == RoleL1:
 		p.add(url, "an l1 site dials no upstream")
+	case t.derivedFromBadListen(s):
+		// The default URL of an upstream whose listen address is reported.
 	default:
 		if err := checkUpstreamURL(s.Leafnode.UpstreamURL); err != nil {
 			p.add(url, "%v", err)
 		}
 	}
+}
+
+// derivedFromBadListen reports whether s's upstream URL is the default
+// derived from an upstream listen address that is itself invalid.
+func (t *Topology) derivedFromBadListen(s *Site) bool {
+	up, ok := t.Site(s.Upstream)
+	return ok && s.Leafnode.UpstreamURL == "nats-leaf://"+up.Leafnode.Listen &&
+		checkHostPort(up.Leafnode.Listen, 1, false) != nil
 }
 
 func (t *Topology) validateFilter(p *problems, i int) {
@@ -413,7 +434,7 @@ func (c *Config) validateEventID(p *problems) {
 	case e.JSONField == "":
 		p.add("event_id", "one of header or json_field is required")
 	}
-	p.inRange("event_id.max_length", e.MaxLength, 1, 4096)
+	p.inRange("event_id.max_length", e.MaxLength, 1, maxEventIDLen)
 }
 
 // ackPolicyRefusals says why each refused ack_policy is refused.
@@ -433,12 +454,12 @@ func (d *DeliveryConfig) validate(p *problems, deadLetter bool) {
 		p.add("delivery.ack_policy", "%s; leafline ACKs only after the sink commit and receipt PubAck (want %q)", why, AckPolicyAfterSinkCommit)
 	}
 	p.name("delivery.consumer", d.Consumer, maxConsumerName)
-	p.inRange("delivery.batch_size", d.BatchSize, 1, 1000)
+	batchOK := p.inRange("delivery.batch_size", d.BatchSize, 1, 1000)
 	p.inRange("delivery.batch_timeout_ms", d.BatchTimeoutMS, 1, 60000)
 	if w := d.AckWait.D(); w < time.Second || w > time.Hour {
 		p.add("delivery.ack_wait", "%s is outside 1s..1h", w)
 	}
-	if p.inRange("delivery.max_ack_pending", d.MaxAckPending, 1, 1_000_000) && d.MaxAckPending < d.BatchSize {
+	if p.inRange("delivery.max_ack_pending", d.MaxAckPending, 1, 1_000_000) && batchOK && d.MaxAckPending < d.BatchSize {
 		p.add("delivery.max_ack_pending", "%d is below delivery.batch_size (%d): a full batch could never be fetched", d.MaxAckPending, d.BatchSize)
 	}
 	if d.MaxDeliver < 0 {
@@ -464,8 +485,8 @@ func (d *DeliveryConfig) validate(p *problems, deadLetter bool) {
 
 func (r RetryConfig) validate(p *problems) {
 	p.inRange("delivery.retry.max_retries", r.MaxRetries, 0, 100)
-	p.inRange("delivery.retry.backoff_ms", r.BackoffMS, 1, 3_600_000)
-	if p.inRange("delivery.retry.backoff_max_ms", r.BackoffMaxMS, 1, 86_400_000) && r.BackoffMaxMS < r.BackoffMS {
+	baseOK := p.inRange("delivery.retry.backoff_ms", r.BackoffMS, 1, 3_600_000)
+	if p.inRange("delivery.retry.backoff_max_ms", r.BackoffMaxMS, 1, 86_400_000) && baseOK && r.BackoffMaxMS < r.BackoffMS {
 		p.add("delivery.retry.backoff_max_ms", "%d is below delivery.retry.backoff_ms (%d)", r.BackoffMaxMS, r.BackoffMS)
 	}
 	p.oneOf("delivery.retry.mode", r.Mode, "fixed", "linear", "exponential")

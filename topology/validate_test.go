@@ -24,7 +24,7 @@ func TestTopology_Validate_Bad(t *testing.T) {
 		{"edge dials l1", func(tp *Topology) { tp.Sites[2].Upstream = "l1" }, "sites[2].upstream", "must be a hub site"},
 		{"hub dials hub", func(tp *Topology) {
 			tp.Sites = append(tp.Sites, Site{Name: "hub2", Role: RoleHub, Upstream: "hub"})
-		}, "sites[4].upstream", "must be a l1 site"},
+		}, "sites[4].upstream", "must be an l1 site"},
 		{"hub without upstream", func(tp *Topology) { tp.Sites[1].Upstream = "" }, "sites[1].upstream", "required"},
 		{"l1 with upstream", func(tp *Topology) { tp.Sites[0].Upstream = "hub" }, "sites[0].upstream", "an l1 site has no upstream"},
 		{"own upstream", func(tp *Topology) { tp.Sites[1].Upstream = "hub" }, "sites[1].upstream", "its own upstream"},

@@ -1,0 +1,22 @@
+package edge
+
+import (
+	"testing"
+
+	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
+)
+
+// The edge may accept only event_ids that a receipt can carry: otherwise
+// it would process events whose receipts L1 refuses.
+func TestEventIDLimitsAgree(t *testing.T) {
+	cfg := &topology.Config{}
+	cfg.SetDefaults()
+	if cfg.EventID.MaxLength != receipts.MaxEventIDLen {
+		t.Fatalf("default event_id.max_length %d != receipts.MaxEventIDLen %d", cfg.EventID.MaxLength, receipts.MaxEventIDLen)
+	}
+	cfg.EventID.MaxLength = receipts.MaxEventIDLen + 1
+	if err := cfg.Validate(); err == nil {
+		t.Fatalf("event_id.max_length %d above the receipt limit was accepted", cfg.EventID.MaxLength)
+	}
+}
