@@ -1,0 +1,141 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/topology"
+)
+
+func standaloneJS(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: filepath.Join(t.TempDir(), "js"), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	return js
+}
+
+func edgePlan(t *testing.T) plan {
+	t.Helper()
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	cfg := ls.Configs["edge1"]
+	site, _ := cfg.Topology.Site("edge1")
+	return sitePlan(cfg, site)
+}
+
+func TestReconcile_IdempotentAndNeverDestructive(t *testing.T) {
+	ctx := context.Background()
+	p := edgePlan(t)
+	for name, tc := range map[string]struct {
+		pre     *jetstream.StreamConfig // created before reconcile
+		wantErr bool
+	}{
+		"fresh":                 {},
+		"receipts discard old":  {pre: &jetstream.StreamConfig{Name: "RE", Subjects: []string{"leafline.receipts.edge1.>"}, Discard: jetstream.DiscardOld, Storage: jetstream.FileStorage}, wantErr: true},
+		"receipts memory":       {pre: &jetstream.StreamConfig{Name: "RE", Subjects: []string{"leafline.receipts.edge1.>"}, Discard: jetstream.DiscardNew, Storage: jetstream.MemoryStorage}, wantErr: true},
+		"events work queue":     {pre: &jetstream.StreamConfig{Name: "L2A", Retention: jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew, Storage: jetstream.FileStorage}, wantErr: true},
+		"receipts fewer limits": {pre: &jetstream.StreamConfig{Name: "RE", Subjects: []string{"leafline.receipts.edge1.>"}, Discard: jetstream.DiscardNew, Storage: jetstream.FileStorage, MaxBytes: 1 << 20}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			js := standaloneJS(t)
+			var before uint64
+			if tc.pre != nil {
+				s, err := js.CreateStream(ctx, *tc.pre)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(tc.pre.Subjects) > 0 {
+					if _, err := js.Publish(ctx, "leafline.receipts.edge1.processed", []byte("keep me")); err != nil {
+						t.Fatal(err)
+					}
+					before = 1
+				}
+				_ = s
+			}
+			err := reconcile(ctx, js, p)
+			if tc.wantErr {
+				if !errors.Is(err, ErrIncompatible) {
+					t.Fatalf("got %v, want ErrIncompatible", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A second reconcile (a restart) changes nothing and loses nothing.
+			if err := reconcile(ctx, js, p); err != nil {
+				t.Fatalf("second reconcile: %v", err)
+			}
+			s, err := js.Stream(ctx, "RE")
+			if err != nil {
+				t.Fatal(err)
+			}
+			info := s.CachedInfo()
+			if info.State.Msgs != before {
+				t.Fatalf("RE holds %d messages after reconcile, want %d", info.State.Msgs, before)
+			}
+			if info.Config.Discard != jetstream.DiscardNew || !info.Config.AllowAtomicPublish {
+				t.Fatalf("RE config not reconciled: %+v", info.Config)
+			}
+		})
+	}
+}
+
+// A box's plan follows the topology: the hub serves one durable source
+// consumer per edge with that edge's filter, and one for L1 on RH.
+func TestSitePlan_HubServesEachDownstream(t *testing.T) {
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Edges: 2, Configure: func(c *topology.Config) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	cfg := ls.Configs["hub"]
+	site, _ := cfg.Topology.Site("hub")
+	p := sitePlan(cfg, site)
+	got := map[string]string{}
+	for _, c := range p.consumers {
+		got[c.stream+"/"+c.cfg.Durable] = c.cfg.DeliverSubject
+		if c.cfg.AckPolicy != jetstream.AckFlowControlPolicy {
+			t.Fatalf("%s: ack policy %s, want flow control (durable sourcing)", c.cfg.Durable, c.cfg.AckPolicy)
+		}
+	}
+	want := map[string]string{
+		"HA/leafline-src-edge1": "leafline.src.hub.HA.edge1",
+		"HA/leafline-src-edge2": "leafline.src.hub.HA.edge2",
+		"RH/leafline-src-l1":    "leafline.src.hub.RH.l1",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("consumer %s: deliver subject %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	for _, s := range p.streams {
+		if s.Name == "RH" && len(s.Sources) != 2 {
+			t.Fatalf("RH sources %d edges, want 2", len(s.Sources))
+		}
+	}
+}
