@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leafline/leafline/outbox"
@@ -30,12 +31,13 @@ type App struct {
 	log     *slog.Logger
 	metrics *Metrics
 
-	srv *server.Server
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	ob  *outbox.Outbox
-	svc *receipts.Service
-	run *runner
+	srv   *server.Server
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	ob    *outbox.Outbox
+	svc   *receipts.Service
+	micro micro.Service
+	run   *runner
 
 	// wrapPublisher, if set before Run, wraps the runner's receipt
 	// publisher (fault injection in tests).
@@ -221,6 +223,12 @@ func (a *App) startEdge(ctx context.Context) error {
 
 func (a *App) startL1(ctx context.Context) error {
 	cfg, t := a.cfg, a.cfg.Topology
+	filters := map[string]string{}
+	var sites []string
+	for _, e := range t.Edges() {
+		filters[e.Name] = e.Filter
+		sites = append(sites, e.Name)
+	}
 	svc, err := receipts.NewService(receipts.ServiceConfig{
 		JS:                a.js,
 		Stream:            t.Receipts.L1Stream,
@@ -229,7 +237,16 @@ func (a *App) startL1(ctx context.Context) error {
 		QuarantineStream:  cfg.Completion.QuarantineStream,
 		QuarantineSubject: cfg.Completion.QuarantineSubject,
 		Accept:            acceptReceipt(t),
-		Logger:            a.log.With("component", "completion"),
+		// The service also follows the origin stream, with its own
+		// consumer, so that every published event has a pending record
+		// and can be reported overdue. It ACKs nothing that matters on
+		// L1A: receipts never ACK or delete origin events (seed 004).
+		OriginStream:  t.Events.OriginStream,
+		OriginEventID: eventIDExtractor(cfg.EventID),
+		Expected:      receipts.ExpectedByFilter(filters),
+		OverdueAfter:  cfg.Completion.OverdueAfter.D(),
+		Sites:         sites,
+		Logger:        a.log.With("component", "completion"),
 	})
 	if err != nil {
 		return err
@@ -239,6 +256,10 @@ func (a *App) startL1(ctx context.Context) error {
 	}
 	a.svc = svc
 	a.metrics.watchCompletions(svc.Stats)
+	// Any NATS client can ask "what happened to event X?" (nats micro ls).
+	if a.micro, err = receipts.StartMicro(a.nc, svc, receipts.MicroConfig{}); err != nil {
+		return fmt.Errorf("status micro service: %w", err)
+	}
 	return nil
 }
 
@@ -365,6 +386,9 @@ func (a *App) UpstreamConnected() bool { return a.srv != nil && upstreamConnecte
 
 func (a *App) close() {
 	a.closed.Do(func() {
+		if a.micro != nil {
+			_ = a.micro.Stop()
+		}
 		if a.nc != nil {
 			a.nc.Close()
 		}

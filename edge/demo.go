@@ -162,6 +162,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	processed, _ := CountStored(edge.Outbox().DB())
 	say("during the cut: edge1 processed %d events, holds %d receipts in %s; l1 applied %d completions",
 		processed, streamMsgs(ctx, ejs, t.Receipts.EdgeStream), t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
+	say("l1 summary during the cut: %s", summaryLine(ctx, l1))
 	ls.Links["edge1"].Restore()
 	restoredAt := time.Now()
 	say("link restored")
@@ -194,6 +195,8 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	} else {
 		say("gave up waiting: %v", werr)
 	}
+	say("l1 summary after the link healed: %s", summaryLine(ctx, l1))
+	say("l1 status API: curl http://%s/v1/summary ; curl http://%s%s", l1.OpsAddr(), l1.OpsAddr(), receipts.EventPath(ids[0]))
 	if len(bad) > 0 {
 		say("bad events: %d reported as dead_lettered at l1 (of %d); DLQ stream %s holds %d records",
 			res.DeadLettered, len(bad), ls.Configs["edge1"].DeadLetter.Stream, streamMsgs(ctx, ejs, ls.Configs["edge1"].DeadLetter.Stream))
@@ -229,6 +232,20 @@ func publishEvents(ctx context.Context, js jetstream.JetStream, n int, ids *[]st
 		}
 	}
 	return acked, nil
+}
+
+// summaryLine renders L1's completion summary in one line.
+func summaryLine(ctx context.Context, l1 *App) string {
+	sum, err := l1.Completions().Summary(ctx)
+	if err != nil {
+		return "unavailable: " + err.Error()
+	}
+	line := fmt.Sprintf("events=%d pending=%d complete=%d dead_lettered=%d overdue=%d",
+		sum.Events, sum.Pending, sum.Complete, sum.DeadLettered, sum.Overdue)
+	for _, st := range sum.Sites {
+		line += fmt.Sprintf(" | %s pending=%d overdue=%d", st.Site, st.Pending, st.Overdue)
+	}
+	return line
 }
 
 // demoMaxMessageBytes is the edge's max_message_bytes in a demo with bad events.

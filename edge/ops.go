@@ -2,7 +2,6 @@ package edge
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -24,8 +23,10 @@ func (a *App) opsHandler() http.Handler {
 		}
 		writeJSON(w, code, body)
 	})
-	if a.site.Role == "l1" {
-		mux.HandleFunc("GET /v1/events/{event_id}", a.handleEvent)
+	if a.svc != nil {
+		// The L1 status API: /v1/events/{event_id}, /v1/events?status=…,
+		// /v1/summary.
+		mux.Handle("/v1/", receipts.NewHTTPHandler(a.svc))
 	}
 	return mux
 }
@@ -49,27 +50,6 @@ func (a *App) readiness() Readiness {
 		r.UpstreamConnected = &up
 	}
 	return r
-}
-
-func (a *App) handleEvent(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("event_id")
-	if id == "" || len(id) > receipts.MaxEventIDLen {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "event_id must be 1..512 bytes"})
-		return
-	}
-	if a.svc == nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "completion service not running"})
-		return
-	}
-	c, err := a.svc.Store().Get(r.Context(), id)
-	switch {
-	case errors.Is(err, receipts.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown event_id", "event_id": id})
-	case err != nil:
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "completion store unavailable"})
-	default:
-		writeJSON(w, http.StatusOK, c)
-	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -65,8 +65,9 @@ type item struct {
 	ev   Event
 	// err is why the message did not succeed; nil means success so far.
 	err error
-	// dead: its DLQ record was PubAck'ed (err holds the permanent cause).
-	dead bool
+	// dead: its DLQ record was PubAck'ed (err holds the permanent cause);
+	// newDead: by this delivery (not by an earlier one).
+	dead, newDead bool
 	// hold is a failure after which the message must not be ACKed or
 	// terminated at all (DLQ publish or receipt publish failed).
 	hold error
@@ -145,15 +146,7 @@ func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
 	if r.sink != nil {
 		ok := okItems(items)
 		if len(ok) > 0 {
-			start := time.Now()
-			errs := r.sink.Write(ctx, events(items, ok))
-			m.sinkSeconds.Observe(time.Since(start).Seconds())
-			for j, i := range ok {
-				items[i].err = errs[j]
-				if errs[j] == nil {
-					r.step("sink_commit", &items[i])
-				}
-			}
+			r.writeSink(ctx, items, ok)
 		}
 	}
 	failpoint.Inject(failpoint.EdgeAfterSinkWrite)
@@ -162,29 +155,49 @@ func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
 		r.deadLetter(ctx, items)
 	}
 
-	// One outbox transaction for every receipt of the batch.
+	// One outbox transaction for every receipt of the batch, the DLQ
+	// markers and, for a TxSink, the business records.
 	var withRec []int
+	var markers [][]byte
 	for i := range items {
-		if items[i].hasRec && items[i].hold == nil && (items[i].err == nil || items[i].dead) {
+		it := &items[i]
+		if it.hold != nil {
+			continue
+		}
+		if it.hasRec && (it.err == nil || it.dead) {
 			withRec = append(withRec, i)
 		}
+		if it.newDead {
+			markers = append(markers, []byte(r.dlqKey(it)))
+		}
 	}
-	if len(withRec) > 0 {
+	if len(withRec) > 0 || len(markers) > 0 {
 		recs := make([]outbox.Record, len(withRec))
 		for j, i := range withRec {
 			recs[j] = items[i].rec
 		}
-		var fn func(tx *bbolt.Tx) error
-		if r.txSink != nil {
-			if ok := okItems(items); len(ok) > 0 {
-				evs := events(items, ok)
-				fn = func(tx *bbolt.Tx) error {
-					if err := r.txSink.WriteTx(tx, evs); err != nil {
-						return sinkTxError{err}
+		var evs []Event
+		if ok := okItems(items); r.txSink != nil && len(ok) > 0 {
+			evs = events(items, ok)
+		}
+		fn := func(tx *bbolt.Tx) error {
+			if len(markers) > 0 {
+				b, err := tx.CreateBucketIfNotExists(dlqMarkers)
+				if err != nil {
+					return err
+				}
+				for _, k := range markers {
+					if err := b.Put(k, []byte{1}); err != nil {
+						return err
 					}
-					return nil
 				}
 			}
+			if len(evs) > 0 {
+				if err := r.txSink.WriteTx(tx, evs); err != nil {
+					return sinkTxError{err}
+				}
+			}
+			return nil
 		}
 		start := time.Now()
 		stored, err := r.ob.Commit(recs, fn)
@@ -226,6 +239,31 @@ func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
 	return nil
 }
 
+// writeSink writes the items through the plain Sink, retrying temporary
+// failures in place up to delivery.retry.max_retries times with backoff.
+func (r *runner) writeSink(ctx context.Context, items []item, idx []int) {
+	for attempt := 0; len(idx) > 0; attempt++ {
+		start := time.Now()
+		errs := r.sink.Write(ctx, events(items, idx))
+		r.metrics.sinkSeconds.Observe(time.Since(start).Seconds())
+		var again []int
+		for j, i := range idx {
+			items[i].err = errs[j]
+			switch {
+			case errs[j] == nil:
+				r.step("sink_commit", &items[i])
+			case !IsPermanent(errs[j]):
+				again = append(again, i)
+			}
+		}
+		if attempt >= r.cfg.Delivery.Retry.MaxRetries || len(again) == 0 || ctx.Err() != nil {
+			return
+		}
+		sleepCtx(ctx, r.backoff(uint64(attempt+1)))
+		idx = again
+	}
+}
+
 // sinkTxError carries a TxSink's error out of the outbox transaction, to
 // tell it from an outbox (bbolt) error, which is fatal.
 type sinkTxError struct{ err error }
@@ -245,10 +283,21 @@ func (r *runner) applyMaxDeliver(items []item) {
 		if it.err == nil || IsPermanent(it.err) || it.meta.NumDelivered < uint64(d.MaxDeliver) {
 			continue
 		}
-		r.metrics.maxDeliverExhausted.Inc()
 		if d.MaxDeliverAction == "dead_letter" {
+			r.metrics.maxDeliverExhausted.Inc()
 			it.err = fmt.Errorf("%w: %w", errMaxDeliver, it.err)
 		}
+	}
+}
+
+// lastDelivery counts and logs a message that the server will not deliver
+// again (max_deliver reached with max_deliver_action leave): never silent.
+func (r *runner) lastDelivery(it *item) {
+	d := r.cfg.Delivery
+	if d.MaxDeliver > 0 && d.MaxDeliverAction != "dead_letter" && it.meta.NumDelivered >= uint64(d.MaxDeliver) {
+		r.metrics.maxDeliverExhausted.Inc()
+		r.log.Warn("max deliveries reached: the server will not redeliver this message (max_deliver_action leave)",
+			r.attrs(it, "max_deliver", d.MaxDeliver)...)
 	}
 }
 
@@ -262,23 +311,41 @@ func (r *runner) deadLetter(ctx context.Context, items []item) {
 		fut jetstream.PubAckFuture
 	}
 	var futs []pending
+	fail := func(it *item, err error) {
+		it.hold = err
+		r.metrics.dlqPublishErrors.Inc()
+		r.log.Warn("dlq publish failed; message held (no ack, no term)", r.attrs(it, "err", err)...)
+	}
 	for i := range items {
 		it := &items[i]
 		if it.err == nil || !IsPermanent(it.err) {
 			continue
 		}
+		// A message dead-lettered before (its marker was committed with
+		// its dead_lettered receipt) is not published again, however long
+		// after the DLQ stream's duplicate window it comes back.
+		done, err := r.dlqRecorded(it)
+		if err != nil {
+			fail(it, err)
+			continue
+		}
+		if done {
+			r.step("dlq_recorded", it)
+			r.markDead(it)
+			continue
+		}
 		data, err := r.dlqRecord(it).Encode()
 		if err != nil {
-			it.hold = fmt.Errorf("encode DLQ record: %w", err)
+			fail(it, fmt.Errorf("encode DLQ record: %w", err))
 			continue
 		}
 		msg := nats.NewMsg(r.cfg.DeadLetter.Subject)
 		msg.Data = data
-		msg.Header.Set(jetstream.MsgIDHeader, dlqMsgID(r.site, it.meta.Stream, it.meta.Sequence.Stream))
+		msg.Header.Set(jetstream.MsgIDHeader, r.dlqKey(it))
 		r.step("dlq_publish", it)
 		f, err := r.js.PublishMsgAsync(msg, jetstream.WithExpectStream(r.cfg.DeadLetter.Stream))
 		if err != nil {
-			it.hold = fmt.Errorf("DLQ publish: %w", err)
+			fail(it, fmt.Errorf("DLQ publish: %w", err))
 			continue
 		}
 		futs = append(futs, pending{i, f})
@@ -292,26 +359,51 @@ func (r *runner) deadLetter(ctx context.Context, items []item) {
 		it := &items[p.i]
 		select {
 		case <-p.fut.Ok():
-			it.dead = true
 			r.step("dlq_puback", it)
-			if it.ev.ID != "" {
-				rec, err := r.receiptRecord(it.ev.ID, receipts.StatusDeadLettered, errorType(it.err))
-				if err != nil {
-					it.hold = err
-					continue
-				}
-				it.rec, it.hasRec = rec, true
-			}
+			it.newDead = true
+			r.markDead(it)
 		case err := <-p.fut.Err():
-			it.hold = fmt.Errorf("DLQ publish: %w", err)
+			fail(it, fmt.Errorf("DLQ publish: %w", err))
 		case <-timeout.C:
-			it.hold = errors.New("DLQ publish: no PubAck before the publish timeout")
-		}
-		if it.hold != nil {
-			r.metrics.dlqPublishErrors.Inc()
-			r.log.Warn("dlq publish failed; message held (no ack, no term)", r.attrs(it, "err", it.hold)...)
+			fail(it, errors.New("DLQ publish: no PubAck before the publish timeout"))
 		}
 	}
+}
+
+// markDead records that it's DLQ record is PubAck'ed: it gets a
+// dead_lettered receipt when it has an event_id.
+func (r *runner) markDead(it *item) {
+	it.dead = true
+	it.hasRec = false
+	if it.ev.ID == "" {
+		return
+	}
+	rec, err := r.receiptRecord(it.ev.ID, receipts.StatusDeadLettered, errorType(it.err))
+	if err != nil {
+		it.hold = err
+		return
+	}
+	it.rec, it.hasRec = rec, true
+}
+
+// dlqMarkers is the bbolt bucket of DLQ record keys already PubAck'ed,
+// committed in the same transaction as the batch's receipts.
+var dlqMarkers = []byte("edge.dlq")
+
+func (r *runner) dlqKey(it *item) string {
+	return dlqMsgID(r.site, it.meta.Stream, it.meta.Sequence.Stream)
+}
+
+func (r *runner) dlqRecorded(it *item) (bool, error) {
+	key := []byte(r.dlqKey(it))
+	found := false
+	err := r.ob.DB().View(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket(dlqMarkers); b != nil {
+			found = b.Get(key) != nil
+		}
+		return nil
+	})
+	return found, err
 }
 
 func (r *runner) dlqRecord(it *item) DLQRecord {
@@ -364,7 +456,9 @@ func (r *runner) publishReceipts(ctx context.Context, items []item, idx []int) e
 		return nil
 	}
 	for _, i := range idx {
-		r.step("receipt_publish", &items[i])
+		if seen[items[i].rec.Key] {
+			r.step("receipt_publish", &items[i])
+		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.Outbox.PublishTimeout.D())
 	start := time.Now()
@@ -381,7 +475,9 @@ func (r *runner) publishReceipts(ctx context.Context, items []item, idx []int) e
 		return nil
 	}
 	for _, i := range idx {
-		r.step("receipt_puback", &items[i])
+		if seen[items[i].rec.Key] {
+			r.step("receipt_puback", &items[i])
+		}
 	}
 	failpoint.Inject(failpoint.EdgeAfterPubAck)
 	r.metrics.receiptsPublished.Add(float64(len(pending)))
@@ -409,7 +505,9 @@ func (r *runner) finish(ctx context.Context, items []item) {
 				m.processed.Inc()
 			}
 		case it.dead:
-			m.deadLettered.Inc()
+			if it.newDead {
+				m.deadLettered.Inc()
+			}
 			if r.cfg.DeadLetter.AckTermAfterPub {
 				r.term(ctx, it)
 			} else {
@@ -418,6 +516,7 @@ func (r *runner) finish(ctx context.Context, items []item) {
 		case IsPermanent(it.err):
 			// No DLQ configured: never ACK as processed; leave it for the
 			// operator and count it.
+			r.lastDelivery(it)
 			m.permanentUnacked.Inc()
 			r.step("leave", it)
 			r.log.Warn("permanent failure left unacked (no DLQ configured)", r.attrs(it, "error_type", errorType(it.err))...)
@@ -430,6 +529,7 @@ func (r *runner) finish(ctx context.Context, items []item) {
 // retry handles a temporary failure: NAK with backoff, or leave the message
 // for redelivery after AckWait.
 func (r *runner) retry(it *item, cause error) {
+	r.lastDelivery(it)
 	if r.cfg.Delivery.Retry.TemporaryFailureAction == "leave_unacked" {
 		r.step("leave", it)
 		r.log.Info("temporary failure left unacked", r.attrs(it, "reason", cause.Error())...)

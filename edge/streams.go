@@ -138,7 +138,10 @@ func sinkConsumerConfig(cfg *topology.Config) jetstream.ConsumerConfig {
 		// A pull request may ask for a whole batch at once.
 		MaxRequestBatch: d.BatchSize,
 	}
-	if d.MaxDeliver > 0 {
+	// With max_deliver_action dead_letter the runner enforces the limit
+	// itself (a DLQ publish failing on the last delivery must not let the
+	// server drop the message); with leave, the server does.
+	if d.MaxDeliver > 0 && d.MaxDeliverAction != "dead_letter" {
 		c.MaxDeliver = d.MaxDeliver
 	}
 	return c

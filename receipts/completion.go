@@ -176,6 +176,7 @@ const (
 	OriginKnown
 )
 
+// String returns "created", "merged" or "known".
 func (o OriginOutcome) String() string {
 	switch o {
 	case OriginCreated:

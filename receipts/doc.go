@@ -6,7 +6,11 @@
 // by JetStream sourcing; after an edge has processed an event (or dead
 // lettered it) it publishes a receipt to its local receipts stream and only
 // then ACKs the event. The receipts are sourced edge → hub (RH) → L1 (R1),
-// where a Service consumes them and records completion in a KV bucket.
+// where a Service consumes them and records completion in a KV bucket. The
+// same Service follows the origin stream (L1A) so that every published event
+// has a record — pending until its expected processors report — and answers
+// "what happened to event X?" over HTTP (NewHTTPHandler), a NATS micro
+// service (StartMicro, StatusClient) and Go (Service.Get, List, Summary).
 //
 // This package imports no other leafline package.
 //
@@ -57,6 +61,24 @@
 // distinct keys, and "e.>" lists all completions. The original id is stored in
 // the value (Completion.EventID).
 //
+// # Completion record and status
+//
+// A Completion holds, per event: the origin stream, subject and the time the
+// event was stored there (published_at, from the origin message's stream
+// timestamp), the expected processors, and per processor the first terminal
+// status with its site, processed_at (edge clock), received_at (L1 clock),
+// and the duplicate and conflict counters. Its overall status is derived:
+//
+//   - dead_lettered: some processor reported dead_lettered;
+//   - complete: the origin was seen and every expected processor reported
+//     processed (vacuously, when none is expected);
+//   - pending: otherwise — including while the origin message has not been
+//     seen, because only it says which processors to wait for.
+//
+// conflict is set when any conflicting receipt was counted. Overdue is a
+// read-time view: a pending event published at least OverdueAfter ago (per
+// site: the site has not reported an event published that long ago).
+//
 // # Once per (event_id, processor)
 //
 // Store.Apply reads the event's record, folds the receipt in, and writes it
@@ -73,32 +95,119 @@
 //   - a later receipt with the same status increments Duplicates;
 //   - a later receipt with a different status increments Conflicts.
 //
-// The counters are at-least-once: a write whose acknowledgement is lost is
-// retried and may count one receipt twice. The recorded status is exact.
+// A write whose answer is lost (node killed, leader change, reconnect) is
+// resolved before Apply returns: it re-reads until the record shows whether
+// this very write landed (the processor's receipt_id plus this attempt's
+// received_at), so Applied stays exactly-once across instances even then.
+//
+// The counters are at-least-once: a write whose acknowledgement is lost
+// while another writer changes the record is retried and may count one
+// receipt twice. The recorded status is exact.
+//
+// # Origin tracking
+//
+// With ServiceConfig.OriginStream the Service runs a second loop with its own
+// durable pull consumer on the origin stream. For each message it takes the
+// event_id (header OriginHeader, default Nats-Msg-Id, or OriginEventID), asks
+// Expected(subject) for the processors, and calls Store.ApplyOrigin: create a
+// pending record if none exists, or merge published_at and the expected set
+// into the record that receipts created first (keeping all their data, by
+// compare-and-set); a record that already knows its origin is left alone (the
+// first publication of an event_id wins). It ACKs its own consumer only.
+//
+// # Status index
+//
+// List and Summary never scan the completion bucket. A second KV bucket
+// (IndexBucket, default "<Bucket>_index") holds one small key per fact:
+//
+//	p.=.<tok>  p.<site>.<tok>   event pending / site has not reported
+//	d.=.<tok>  d.<site>.<tok>   event / site dead_lettered
+//	c.=.<tok>  c.<site>.<tok>   event / site has a conflict
+//
+// (<tok> = base64url(event_id); "=" is no site name; the value is
+// published_at.) Why an index bucket rather than a bounded scan of the
+// records: the interesting events (pending, overdue, dead_lettered) are few
+// among many completed ones, so a scan with a bound would return mostly empty
+// pages and could not count. With the index a page is one batched direct get
+// of the matching keys from a stream sequence (the cursor), bounded by
+// MaxListScan entries and Limit record reads; a count is one direct get (its
+// Nats-Num-Pending header); and the entries sit in roughly the order events
+// entered the state, so the oldest pending events come first. Memory per
+// query is O(Limit).
+//
+// The index is kept without multi-key transactions by ordering and
+// monotonicity: entries that become true are written BEFORE the record;
+// entries that became false are removed AFTER it (stream purge, which leaves
+// no marker; "p.*.<tok>" in one purge when the event is fully reported), and
+// only when they can never be true again — a processor's first status is
+// final, the expected set is written once, and an event that stopped being
+// pending never is again. So the index is always a superset of the truth;
+// List checks every candidate against its record and skips (and, when safe,
+// removes) stale entries; a repeat of a receipt redoes its removals, and the
+// Service ACKs only after them, so a crash in between is repaired by the
+// redelivery.
 //
 // # Service message handling
 //
 // Commit first, ACK last, design for redelivery. For each message of the
 // durable pull consumer, exactly one of:
 //
-//   - valid receipt → Store.Apply → ACK only after Apply returned nil;
+//   - valid receipt → Store.Apply (index and record) → ACK only after Apply
+//     returned nil;
 //   - malformed, rejected by ServiceConfig.Accept, or a corrupt stored record
 //     (errors matching ErrQuarantine) → publish a QuarantineRecord on
 //     "<QuarantineSubject>.receipts" with Nats-Msg-Id "rq-<stream>-<seq>",
 //     wait for the PubAck, then ACK;
-//   - anything else (KV or quarantine stream unavailable, timeouts) → NAK with
-//     a delay that doubles per delivery up to MaxRetryDelay; never ACK.
+//   - anything else (KV or quarantine stream unavailable, timeouts,
+//     ErrIndexIncomplete) → NAK with a delay that doubles per delivery up to
+//     MaxRetryDelay; never ACK.
 //
-// Bad input never stops the service.
+// Messages are applied by InFlight lanes (default 64) chosen by a hash of the
+// event_id: different events in parallel, one event's receipts in order,
+// each message ACKed after its own work. Memory is bounded by BatchSize
+// (pull buffer) plus 3×InFlight messages whatever the backlog. Bad input never
+// stops the service.
+//
+// # Clusters
+//
+// The Service needs only a JetStream context: it runs the same against the
+// embedded server or an external cluster. With Replicas 3 the buckets and the
+// quarantine stream it creates are R3 (the receipts and origin streams are
+// created by the caller). Any number of instances may run at once: they share
+// the durable consumers (each message goes to one of them), and every write
+// is a create or compare-and-set, so none is applied twice; the status
+// queries may go to any instance. TestCluster_R3_TwoInstances_ServerKilled
+// kills a node under two instances and checks exactly-once application.
 //
 // # Caveats
 //
 //   - A receipt does NOT acknowledge anything on the origin stream (L1A).
 //     ACKs are per consumer and per stream; they never travel along sourcing,
-//     and no consumer on L1A knows about the edge's delivery. A completion
-//     record is the business fact "processor P finished event X"; whether
-//     and how L1A messages are cleaned up is a separate, auditable decision
-//     (and with LimitsPolicy retention an ACK would not delete them anyway).
+//     and no consumer on L1A knows about the edge's delivery (seed 004). A
+//     completion record is the business fact "processor P finished event X";
+//     whether and how L1A messages are cleaned up is a separate, auditable
+//     decision. The origin tracker's own consumer ACKs only to record its
+//     progress: Setup refuses an origin stream without LimitsPolicy
+//     retention, where such an ACK could delete or release anything.
+//   - Expected processors are those Expected returns when the origin message
+//     is first seen; a later topology change does not alter existing records.
+//     A processor is identified by its name; List and Summary call it a site
+//     (leafline edges use their site name as processor name).
+//   - An event whose origin message is never seen (tracking off, or the
+//     message left L1A before the tracker read it) stays pending forever,
+//     counted in Summary.PendingOriginUnknown, and is never overdue. The
+//     tracker starts at the beginning of the origin stream (DeliverAll).
+//   - Overdue uses published_at (L1's clock); processed_at comes from the
+//     edge's clock and is informational.
+//   - Summary counts index entries one after another (no snapshot) and may
+//     include entries a crash left until they are repaired; overdue counts
+//     and the oldest pending event come from scans bounded by MaxSummaryScan
+//     (Truncated says so). List results are always checked against records,
+//     but an entry rewritten during paging can appear on two pages.
+//   - Lost ACKs (a node killed mid-batch) mean redelivery after AckWait; the
+//     repeat is absorbed as a duplicate. After a reconnect the pull iterator
+//     can briefly receive more than its buffer (nats.go reports a slow
+//     consumer); those messages are redelivered after AckWait as well.
 //   - A receipt stored at the edge only means it is safe at the edge. Only a
 //     completion record at L1 means L1 knows.
 //   - Nats-Msg-Id deduplication lasts only for a stream's duplicate window
@@ -110,5 +219,8 @@
 //     successfully by the same processor, the record keeps dead_lettered and
 //     counts a conflict; resolving that is an operator action.
 //   - Store.All reads the whole bucket; it is for tests, demos and small
-//     deployments.
+//     deployments. Never delete or purge index keys by hand while Services
+//     run (a missing entry hides an event from List and Summary), and write
+//     records only through a Store made by OpenStore: a bucket filled by an
+//     unindexed writer (NewStore) is not in the index.
 package receipts

@@ -92,6 +92,7 @@ type sentinel struct {
 	quarantine bool
 }
 
+// Error returns the message.
 func (e *sentinel) Error() string { return e.msg }
 
 // Is reports whether the error belongs to the quarantine class.

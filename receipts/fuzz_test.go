@@ -1,6 +1,8 @@
 package receipts
 
 import (
+	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +47,108 @@ func FuzzDecode(f *testing.F) {
 		}
 		if r2 != r {
 			t.Fatalf("round trip differs:\n%+v\n%+v", r, r2)
+		}
+	})
+}
+
+// FuzzDecodeCursor: decodeCursor never panics, accepts only what
+// encodeCursor makes for the same query, and round-trips.
+func FuzzDecodeCursor(f *testing.F) {
+	f.Add(encodeCursor(ListPending, "", 1), "pending", "")
+	f.Add(encodeCursor(ListOverdue, "edge-1", 1<<40), "overdue", "edge-1")
+	f.Add("MXxwZW5kaW5nfHwx", "pending", "")
+	f.Add("", "conflict", "x")
+	f.Add("MXxwZW5kaW5nfHww", "pending", "") // seq 0
+	f.Fuzz(func(t *testing.T, c, status, site string) {
+		seq, err := decodeCursor(c, ListStatus(status), site)
+		if err != nil {
+			return
+		}
+		if seq == 0 || encodeCursor(ListStatus(status), site, seq) != c {
+			t.Fatalf("accepted %q as seq %d, which encodes differently", c, seq)
+		}
+	})
+}
+
+// FuzzParseListQuery: any query string either fails with ErrBadQuery or
+// yields a valid query that survives Encode and a second parse.
+func FuzzParseListQuery(f *testing.F) {
+	for _, s := range []string{
+		"status=pending", "status=overdue&site=edge-1&limit=5", "status=conflict&after=" + encodeCursor(ListConflict, "", 3),
+		"status=pending&status=pending", "limit=1", "status=pending&limit=007", "status=%zz", "status=pending&x=",
+		"status=dead_lettered&site=a.b", "status=pending&limit=-0", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		v, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		q, err := ParseListQuery(v)
+		if err != nil {
+			if !errors.Is(err, ErrBadQuery) {
+				t.Fatalf("error %v does not wrap ErrBadQuery", err)
+			}
+			return
+		}
+		if err := q.Validate(); err != nil {
+			t.Fatalf("parsed query invalid: %v", err)
+		}
+		v2, err := url.ParseQuery(q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		q2, err := ParseListQuery(v2)
+		if err != nil || q2 != q {
+			t.Fatalf("round trip: %+v → %q → %+v, %v", q, q.Encode(), q2, err)
+		}
+	})
+}
+
+// FuzzDecodeListRequest: the micro list body parser never panics and only
+// returns valid queries.
+func FuzzDecodeListRequest(f *testing.F) {
+	for _, s := range []string{`{"status":"pending"}`, `{"status":"overdue","site":"e","limit":3,"after":""}`, `{}`, `null`, `{"status":"pending"} `, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		q, err := decodeListRequest(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadQuery) {
+				t.Fatalf("error %v does not wrap ErrBadQuery", err)
+			}
+			return
+		}
+		if err := q.Validate(); err != nil {
+			t.Fatalf("accepted invalid query: %v", err)
+		}
+	})
+}
+
+// FuzzParseIndexKey: index keys round-trip for every valid event_id, and
+// the parser never panics on junk.
+func FuzzParseIndexKey(f *testing.F) {
+	f.Add("p.=."+idToken("evt-1"), "evt-1")
+	f.Add("p.edge-1."+idToken("a.*.>"), "a.*.>")
+	f.Add("x.a.b", "")
+	f.Add("d..", "")
+	f.Add("pe."+idToken("old-format"), "")
+	f.Add("c.e.A0", "") // non-canonical base64 of "\x03"
+	f.Fuzz(func(t *testing.T, key, id string) {
+		if k, got, err := parseIndexKey(key); err == nil {
+			if k.key(idToken(got)) != key {
+				t.Fatalf("%q parsed as %v %q, which is not canonical", key, k, got)
+			}
+		}
+		if validateEventID(id) != nil {
+			return
+		}
+		for _, k := range []idxKey{eventKey(kindPending), siteKey(kindConflict, "edge-1")} {
+			k2, got, err := parseIndexKey(k.key(idToken(id)))
+			if err != nil || k2 != k || got != id {
+				t.Fatalf("round trip of %q: %v %q %v", id, k2, got, err)
+			}
 		}
 	})
 }

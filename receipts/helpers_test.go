@@ -95,3 +95,14 @@ func mustEncode(t testing.TB, r Receipt) []byte {
 }
 
 func eventID(i int) string { return fmt.Sprintf("evt-%05d", i) }
+
+// connectJSNoServer returns a JetStream context on a connection that was
+// never opened: every call fails, which is enough for config tests.
+func connectJSNoServer(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(&nats.Conn{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}

@@ -15,42 +15,42 @@ import (
 )
 
 // The status index is a second KV bucket whose keys say which events are
-// in which state (see the package documentation, "Status index"). Keys:
+// in which state (see the package documentation, "Status index"). Every key
+// has three tokens, <kind>.<site>.<tok>:
 //
-//	pe.<tok>          event pending
-//	ps.<site>.<tok>   expected processor <site> has not reported
-//	de.<tok>          event dead_lettered
-//	ds.<site>.<tok>   processor <site> reported dead_lettered
-//	ce.<tok>          event has a conflict
-//	cs.<site>.<tok>   processor <site> has a conflict
+//	p.=.<tok>       event pending
+//	p.<site>.<tok>  expected processor <site> has not reported
+//	d.=.<tok>       event dead_lettered
+//	d.<site>.<tok>  processor <site> reported dead_lettered
+//	c.=.<tok>       event has a conflict
+//	c.<site>.<tok>  processor <site> has a conflict
 //
-// <tok> is base64.RawURLEncoding(event_id), as in KVKey. Values are the
-// event's published_at (RFC 3339, empty when unknown).
+// "=" cannot be a site name, so it marks the event's own entry; <tok> is
+// base64.RawURLEncoding(event_id), as in KVKey. Because <tok> is always the
+// third token, "p.*.<tok>" selects every pending entry of one event (removed
+// with one purge when the event is fully reported). Values are the event's
+// published_at (RFC 3339, empty when unknown).
 type idxKind string
 
 const (
-	idxPending      idxKind = "pe"
-	idxSitePending  idxKind = "ps"
-	idxDead         idxKind = "de"
-	idxSiteDead     idxKind = "ds"
-	idxConflict     idxKind = "ce"
-	idxSiteConflict idxKind = "cs"
+	kindPending  idxKind = "p"
+	kindDead     idxKind = "d"
+	kindConflict idxKind = "c"
+	// eventLevel is the site token of an event's own entry.
+	eventLevel = "="
 )
 
-func (k idxKind) perSite() bool { return k == idxSitePending || k == idxSiteDead || k == idxSiteConflict }
-
-// idxKey is one index key of one event.
+// idxKey is one index key of one event, without the event's token.
 type idxKey struct {
 	kind idxKind
-	site string // per-site kinds only
+	site string // eventLevel for the event's own entry
 }
 
-func (k idxKey) String() string {
-	if k.kind.perSite() {
-		return string(k.kind) + "." + k.site
-	}
-	return string(k.kind)
-}
+func eventKey(k idxKind) idxKey          { return idxKey{kind: k, site: eventLevel} }
+func siteKey(k idxKind, s string) idxKey { return idxKey{kind: k, site: s} }
+
+// String returns the key prefix "<kind>.<site>".
+func (k idxKey) String() string { return string(k.kind) + "." + k.site }
 
 // key returns the KV key of k for the event whose token is tok.
 func (k idxKey) key(tok string) string { return k.String() + "." + tok }
@@ -59,34 +59,31 @@ func idToken(eventID string) string { return base64.RawURLEncoding.EncodeToStrin
 
 // parseIndexKey splits an index KV key into its idxKey and event_id.
 func parseIndexKey(key string) (idxKey, string, error) {
+	bad := func(format string, args ...any) (idxKey, string, error) {
+		return idxKey{}, "", fmt.Errorf("index key %q: %s", truncateUTF8(key, 80), fmt.Sprintf(format, args...))
+	}
 	parts := strings.Split(key, ".")
-	var k idxKey
-	var tok string
-	switch {
-	case len(parts) == 2 && !idxKind(parts[0]).perSite():
-		k, tok = idxKey{kind: idxKind(parts[0])}, parts[1]
-	case len(parts) == 3 && idxKind(parts[0]).perSite():
-		k, tok = idxKey{kind: idxKind(parts[0]), site: parts[1]}, parts[2]
-	default:
-		return idxKey{}, "", fmt.Errorf("index key %q: wrong shape", truncateUTF8(key, 80))
+	if len(parts) != 3 {
+		return bad("wrong shape")
 	}
+	k := idxKey{kind: idxKind(parts[0]), site: parts[1]}
 	switch k.kind {
-	case idxPending, idxSitePending, idxDead, idxSiteDead, idxConflict, idxSiteConflict:
+	case kindPending, kindDead, kindConflict:
 	default:
-		return idxKey{}, "", fmt.Errorf("index key %q: unknown kind", truncateUTF8(key, 80))
+		return bad("unknown kind")
 	}
-	if k.kind.perSite() {
+	if k.site != eventLevel {
 		if err := validateName(k.site); err != nil {
-			return idxKey{}, "", fmt.Errorf("index key %q: site: %w", truncateUTF8(key, 80), err)
+			return bad("site: %v", err)
 		}
 	}
-	b, err := base64.RawURLEncoding.DecodeString(tok)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(parts[2]) // canonical only
 	if err != nil {
-		return idxKey{}, "", fmt.Errorf("index key %q: event token: %w", truncateUTF8(key, 80), err)
+		return bad("event token: %v", err)
 	}
 	id := string(b)
 	if err := validateEventID(id); err != nil {
-		return idxKey{}, "", fmt.Errorf("index key %q: %w", truncateUTF8(key, 80), err)
+		return bad("%v", err)
 	}
 	return k, id, nil
 }
@@ -97,22 +94,22 @@ func indexKeys(c *Completion) []idxKey {
 	var out []idxKey
 	switch c.Status {
 	case EventPending:
-		out = append(out, idxKey{kind: idxPending})
+		out = append(out, eventKey(kindPending))
 	case EventDeadLettered:
-		out = append(out, idxKey{kind: idxDead})
+		out = append(out, eventKey(kindDead))
 	}
 	if c.Conflict {
-		out = append(out, idxKey{kind: idxConflict})
+		out = append(out, eventKey(kindConflict))
 	}
 	for _, p := range c.missing() {
-		out = append(out, idxKey{kind: idxSitePending, site: p})
+		out = append(out, siteKey(kindPending, p))
 	}
 	for name, p := range c.Processors {
 		if p.Status == StatusDeadLettered {
-			out = append(out, idxKey{kind: idxSiteDead, site: name})
+			out = append(out, siteKey(kindDead, name))
 		}
 		if p.Conflicts > 0 {
-			out = append(out, idxKey{kind: idxSiteConflict, site: name})
+			out = append(out, siteKey(kindConflict, name))
 		}
 	}
 	slices.SortFunc(out, func(a, b idxKey) int { return strings.Compare(a.String(), b.String()) })
@@ -127,39 +124,50 @@ func indexKeys(c *Completion) []idxKey {
 // conflict flags of the event, and conflict flags of a processor, can still
 // become true later, so they are never reported as permanently false.
 func permanentlyFalse(c *Completion, k idxKey) bool {
-	switch k.kind {
-	case idxPending:
+	switch {
+	case k.kind == kindPending && k.site == eventLevel:
 		return c.Status != EventPending
-	case idxSitePending:
+	case k.kind == kindPending:
 		if !c.OriginKnown() {
 			return false
 		}
 		_, reported := c.Processors[k.site]
 		return reported || !slices.Contains(c.Expected, k.site)
-	case idxSiteDead:
+	case k.kind == kindDead && k.site != eventLevel:
 		p, ok := c.Processors[k.site]
 		return ok && p.Status == StatusProcessed
 	}
 	return false
 }
 
+// allPendingGone reports whether every pending entry of the event, whatever
+// its site, is permanently false (so "p.*.<tok>" may be purged at once).
+func allPendingGone(c *Completion) bool {
+	return c.OriginKnown() && c.Status != EventPending && len(c.missing()) == 0
+}
+
 // member reports whether c (viewed at some time) is described by k; for
-// the overdue variant, see ListQuery.
+// the overdue variant, see Store.verify.
 func member(c *Completion, k idxKey) bool {
+	if k.site == eventLevel {
+		switch k.kind {
+		case kindPending:
+			return c.Status == EventPending
+		case kindDead:
+			return c.Status == EventDeadLettered
+		case kindConflict:
+			return c.Conflict
+		}
+		return false
+	}
+	p, ok := c.Processors[k.site]
 	switch k.kind {
-	case idxPending:
-		return c.Status == EventPending
-	case idxSitePending:
+	case kindPending:
 		return slices.Contains(c.Missing, k.site)
-	case idxDead:
-		return c.Status == EventDeadLettered
-	case idxSiteDead:
-		p, ok := c.Processors[k.site]
+	case kindDead:
 		return ok && p.Status == StatusDeadLettered
-	case idxConflict:
-		return c.Conflict
-	case idxSiteConflict:
-		return c.Processors[k.site].Conflicts > 0
+	case kindConflict:
+		return ok && p.Conflicts > 0
 	}
 	return false
 }
@@ -215,8 +223,9 @@ func (ix *index) create(ctx context.Context, key string, val []byte) error {
 	return nil
 }
 
-// remove purges key from the index stream. Unlike a KV delete it leaves no
-// marker, so counts and scans see only live entries.
+// remove purges key (which may contain wildcards) from the index stream.
+// Unlike a KV delete it leaves no marker, so counts and scans see only live
+// entries.
 func (ix *index) remove(ctx context.Context, key string) error {
 	if err := ix.stream.Purge(ctx, jetstream.WithPurgeSubject(ix.subject+key)); err != nil {
 		return fmt.Errorf("receipts: index remove %s: %w", truncateUTF8(key, 80), err)

@@ -11,18 +11,33 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 )
 
 // Stats are the Service's counters since NewService. Each receipt message
 // delivered to the Service is counted in Received, and then in at most one
-// of the others (none when it was NAKed for a retry).
+// of Applied, Duplicates, Conflicts, Quarantined and Retried (none when it
+// was NAKed unhandled at shutdown). The exception: a receipt whose record
+// was written but whose index removals failed (ErrIndexIncomplete) counts
+// its outcome AND Retried, because it is NAKed so that the repeat finishes
+// the index. Summed over all instances, Applied is exactly the number of
+// (event_id, processor) pairs recorded, unless the answer to a write stayed
+// lost for longer than OpTimeout (the repeat then counts a Duplicate).
+//
+// The Origin* counters count messages of the origin stream the same way.
 type Stats struct {
-	Received    uint64 // messages delivered by the consumer, redeliveries included
-	Applied     uint64 // first terminal status for (event_id, processor) recorded
-	Duplicates  uint64 // same status as already recorded; counted in the KV record
-	Conflicts   uint64 // different status than already recorded; counted, not applied
-	Quarantined uint64 // new quarantine records stored (PubAck'ed, not a dedupe hit)
-	Retried     uint64 // messages NAKed with a delay after a transient failure
+	Received    uint64 `json:"received"`    // messages delivered by the consumer, redeliveries included
+	Applied     uint64 `json:"applied"`     // first terminal status for (event_id, processor) recorded
+	Duplicates  uint64 `json:"duplicates"`  // same status as already recorded; counted in the KV record
+	Conflicts   uint64 `json:"conflicts"`   // different status than already recorded; counted, not applied
+	Quarantined uint64 `json:"quarantined"` // new quarantine records stored (PubAck'ed, not a dedupe hit)
+	Retried     uint64 `json:"retried"`     // messages NAKed with a delay after a transient failure
+
+	OriginReceived uint64 `json:"origin_received,omitempty"` // origin messages delivered to the tracker
+	OriginTracked  uint64 `json:"origin_tracked,omitempty"`  // pending records created, or origins merged into receipts' records
+	OriginKnown    uint64 `json:"origin_known,omitempty"`    // the record already knew its origin (redelivery, republished event_id)
+	OriginSkipped  uint64 `json:"origin_skipped,omitempty"`  // no usable event_id or expected set; ACKed, not tracked
+	OriginRetried  uint64 `json:"origin_retried,omitempty"`  // origin messages NAKed after a transient failure
 }
 
 // Service is the L1 completion service: it consumes a receipts stream and
@@ -37,6 +52,8 @@ type Service struct {
 	running           atomic.Bool
 
 	received, applied, duplicates, conflicts, quarantined, retried atomic.Uint64
+
+	originReceived, originTracked, originKnown, originSkipped, originRetried atomic.Uint64
 }
 
 // NewService fills defaults into cfg, validates it, and returns a Service.
@@ -54,8 +71,14 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 }
 
 // Store returns the completion store, or nil until Setup (or Run) has opened
-// the bucket.
-func (s *Service) Store() *Store { return s.store.Load() }
+// the buckets (and for a nil Service, so that status queries on it answer
+// ErrNotReady).
+func (s *Service) Store() *Store {
+	if s == nil {
+		return nil
+	}
+	return s.store.Load()
+}
 
 // Stats returns a snapshot of the counters.
 func (s *Service) Stats() Stats {
@@ -66,22 +89,38 @@ func (s *Service) Stats() Stats {
 		Conflicts:   s.conflicts.Load(),
 		Quarantined: s.quarantined.Load(),
 		Retried:     s.retried.Load(),
+
+		OriginReceived: s.originReceived.Load(),
+		OriginTracked:  s.originTracked.Load(),
+		OriginKnown:    s.originKnown.Load(),
+		OriginSkipped:  s.originSkipped.Load(),
+		OriginRetried:  s.originRetried.Load(),
 	}
 }
 
 // Setup creates what the Service needs, in this order, and is idempotent
 // (several instances may call it concurrently):
-//  1. the KV bucket, if absent (History 1, FileStorage, Replicas);
+//  1. the completion and status index KV buckets, if absent (History 1,
+//     FileStorage, Replicas);
 //  2. the quarantine stream, if absent (subject "<QuarantineSubject>.receipts",
 //     FileStorage, DiscardNew, MaxBytes QuarantineMaxBytes); an existing one
 //     must capture that subject and must not discard old messages;
 //  3. the durable pull consumer on Stream (AckExplicit, AckWait,
-//     MaxAckPending 4×BatchSize, deliver all), created or updated.
+//     MaxAckPending 4×BatchSize, deliver all), created or updated;
+//  4. with OriginStream: the tracker's durable pull consumer on it (same
+//     settings); the stream must use LimitsPolicy retention (else
+//     ErrIncompatible).
 //
-// If Stream does not exist yet, steps 1–2 are done and the error wraps
+// If Stream or OriginStream does not exist yet, the error wraps
 // jetstream.ErrStreamNotFound; Run keeps retrying in that case.
 func (s *Service) Setup(ctx context.Context) error {
-	_, err := s.setup(ctx)
+	if _, err := s.setup(ctx); err != nil {
+		return err
+	}
+	if s.cfg.OriginStream == "" {
+		return nil
+	}
+	_, err := s.setupOrigin(ctx)
 	return err
 }
 
@@ -92,41 +131,42 @@ func (s *Service) setup(ctx context.Context) (jetstream.Consumer, error) {
 	if err := s.ensureQuarantineStream(ctx); err != nil {
 		return nil, err
 	}
-	cons, err := s.cfg.JS.CreateOrUpdateConsumer(ctx, s.cfg.Stream, jetstream.ConsumerConfig{
-		Durable:       s.cfg.Consumer,
-		Description:   "leafline completion service",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       s.cfg.AckWait,
-		MaxAckPending: 4 * s.cfg.BatchSize,
-	})
+	cons, err := s.cfg.JS.CreateOrUpdateConsumer(ctx, s.cfg.Stream, s.consumerConfig(s.cfg.Consumer, "leafline completion service"))
 	if err != nil {
 		return nil, fmt.Errorf("receipts: setup: consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
 	}
 	return cons, nil
 }
 
+func (s *Service) consumerConfig(name, desc string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   desc,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.AckWait,
+		MaxAckPending: 4 * s.cfg.BatchSize,
+	}
+}
+
 func (s *Service) ensureBucket(ctx context.Context) error {
 	if s.store.Load() != nil {
 		return nil
 	}
-	kv, err := s.cfg.JS.KeyValue(ctx, s.cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = s.cfg.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      s.cfg.Bucket,
-			Description: "leafline completions, one key per event_id",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    s.cfg.Replicas,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) { // another instance won the race
-			kv, err = s.cfg.JS.KeyValue(ctx, s.cfg.Bucket)
-		}
-	}
+	st, err := OpenStore(ctx, StoreConfig{
+		JS:           s.cfg.JS,
+		Bucket:       s.cfg.Bucket,
+		IndexBucket:  s.cfg.IndexBucket,
+		Create:       true,
+		Replicas:     s.cfg.Replicas,
+		OverdueAfter: s.cfg.OverdueAfter,
+		Sites:        s.cfg.Sites,
+		CallTimeout:  max(s.cfg.OpTimeout/4, 250*time.Millisecond),
+	})
 	if err != nil {
-		return fmt.Errorf("receipts: setup: bucket %s: %w", s.cfg.Bucket, err)
+		return fmt.Errorf("receipts: setup: %w", err)
 	}
-	s.store.CompareAndSwap(nil, NewStore(kv))
+	s.store.CompareAndSwap(nil, st)
 	return nil
 }
 
@@ -166,40 +206,71 @@ func (s *Service) ensureQuarantineStream(ctx context.Context) error {
 	return nil
 }
 
-// Run consumes the receipts stream until ctx is done, then returns nil.
+// Run consumes the receipts stream (and, with OriginStream, follows the
+// origin stream) until ctx is done, then returns nil. The two loops run in
+// an errgroup: the first fatal error stops both and is returned.
 //
-// It first runs Setup, retrying with backoff while the receipts stream does
-// not exist or JetStream is unreachable; a configuration conflict (an
-// existing resource it cannot use, a rejected consumer update) or a closed
-// connection is returned as an error. If the pull iterator ends (consumer
-// deleted, leadership lost) Run sets up again and resumes.
+// Each loop first sets up its part (see Setup), retrying with backoff while
+// its stream does not exist or JetStream is unreachable; a configuration
+// conflict (an existing resource it cannot use, a rejected consumer update)
+// or a closed connection is returned as an error. If a pull iterator ends
+// (consumer deleted, leadership lost) the loop sets up again and resumes.
 //
-// Shutdown, in order: stop pulling; finish the message in hand (its KV
-// write and publish use a context detached from ctx, bounded by OpTimeout);
-// NAK the messages still buffered so another instance gets them at once;
-// return nil. Nothing unfinished is ever ACKed.
+// Messages are applied by InFlight lanes: a message goes to the lane chosen
+// by a hash of its event_id, so different events are applied in parallel
+// and one event's messages in order; each message is ACKed only after its
+// own work succeeded. At most BatchSize messages wait in the pull buffer and
+// two per lane in the lanes' queues, whatever the backlog.
+//
+// Shutdown, in order: stop pulling; each lane finishes the message in hand
+// (its KV writes and publish use a context detached from ctx, bounded by
+// OpTimeout) and NAKs the messages still queued to it; the messages still
+// buffered by the iterator are NAKed, so another instance gets them at
+// once; return nil. Nothing unfinished is ever ACKed.
 func (s *Service) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
 	defer s.running.Store(false)
 
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return s.loop(gctx, "receipts", s.setup, func(ctx context.Context, cons jetstream.Consumer) error {
+			return s.consume(ctx, cons, s.prepareReceipt, s.handle)
+		})
+	})
+	if s.cfg.OriginStream != "" {
+		g.Go(func() error {
+			return s.loop(gctx, "origin", s.setupOrigin, func(ctx context.Context, cons jetstream.Consumer) error {
+				return s.consume(ctx, cons, s.prepareOrigin, s.handleOrigin)
+			})
+		})
+	}
+	err := g.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// loop sets up and consumes until ctx is done or a fatal error.
+func (s *Service) loop(ctx context.Context, what string, setup func(context.Context) (jetstream.Consumer, error), consume func(context.Context, jetstream.Consumer) error) error {
 	for failures := 0; ; failures++ {
-		cons, err := s.waitReady(ctx)
+		cons, err := s.waitReady(ctx, what, setup)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		err = s.consume(ctx, cons)
+		err = consume(ctx, cons)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if isFatal(err) {
-			return fmt.Errorf("receipts: consume: %w", err)
+			return fmt.Errorf("receipts: consume %s: %w", what, err)
 		}
-		s.log.Warn("receipts: pull iterator ended; setting up again", "err", err)
+		s.log.Warn("receipts: pull iterator ended; setting up again", "loop", what, "err", err)
 		if !sleep(ctx, backoff(s.cfg.RetryDelay, failures)) {
 			return nil
 		}
@@ -207,14 +278,14 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // waitReady runs setup until it succeeds, ctx is done, or a fatal error.
-func (s *Service) waitReady(ctx context.Context) (jetstream.Consumer, error) {
+func (s *Service) waitReady(ctx context.Context, what string, setup func(context.Context) (jetstream.Consumer, error)) (jetstream.Consumer, error) {
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
-		cons, err := s.setup(actx)
+		cons, err := setup(actx)
 		cancel()
 		if err == nil {
 			if attempt > 0 {
-				s.log.Info("receipts: ready")
+				s.log.Info("receipts: ready", "loop", what)
 			}
 			return cons, nil
 		}
@@ -225,9 +296,9 @@ func (s *Service) waitReady(ctx context.Context) (jetstream.Consumer, error) {
 			return nil, err
 		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			s.log.Info("receipts: waiting for the receipts stream", "attempt", attempt+1)
+			s.log.Info("receipts: waiting for the stream", "loop", what, "attempt", attempt+1)
 		} else {
-			s.log.Warn("receipts: setup failed; retrying", "attempt", attempt+1, "err", err)
+			s.log.Warn("receipts: setup failed; retrying", "loop", what, "attempt", attempt+1, "err", err)
 		}
 		if !sleep(ctx, backoff(s.cfg.RetryDelay, attempt)) {
 			return nil, ctx.Err()
@@ -248,40 +319,23 @@ func isFatal(err error) bool {
 // repeated Fetch calls: the iterator keeps a single pull subscription,
 // re-requests when half of its buffer is used (no idle gap between batches),
 // and watches heartbeats. Its buffer is BatchSize messages; the per-message
-// work is O(1) KV round trips, so the buffer is processed far inside AckWait
-// and a reconnect burst does not cause redeliveries (see DESIGN.md: keep one
-// long-lived pull iterator per consumer).
-//
-// Messages are handled one at a time, in order. To add a bounded window of
-// concurrent Applies later: decode here, then dispatch each message to one of
-// K lanes chosen by hash(KVKey(event_id)) (quarantined messages to any lane),
-// each lane a goroutine with a small queue. Different event_ids proceed in
-// parallel; one event_id always lands in the same lane and stays serialized
-// (not needed for correctness, as Apply is CAS-safe, but it avoids
-// self-inflicted CAS retries). handle already owns the whole per-message
-// outcome (ACK/NAK), so lanes need no shared state beyond the counters.
-func (s *Service) consume(ctx context.Context, cons jetstream.Consumer) error {
+// work is O(1) KV round trips spread over InFlight lanes, so the buffer is
+// processed far inside AckWait and a reconnect burst does not cause
+// redeliveries (see DESIGN.md: keep one long-lived pull iterator per
+// consumer). See pipeline for the lanes.
+func (s *Service) consume(ctx context.Context, cons jetstream.Consumer, prepare func(jetstream.Msg) (uint64, any), handle func(context.Context, jetstream.Msg, any)) error {
 	iter, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.BatchSize))
 	if err != nil {
 		return err
 	}
 	defer iter.Stop()
-	s.log.Info("receipts: consuming", "batch", s.cfg.BatchSize)
-	for {
-		msg, err := iter.Next(jetstream.NextContext(ctx))
-		if ctx.Err() != nil {
-			// Next may return a buffered message even when ctx is done.
-			if err == nil {
-				_ = msg.Nak()
-			}
-			s.release(iter)
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		s.handle(ctx, msg)
+	s.log.Info("receipts: consuming", "consumer", cons.CachedInfo().Name, "stream", cons.CachedInfo().Stream, "batch", s.cfg.BatchSize, "lanes", s.cfg.InFlight)
+	err = pipeline(ctx, iter, s.cfg.InFlight, prepare, handle)
+	if ctx.Err() != nil {
+		s.release(iter)
+		return nil
 	}
+	return err
 }
 
 // release drains the iterator and NAKs (without delay) what it still
@@ -305,7 +359,7 @@ func (s *Service) release(iter jetstream.MessagesContext) {
 // handle decides the fate of one message and ends it with exactly one of:
 // ACK after the KV write; ACK after the quarantine record's PubAck; NAK with
 // a delay. ctx cancellation does not interrupt a message half-way.
-func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
+func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 	s.received.Add(1)
 	receivedAt := time.Now().UTC()
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
@@ -313,13 +367,15 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
 
 	meta, _ := msg.Metadata() // nil only for a non-JetStream message
 
-	r, err := Decode(msg.Data())
+	d := prep.(decoded)
+	r, err := d.r, d.err
 	if err == nil {
 		err = s.accept(r)
 	}
 	if err == nil {
 		var out Outcome
-		if out, err = s.Store().ApplyOutcome(opCtx, r, receivedAt); err == nil {
+		out, err = s.Store().ApplyOutcome(opCtx, r, receivedAt)
+		if out != 0 { // recorded (err may still report unfinished index work)
 			switch out {
 			case Applied:
 				s.applied.Add(1)
@@ -329,8 +385,11 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
 				s.conflicts.Add(1)
 				s.log.Warn("receipts: conflicting status ignored", append(logAttrs(meta), "event_id", quoteShort(r.EventID), "processor", r.Processor, "status", r.Status)...)
 			}
-			s.ack(msg, meta)
-			return
+			if err == nil {
+				s.ack(msg, meta)
+				return
+			}
+			// ErrIndexIncomplete: redeliver so the repeat finishes the index.
 		}
 	}
 	if errors.Is(err, ErrQuarantine) {
@@ -376,6 +435,11 @@ func (s *Service) ack(msg jetstream.Msg, meta *jetstream.MsgMetadata) {
 
 func (s *Service) retry(msg jetstream.Msg, meta *jetstream.MsgMetadata, cause error) {
 	s.retried.Add(1)
+	s.nakLater(msg, meta, cause)
+}
+
+// nakLater NAKs msg with a delay that doubles per delivery.
+func (s *Service) nakLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, cause error) {
 	delivered := 1
 	if meta != nil && meta.NumDelivered > 0 {
 		delivered = int(min(meta.NumDelivered, 64))
@@ -391,7 +455,7 @@ func logAttrs(meta *jetstream.MsgMetadata) []any {
 	if meta == nil {
 		return nil
 	}
-	return []any{"seq", meta.Sequence.Stream, "delivered", meta.NumDelivered}
+	return []any{"stream", meta.Stream, "seq", meta.Sequence.Stream, "delivered", meta.NumDelivered}
 }
 
 // backoff returns base·2^n, capped at MaxRetryDelay.

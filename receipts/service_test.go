@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,8 +197,9 @@ func TestService_EndToEnd(t *testing.T) {
 	if err := json.Unmarshal(raw.Data, &rec); err != nil {
 		t.Fatal(err)
 	}
+	// Lanes apply in parallel, so the last record may be any malformed message.
 	if rec.Stream != "R1" || rec.Subject != receiptsSubject || rec.StreamSeq == 0 || rec.ReceivedAt.IsZero() ||
-		rec.Reason == "" || rec.Size != len(rec.Receipt) || string(rec.Receipt) != malformed[len(malformed)-1] {
+		rec.Reason == "" || rec.Size != len(rec.Receipt) || !slices.Contains(malformed, string(rec.Receipt)) {
 		t.Errorf("quarantine record %+v", rec)
 	}
 	if got, want := raw.Header.Get(jetstream.MsgIDHeader), fmt.Sprintf("rq-R1-%d", rec.StreamSeq); got != want {
@@ -429,23 +431,35 @@ func TestService_KVUnavailable(t *testing.T) {
 
 // TestService_ShutdownReleasesBuffered: after Run returns, nothing is left
 // acknowledged-but-unapplied and a new instance finishes the work at once
-// (buffered messages were NAKed, not left to AckWait).
+// (queued and buffered messages were NAKed, not left to AckWait).
 func TestService_ShutdownReleasesBuffered(t *testing.T) {
 	_, js := startJS(t)
 	createR1(t, js)
-	const n = 300
+	const n, lanes = 300, 4
+	// The first message of each lane goes first, so that every lane has one
+	// in hand before the dispatcher can block on a full lane.
+	order, first := make([]int, 0, n), map[uint64]bool{}
 	for i := 0; i < n; i++ {
+		if l := laneHash(eventID(i)) % lanes; !first[l] {
+			first[l] = true
+			order = append(order, i)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if !slices.Contains(order, i) {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
 		r := testReceipt(eventID(i))
 		publish(t, js, mustEncode(t, r), r.MsgID())
 	}
-	inAccept, release := make(chan struct{}, 1), make(chan struct{})
+	inAccept, release := make(chan struct{}, n), make(chan struct{})
 	cfg := testConfig(js)
+	cfg.InFlight = lanes
 	cfg.Accept = func(Receipt) error {
-		select {
-		case inAccept <- struct{}{}:
-			<-release // hold the first message until shutdown has begun
-		default:
-		}
+		inAccept <- struct{}{}
+		<-release // hold every lane until shutdown has begun
 		return nil
 	}
 	svc1, err := NewService(cfg)
@@ -455,14 +469,17 @@ func TestService_ShutdownReleasesBuffered(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc1.Run(ctx) }()
-	<-inAccept
-	cancel()       // shutdown begins with a message in hand and a full buffer...
-	close(release) // ...and the message in hand still completes
+	for i := 0; i < lanes; i++ {
+		<-inAccept // every lane has a message in hand, the rest wait in queues and the buffer
+	}
+	cancel()       // shutdown begins...
+	close(release) // ...and the messages in hand still complete
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	if st := svc1.Stats(); st.Applied != 1 || st.Received != 1 {
-		t.Fatalf("first instance %+v; want exactly the message in hand applied", st)
+	st := svc1.Stats()
+	if st.Applied != lanes || st.Received != lanes {
+		t.Fatalf("first instance %+v; want exactly the %d messages in hand applied", st, lanes)
 	}
 
 	// A second instance gets the released messages now, not after AckWait.
@@ -472,7 +489,7 @@ func TestService_ShutdownReleasesBuffered(t *testing.T) {
 	}
 	startService(t, svc2)
 	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
-		if a := svc2.Stats().Applied; a != n-1 {
+		if a := svc2.Stats().Applied; a != n-lanes {
 			return fmt.Errorf("applied %d", a)
 		}
 		return consumerDrained(testCtx(t), js, "R1", DefaultConsumer)

@@ -28,6 +28,7 @@ const (
 	Conflict
 )
 
+// String returns "applied", "duplicate" or "conflict".
 func (o Outcome) String() string {
 	switch o {
 	case Applied:
@@ -294,7 +295,7 @@ func (s *Store) ApplyOutcome(ctx context.Context, r Receipt, receivedAt time.Tim
 			if out == Applied {
 				return nil
 			}
-			return []idxKey{{kind: idxPending}, {kind: idxSitePending, site: r.Processor}, {kind: idxSiteDead, site: r.Processor}}
+			return []idxKey{eventKey(kindPending), siteKey(kindPending, r.Processor), siteKey(kindDead, r.Processor)}
 		},
 	})
 	if err != nil && !errors.Is(err, ErrIndexIncomplete) {
@@ -441,13 +442,12 @@ func (s *Store) addIndex(ctx context.Context, tok string, c *Completion, old []i
 	}
 	val := publishedValue(c)
 	for _, k := range indexKeys(c) {
-		pendingKind := k.kind == idxPending || k.kind == idxSitePending
-		if written[k] || (slices.Contains(old, k) && !(origin && pendingKind)) {
+		if written[k] || (slices.Contains(old, k) && !(origin && k.kind == kindPending)) {
 			continue
 		}
 		cctx, cancel := s.call(ctx)
 		var err error
-		if k.kind == idxPending && !origin {
+		if k == eventKey(kindPending) && !origin {
 			err = s.ix.create(cctx, k.key(tok), val) // never clobber published_at
 		} else {
 			err = s.ix.put(cctx, k.key(tok), val)
@@ -477,17 +477,31 @@ func (s *Store) cleanup(ctx context.Context, tok string, c *Completion, old []id
 		cands = append(cands, repair(c)...)
 	}
 	now := indexKeys(c)
-	var errs []error
+	var keys []string
 	done := map[idxKey]bool{}
+	allPending := allPendingGone(c)
 	for _, k := range cands {
 		if done[k] || slices.Contains(now, k) || !permanentlyFalse(c, k) {
 			continue
 		}
 		done[k] = true
+		if k.kind == kindPending && allPending {
+			continue // one purge of "p.*.<tok>" below
+		}
+		keys = append(keys, k.key(tok))
+	}
+	for k := range done {
+		if k.kind == kindPending && allPending {
+			keys = append(keys, "p.*."+tok)
+			break
+		}
+	}
+	var errs []error
+	for _, key := range keys {
 		var err error
 		for try := 0; try < 3; try++ {
 			cctx, cancel := s.call(ctx)
-			err = s.ix.remove(cctx, k.key(tok))
+			err = s.ix.remove(cctx, key)
 			cancel()
 			if err == nil || ctx.Err() != nil {
 				break

@@ -42,6 +42,10 @@ func init() {
 		{"check", "--config FILE", "validate FILE and its topology; exit non-zero listing every problem", cmdCheck},
 		{"publish", "--config FILE [--count N] [--event-id ID] [--subject S] [--data TEXT]", "publish events to the origin stream at L1", cmdPublish},
 		{"status", "--config FILE EVENT_ID", "print an event's completion record at L1 as JSON", cmdStatus},
+		{"pending", "--config FILE [--overdue] [--site S] [--limit N] [--after CURSOR] [--json]", "list events still pending (or overdue) at L1", cmdPending},
+		{"summary", "--config FILE [--json]", "counts per status and per site at L1, oldest pending event", cmdSummary},
+		{"metrics", "--config FILE [--json] [--url URL]", "print the running box's leafline_* metrics as a table or JSON", cmdMetrics},
+		{"outbox", "check|inspect --config FILE [--json]", "verify the edge's outbox file, or count pending and published receipts (box stopped)", cmdOutbox},
 	}
 }
 

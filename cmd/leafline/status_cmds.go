@@ -1,0 +1,204 @@
+package main
+
+// The status commands ask the L1 box's "leafline-status" NATS micro service
+// (request/reply on its client listener) rather than reading the KV buckets:
+// the service owns the index, the overdue threshold and the per-instance
+// counters, so the CLI shows exactly what HTTP and `nats req` show, needs
+// only a NATS connection (no JetStream API permissions), and works the same
+// against an external cluster.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/leafline/leafline/receipts"
+)
+
+// statusTimeout bounds one request to the status service.
+const statusTimeout = 15 * time.Second
+
+// cmdPending lists pending (or overdue) events:
+//
+//	leafline pending --config FILE [--overdue] [--site S] [--limit N] [--after CURSOR] [--json]
+func cmdPending(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("pending", stderr)
+	path := fs.String("config", "", "L1 box config `FILE`")
+	server := fs.String("server", "", "NATS `URL` (default: the config's nats.listen)")
+	overdue := fs.Bool("overdue", false, "only events pending longer than the overdue threshold")
+	site := fs.String("site", "", "only events this `SITE` has not reported")
+	limit := fs.Int("limit", receipts.DefaultListLimit, fmt.Sprintf("at most `N` events (1..%d)", receipts.MaxListLimit))
+	after := fs.String("after", "", "continue after this `CURSOR` (printed with the previous page)")
+	asJSON := fs.Bool("json", false, "print the page as JSON")
+	if !parse(fs, args, 0, stderr) {
+		return exitUsage
+	}
+	cfg, ok := loadConfig(fs, *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	if *limit < 1 || *limit > receipts.MaxListLimit {
+		fmt.Fprintf(stderr, "leafline pending: --limit must be 1..%d, got %d\n", receipts.MaxListLimit, *limit)
+		return exitUsage
+	}
+	q := receipts.ListQuery{Status: receipts.ListPending, Site: *site, Limit: *limit, After: *after}
+	if *overdue {
+		q.Status = receipts.ListOverdue
+	}
+	if err := q.Validate(); err != nil {
+		fmt.Fprintf(stderr, "leafline pending: %v\n", err)
+		return exitUsage
+	}
+	nc, _, err := connect(cfg, *server)
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline pending: %v\n", err)
+		return exitFailure
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	items, next, err := receipts.NewStatusClient(nc, "").List(rctx, q)
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline pending: %v\n", err)
+		return exitFailure
+	}
+	if *asJSON {
+		if items == nil {
+			items = []receipts.Completion{}
+		}
+		return statusPrintJSON(stdout, stderr, receipts.ListPage{Items: items, Next: next})
+	}
+	writePendingTable(stdout, items, next, time.Now())
+	return exitOK
+}
+
+// writePendingTable prints a page of events as a table.
+func writePendingTable(w io.Writer, items []receipts.Completion, next string, now time.Time) {
+	if len(items) == 0 {
+		fmt.Fprintln(w, "no events")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "EVENT_ID\tSTATUS\tPUBLISHED\tAGE\tMISSING\tOVERDUE")
+		for _, c := range items {
+			published, age := "-", "-"
+			if c.OriginKnown() {
+				published = c.PublishedAt.UTC().Format(time.RFC3339)
+				age = now.Sub(c.PublishedAt).Round(time.Second).String()
+			}
+			missing := strings.Join(c.Missing, ",")
+			if !c.OriginKnown() {
+				missing = "(origin not seen)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", statusPrintable(c.EventID), c.Status, published, age, missing, statusYesNo(c.Overdue))
+		}
+		tw.Flush()
+	}
+	if next != "" {
+		fmt.Fprintf(w, "more: --after %s\n", next)
+	}
+}
+
+// cmdSummary prints counts per status and per site:
+//
+//	leafline summary --config FILE [--json]
+func cmdSummary(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("summary", stderr)
+	path := fs.String("config", "", "L1 box config `FILE`")
+	server := fs.String("server", "", "NATS `URL` (default: the config's nats.listen)")
+	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	if !parse(fs, args, 0, stderr) {
+		return exitUsage
+	}
+	cfg, ok := loadConfig(fs, *path, stderr)
+	if !ok {
+		return exitUsage
+	}
+	nc, _, err := connect(cfg, *server)
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline summary: %v\n", err)
+		return exitFailure
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	sum, err := receipts.NewStatusClient(nc, "").Summary(rctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline summary: %v\n", err)
+		return exitFailure
+	}
+	if *asJSON {
+		return statusPrintJSON(stdout, stderr, sum)
+	}
+	writeSummaryTable(stdout, sum)
+	return exitOK
+}
+
+// writeSummaryTable prints a Summary as text and a per-site table.
+func writeSummaryTable(w io.Writer, s receipts.Summary) {
+	fmt.Fprintf(w, "events %d: pending %d, complete %d, dead_lettered %d, conflict %d, overdue %d (pending longer than %s)\n",
+		s.Events, s.Pending, s.Complete, s.DeadLettered, s.Conflict, s.Overdue, s.OverdueAfter)
+	if s.PendingOriginUnknown > 0 {
+		fmt.Fprintf(w, "pending without a seen origin message: %d\n", s.PendingOriginUnknown)
+	}
+	if p := s.OldestPending; p != nil {
+		fmt.Fprintf(w, "oldest pending: %s, published %s (%s ago)\n", statusPrintable(p.EventID),
+			p.PublishedAt.UTC().Format(time.RFC3339), statusAge(p.AgeSeconds))
+	}
+	if s.Truncated {
+		fmt.Fprintln(w, "note: the backlog exceeds one scan; overdue counts are lower bounds")
+	}
+	if len(s.Sites) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SITE\tPENDING\tOVERDUE\tDEAD_LETTERED\tCONFLICT\tOLDEST_PENDING")
+		for _, r := range s.Sites {
+			oldest := "-"
+			if r.OldestPending != nil {
+				oldest = statusAge(r.OldestPending.AgeSeconds)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.Site, r.Pending, r.Overdue, r.DeadLettered, r.Conflict, oldest)
+		}
+		tw.Flush()
+	}
+	if st := s.Instance; st != nil {
+		fmt.Fprintf(w, "\nanswering instance (since start): received %d, applied %d, duplicates absorbed %d, conflicts %d, quarantined %d, retried %d\n",
+			st.Received, st.Applied, st.Duplicates, st.Conflicts, st.Quarantined, st.Retried)
+	}
+}
+
+func statusPrintJSON(stdout, stderr io.Writer, v any) int {
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(stderr, "leafline: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// statusPrintable quotes an event_id that would break a table row (whitespace,
+// control characters) and leaves the others as they are.
+func statusPrintable(s string) string {
+	if s == "" || strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+func statusAge(seconds float64) string {
+	return time.Duration(seconds * float64(time.Second)).Round(time.Second).String()
+}
+
+func statusYesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

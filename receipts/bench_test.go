@@ -1,0 +1,169 @@
+package receipts
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// preload publishes n receipts for distinct events to R1 with async
+// publishes and waits for every PubAck.
+func preload(b *testing.B, js jetstream.JetStream, n int) {
+	b.Helper()
+	for i := 0; i < n; i++ {
+		r := testReceipt(fmt.Sprintf("bench-%07d", i))
+		m := &nats.Msg{Subject: receiptsSubject, Data: mustEncode(b, r), Header: nats.Header{}}
+		m.Header.Set(jetstream.MsgIDHeader, r.MsgID())
+		if _, err := js.PublishMsgAsync(m); err != nil {
+			b.Fatal(err)
+		}
+		if i%4096 == 0 {
+			<-js.PublishAsyncComplete()
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		b.Fatal("preload did not complete")
+	}
+}
+
+// rawConsume reads every message of R1 with a new durable consumer and one
+// long-lived pull iterator, ACKing each, and returns how long it took.
+func rawConsume(b *testing.B, js jetstream.JetStream, name string, n int) time.Duration {
+	b.Helper()
+	ctx := testCtx(b)
+	cons, err := js.CreateOrUpdateConsumer(ctx, "R1", jetstream.ConsumerConfig{
+		Durable: name, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4 * DefaultBatchSize,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	iter, err := cons.Messages(jetstream.PullMaxMessages(DefaultBatchSize))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer iter.Stop()
+	for i := 0; i < n; i++ {
+		m, err := iter.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
+}
+
+// BenchmarkApply100k applies 100k receipts (distinct events, default
+// InFlight and BatchSize, default sync interval) preloaded into R1 on an
+// embedded server, and in the same run consumes the same stream raw with
+// jetstream (pull iterator, explicit ACK). It reports receipts/s,
+// raw-msgs/s and their ratio.
+//
+//   - receipts-first: no origin records; each receipt creates its event's
+//     record (read, pending index entry, create: 3 round trips);
+//
+//   - origin-first: the origin tracker has first recorded the 100k events
+//     from L1A (reported as origin-events/s); each receipt then completes a
+//     pending event (read, compare-and-set, two index removals: 4 round trips).
+//
+//     go test ./receipts/ -run '^$' -bench Apply100k -benchtime=1x
+func BenchmarkApply100k(b *testing.B) {
+	const n = 100_000
+	b.Run("receipts-first", func(b *testing.B) { benchApply(b, n, false) })
+	b.Run("origin-first", func(b *testing.B) { benchApply(b, n, true) })
+}
+
+func benchApply(b *testing.B, n int, originFirst bool) {
+	srv, js := startJS(b)
+	createR1(b, js)
+	if originFirst {
+		createL1A(b, js, jetstream.LimitsPolicy)
+		if _, err := js.CreateStream(testCtx(b), jetstream.StreamConfig{Name: "RX", Subjects: []string{"unused.receipts"}}); err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			m := &nats.Msg{Subject: "events.b", Header: nats.Header{}}
+			m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("bench-%07d", i))
+			if _, err := js.PublishMsgAsync(m); err != nil {
+				b.Fatal(err)
+			}
+			if i%4096 == 0 {
+				<-js.PublishAsyncComplete()
+			}
+		}
+		<-js.PublishAsyncComplete()
+	}
+	preload(b, js, n)
+	var raw, svcDur, originDur time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		raw += rawConsume(b, connectJS(b, srv), fmt.Sprintf("raw-%d", i), n)
+		bucket := fmt.Sprintf("bench_%d", i)
+		if originFirst { // the tracker alone (its receipts stream RX stays empty)
+			cfg := testConfig(connectJS(b, srv))
+			cfg.Stream, cfg.Consumer, cfg.Bucket = "RX", fmt.Sprintf("bench-rx-%d", i), bucket
+			cfg.OriginStream, cfg.OriginConsumer, cfg.Expected = "L1A", fmt.Sprintf("bench-origin-%d", i), testExpected
+			tracker, err := NewService(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			stop := startService(b, tracker)
+			waitCount(b, func() uint64 { return tracker.Stats().OriginTracked }, uint64(n))
+			originDur += time.Since(start)
+			stop()
+		}
+		cfg := testConfig(connectJS(b, srv))
+		cfg.Consumer, cfg.Bucket = fmt.Sprintf("bench-%d", i), bucket
+		svc, err := NewService(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := svc.Setup(testCtx(b)); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		stop := startService(b, svc)
+		waitCount(b, func() uint64 { return svc.Stats().Applied }, uint64(n))
+		svcDur += time.Since(start)
+		b.StopTimer()
+		stop()
+		if st := svc.Stats(); st.Applied != uint64(n) || st.Retried != 0 {
+			b.Fatalf("stats %+v", st)
+		}
+		if originFirst {
+			if sum, err := svc.Summary(testCtx(b)); err != nil || sum.Pending != 0 || sum.Complete != int64(n) {
+				b.Fatalf("summary %+v %v", sum, err)
+			}
+		}
+	}
+	rate := float64(n*b.N) / svcDur.Seconds()
+	rawRate := float64(n*b.N) / raw.Seconds()
+	b.ReportMetric(rate, "receipts/s")
+	b.ReportMetric(rawRate, "raw-msgs/s")
+	b.ReportMetric(rate/rawRate, "ratio")
+	if originFirst {
+		b.ReportMetric(float64(n*b.N)/originDur.Seconds(), "origin-events/s")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// waitCount polls get until it reaches want (5 minutes at most).
+func waitCount(b *testing.B, get func() uint64, want uint64) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for get() < want {
+		if time.Now().After(deadline) {
+			b.Fatalf("stuck at %d of %d", get(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,100 @@
+package receipts
+
+import (
+	"context"
+	"hash/fnv"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// laneQueue is the number of messages that may wait for each lane.
+const laneQueue = 2
+
+type laneItem struct {
+	msg  jetstream.Msg
+	prep any
+}
+
+// pipeline hands each message of iter to one of n lanes until ctx is done
+// or the iterator fails. prepare runs in the pulling goroutine and returns
+// the lane hash and whatever handle needs (for example the decoded
+// receipt); handle runs in the lane and owns the message's fate (ACK, NAK).
+//
+// A lane that finds ctx done NAKs its queued messages instead of handling
+// them. pipeline returns only after every lane has stopped, so the caller
+// may then release the iterator's buffer. Memory: at most n×(laneQueue+1)
+// messages are outside the iterator's buffer.
+func pipeline(ctx context.Context, iter jetstream.MessagesContext, n int, prepare func(jetstream.Msg) (uint64, any), handle func(context.Context, jetstream.Msg, any)) error {
+	lanes := make([]chan laneItem, n)
+	var wg sync.WaitGroup
+	for i := range lanes {
+		lanes[i] = make(chan laneItem, laneQueue)
+		wg.Add(1)
+		go func(ch <-chan laneItem) {
+			defer wg.Done()
+			for it := range ch {
+				if ctx.Err() != nil {
+					_ = it.msg.Nak()
+					continue
+				}
+				handle(ctx, it.msg, it.prep)
+			}
+		}(lanes[i])
+	}
+	defer func() {
+		for _, ch := range lanes {
+			close(ch)
+		}
+		wg.Wait()
+	}()
+	for {
+		msg, err := iter.Next(jetstream.NextContext(ctx))
+		if ctx.Err() != nil {
+			// Next may return a buffered message even when ctx is done.
+			if err == nil {
+				_ = msg.Nak()
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		h, prep := prepare(msg)
+		select {
+		case lanes[h%uint64(n)] <- laneItem{msg: msg, prep: prep}:
+		case <-ctx.Done():
+			_ = msg.Nak()
+			return nil
+		}
+	}
+}
+
+// laneHash hashes an event_id to a lane.
+func laneHash(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// seqHash spreads messages without a usable event_id over the lanes.
+func seqHash(msg jetstream.Msg) uint64 {
+	if meta, err := msg.Metadata(); err == nil {
+		return meta.Sequence.Stream
+	}
+	return 0
+}
+
+// decoded is what prepareReceipt hands to handle.
+type decoded struct {
+	r   Receipt
+	err error
+}
+
+func (s *Service) prepareReceipt(msg jetstream.Msg) (uint64, any) {
+	r, err := Decode(msg.Data())
+	if err != nil {
+		return seqHash(msg), decoded{err: err}
+	}
+	return laneHash(r.EventID), decoded{r: r}
+}
