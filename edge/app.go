@@ -1,12 +1,14 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leafline/leafline/outbox"
@@ -31,13 +34,14 @@ type App struct {
 	log     *slog.Logger
 	metrics *Metrics
 
-	srv   *server.Server
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	ob    *outbox.Outbox
-	svc   *receipts.Service
-	micro micro.Service
-	run   *runner
+	srv    *server.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	ob     *outbox.Outbox
+	svc    *receipts.Service
+	signer nkeys.KeyPair // the edge's receipt-signing key, if configured
+	micro  micro.Service
+	run    *runner
 
 	// wrapPublisher, if set before Run, wraps the runner's receipt
 	// publisher (fault injection in tests).
@@ -178,6 +182,11 @@ func (a *App) startEdge(ctx context.Context) error {
 	if err := ob.Check(); err != nil {
 		return err
 	}
+	if cfg.Signing.KeyFile != "" {
+		if a.signer, err = loadSigner(cfg.Signing.KeyFile, a.site.ReceiptKey); err != nil {
+			return err
+		}
+	}
 	cons, err := a.js.Consumer(ctx, cfg.Topology.Events.EdgeStream, cfg.Delivery.Consumer)
 	if err != nil {
 		return fmt.Errorf("sink consumer: %w", err)
@@ -194,7 +203,7 @@ func (a *App) startEdge(ctx context.Context) error {
 		progress: progress,
 		cons:     cons,
 		ob:       ob,
-		pub:      &receiptPublisher{js: a.js},
+		pub:      &receiptPublisher{js: a.js, signer: a.signer},
 		eventID:  eventIDExtractor(cfg.EventID),
 		backoff:  newBackoff(cfg.Delivery.Retry),
 		metrics:  a.metrics,
@@ -237,6 +246,7 @@ func (a *App) startL1(ctx context.Context) error {
 		QuarantineStream:  cfg.Completion.QuarantineStream,
 		QuarantineSubject: cfg.Completion.QuarantineSubject,
 		Accept:            acceptReceipt(t),
+		Verify:            verifyReceipt(t),
 		// The service also follows the origin stream, with its own
 		// consumer, so that every published event has a pending record
 		// and can be reported overdue. It ACKs nothing that matters on
@@ -261,6 +271,44 @@ func (a *App) startL1(ctx context.Context) error {
 		return fmt.Errorf("status micro service: %w", err)
 	}
 	return nil
+}
+
+// loadSigner reads the edge's nkey seed and checks that it is the key the
+// topology publishes for this site, so that L1 will verify what it signs.
+func loadSigner(path, want string) (nkeys.KeyPair, error) {
+	seed, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("signing.key_file: %w", err)
+	}
+	kp, err := nkeys.FromSeed(bytes.TrimSpace(seed))
+	if err != nil {
+		return nil, fmt.Errorf("signing.key_file %s: not an nkey seed: %w", path, err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("signing.key_file %s: %w", path, err)
+	}
+	if pub != want {
+		return nil, fmt.Errorf("signing.key_file %s: its public key %s is not this site's receipt_key %s in the topology", path, pub, want)
+	}
+	return kp, nil
+}
+
+// verifyReceipt checks each receipt against the public key its site has in
+// the topology. A site with a receipt_key must sign: an unsigned, forged or
+// altered receipt is quarantined, never applied. A site without one is
+// accepted unverified.
+func verifyReceipt(t *topology.Topology) func(receipts.Receipt, []byte, nats.Header) (bool, error) {
+	return func(r receipts.Receipt, data []byte, h nats.Header) (bool, error) {
+		s, ok := t.Site(r.Site)
+		if !ok || s.ReceiptKey == "" {
+			return false, nil
+		}
+		if err := receipts.VerifySignature(s.ReceiptKey, data, h.Get(receipts.SignatureHeader)); err != nil {
+			return false, fmt.Errorf("site %s: %w", r.Site, err)
+		}
+		return true, nil
+	}
 }
 
 // inProgressInterval is the InProgress heartbeat interval, checked against
@@ -315,7 +363,7 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { a.monitor(ctx); return nil })
 	if a.run != nil {
 		g.Go(func() error { return a.run.run(ctx) })
-		relay := outbox.NewRelay(a.ob, &receiptPublisher{js: a.js}, outbox.RelayConfig{
+		relay := outbox.NewRelay(a.ob, &receiptPublisher{js: a.js, signer: a.signer}, outbox.RelayConfig{
 			Interval:    a.cfg.Outbox.RelayInterval.D(),
 			Timeout:     a.cfg.Outbox.PublishTimeout.D(),
 			Logger:      a.log.With("component", "relay"),

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
@@ -108,7 +109,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	if err := waitFor(ctx, 30*time.Second, func() bool { return hub.UpstreamConnected() && edge.UpstreamConnected() }); err != nil {
 		return res, fmt.Errorf("leafnode links did not come up: %w", err)
 	}
-	say("leafnode links up: edge1 -> hub -> l1")
+	say("leafnode links up: edge1 -> hub -> l1 (mutual TLS with a private CA under %s, an nkey per site, per-link permissions; receipts signed per edge)", filepath.Join(dir, "pki"))
 
 	nc, err := nats.Connect(l1.ClientURL())
 	if err != nil {

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nkeys"
 
 	"github.com/leafline/leafline/internal/faultproxy"
 	"github.com/leafline/leafline/topology"
@@ -18,12 +21,20 @@ import (
 // edges — as Apps in this process, on loopback, with every leafnode link
 // going through a faultproxy.Proxy so that it can be cut. The demo and the
 // integration tests use it.
+//
+// Every link is secured as a real deployment should be: mutual TLS with a
+// private CA generated under Dir/pki, an nkey per site, and each site's
+// leafnode user restricted to the subjects of its link
+// (topology.LinkPermissions). LocalOptions.Insecure turns that off.
 type LocalSystem struct {
 	Dir      string
 	Topology *topology.Topology
 	Configs  map[string]*topology.Config
 	// Links holds, per downstream site, the proxy on its link to its upstream.
 	Links map[string]*faultproxy.Proxy
+	// Credentials are the generated CA, certificates and nkeys (nil when
+	// Insecure).
+	Credentials *Credentials
 
 	log  *slog.Logger
 	mu   sync.Mutex
@@ -46,6 +57,12 @@ type LocalOptions struct {
 	// Configure, if set, adjusts each box's config before validation.
 	Configure func(*topology.Config)
 	Logger    *slog.Logger
+	// Insecure runs the links over plain TCP without credentials or
+	// permissions (the default is mutual TLS and an nkey per site).
+	Insecure bool
+	// UnsignedReceipts leaves receipts unsigned (the default is an ed25519
+	// receipt key per edge, verified at L1).
+	UnsignedReceipts bool
 }
 
 // NewLocalSystem lays out the topology and configs under dir and starts the
@@ -68,12 +85,24 @@ func NewLocalSystem(dir string, o LocalOptions) (*LocalSystem, error) {
 	for i := 1; i <= o.Edges; i++ {
 		t.Sites = append(t.Sites, topology.Site{Name: fmt.Sprintf("edge%d", i), Role: topology.RoleEdge, Upstream: "hub"})
 	}
+	var creds *Credentials
+	if !o.Insecure {
+		if creds, err = WriteCredentials(filepath.Join(dir, "pki"), t, CredentialOptions{Validity: 24 * time.Hour}); err != nil {
+			return nil, fmt.Errorf("credentials: %w", err)
+		}
+	}
+	signKeys := map[string]string{}
+	if !o.UnsignedReceipts {
+		if signKeys, err = receiptKeys(dir, t); err != nil {
+			return nil, err
+		}
+	}
 	t.SetDefaults()
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
 	ls := &LocalSystem{Dir: dir, Topology: t, Configs: map[string]*topology.Config{},
-		Links: map[string]*faultproxy.Proxy{}, log: o.Logger, apps: map[string]*runningApp{}}
+		Links: map[string]*faultproxy.Proxy{}, Credentials: creds, log: o.Logger, apps: map[string]*runningApp{}}
 	for i := range t.Sites {
 		s := &t.Sites[i]
 		cfg := &topology.Config{
@@ -94,6 +123,10 @@ func NewLocalSystem(dir string, o LocalOptions) (*LocalSystem, error) {
 			ls.Links[s.Name] = p
 			cfg.Leafnode.UpstreamURL = "nats-leaf://" + p.Addr()
 		}
+		if creds != nil {
+			creds.Apply(cfg, s)
+		}
+		cfg.Signing.KeyFile = signKeys[s.Name]
 		if o.Configure != nil {
 			o.Configure(cfg)
 		}
@@ -205,6 +238,34 @@ func (ls *LocalSystem) Close() {
 	for _, p := range ls.Links {
 		p.Close()
 	}
+}
+
+// receiptKeys gives every edge of t a receipt-signing nkey: the seed is
+// written under dir, the public key set as the site's receipt_key. It
+// returns the seed file of each edge.
+func receiptKeys(dir string, t *topology.Topology) (map[string]string, error) {
+	files := map[string]string{}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	for i := range t.Sites {
+		s := &t.Sites[i]
+		if s.Role != topology.RoleEdge {
+			continue
+		}
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return nil, err
+		}
+		seed, _ := kp.Seed()
+		pub, _ := kp.PublicKey()
+		path := filepath.Join(dir, s.Name+".receipt.nk")
+		if err := os.WriteFile(path, seed, 0o600); err != nil {
+			return nil, err
+		}
+		s.ReceiptKey, files[s.Name] = pub, path
+	}
+	return files, nil
 }
 
 // freePorts finds n free loopback ports. They are released before use, so

@@ -38,6 +38,9 @@ type Readiness struct {
 	Site              string `json:"site"`
 	Role              string `json:"role"`
 	UpstreamConnected *bool  `json:"upstream_connected,omitempty"`
+	// UpstreamError is why the upstream link is down, when it is known
+	// (refused certificate, authorization violation, …).
+	UpstreamError string `json:"upstream_error,omitempty"`
 }
 
 func (a *App) readiness() Readiness {
@@ -48,6 +51,7 @@ func (a *App) readiness() Readiness {
 	if a.site.Upstream != "" && a.srv != nil {
 		up := upstreamConnected(a.srv)
 		r.UpstreamConnected = &up
+		r.UpstreamError = upstreamError(a.srv)
 	}
 	return r
 }

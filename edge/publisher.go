@@ -7,9 +7,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/leafline/leafline/outbox"
+	"github.com/leafline/leafline/receipts"
 )
 
 // maxAtomicBatch is the server's default limit on one atomic batch.
@@ -26,6 +28,8 @@ const maxAtomicBatch = 1000
 // simply acknowledged as one.
 type receiptPublisher struct {
 	js jetstream.JetStream
+	// signer, if set, signs each receipt (receipts.SignatureHeader).
+	signer nkeys.KeyPair
 	// onPubAck is called with the number of records PubAck'ed (metrics).
 	onPubAck func(n int)
 }
@@ -50,12 +54,20 @@ func (p *receiptPublisher) Publish(ctx context.Context, recs []outbox.Record) er
 
 func (p *receiptPublisher) publishChunk(ctx context.Context, recs []outbox.Record) error {
 	if len(recs) == 1 {
-		_, err := p.js.PublishMsg(ctx, receiptMsg(recs[0]))
+		m, err := p.msg(recs[0])
+		if err != nil {
+			return err
+		}
+		_, err = p.js.PublishMsg(ctx, m)
 		return wrapPublish(err)
 	}
 	msgs := make([]*nats.Msg, len(recs))
 	for i, r := range recs {
-		msgs[i] = receiptMsg(r)
+		m, err := p.msg(r)
+		if err != nil {
+			return err
+		}
+		msgs[i] = m
 	}
 	_, err := jetstreamext.PublishMsgBatch(ctx, p.js, msgs)
 	var apiErr *jetstream.APIError
@@ -69,7 +81,11 @@ func (p *receiptPublisher) publishChunk(ctx context.Context, recs []outbox.Recor
 func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record) error {
 	futs := make([]jetstream.PubAckFuture, 0, len(recs))
 	for _, r := range recs {
-		f, err := p.js.PublishMsgAsync(receiptMsg(r))
+		m, err := p.msg(r)
+		if err != nil {
+			return err
+		}
+		f, err := p.js.PublishMsgAsync(m)
 		if err != nil {
 			return wrapPublish(err)
 		}
@@ -87,11 +103,18 @@ func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record
 	return nil
 }
 
-func receiptMsg(r outbox.Record) *nats.Msg {
+func (p *receiptPublisher) msg(r outbox.Record) (*nats.Msg, error) {
 	m := nats.NewMsg(r.Subject)
 	m.Data = r.Data
 	m.Header.Set(jetstream.MsgIDHeader, r.Key)
-	return m
+	if p.signer != nil {
+		sig, err := receipts.Sign(p.signer, r.Data)
+		if err != nil {
+			return nil, wrapPublish(err)
+		}
+		m.Header.Set(receipts.SignatureHeader, sig)
+	}
+	return m, nil
 }
 
 // ErrReceiptPublish means a receipt was not PubAck'ed: the source message is

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -46,6 +47,10 @@ func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 		}
 		opts.SyncInterval = d
 	}
+	// Domain- and consumer-scoped JetStream ACK, flow-control and API reply
+	// subjects: what lets each link's permissions be narrow (and keeps one
+	// edge's ACKs from reaching another edge's consumer of the same name).
+	opts.FeatureFlags = topology.ServerFeatureFlags()
 	if site.Leafnode.Listen != "" {
 		lh, lp, err := splitHostPort(site.Leafnode.Listen)
 		if err != nil {
@@ -56,19 +61,27 @@ func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 		// Downstream leafs must dial exactly the address they were given
 		// (proxies, NAT); never advertise other addresses to them.
 		opts.LeafNode.NoAdvertise = true
+		if err := listenSecurity(opts, cfg, site); err != nil {
+			return nil, err
+		}
 	}
 	opts.LeafNode.ReconnectInterval = cfg.Leafnode.ReconnectInterval.D()
 	if up := upstreamURL(cfg, site); up != "" {
 		u, err := url.Parse(up)
 		if err != nil {
-			return nil, fmt.Errorf("leafnode upstream url: %w", err)
+			// Never quote the URL: it may carry credentials.
+			return nil, errors.New("leafnode upstream url: not a valid URL")
 		}
-		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{
+		remote := &server.RemoteLeafOpts{
 			URLs: []*url.URL{u},
 			// Never reconnect "around" the given address to servers
 			// discovered through it.
 			IgnoreDiscoveredServers: true,
-		}}
+		}
+		if err := upstreamSecurity(remote, cfg, site); err != nil {
+			return nil, err
+		}
+		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
 	}
 	return opts, nil
 }
@@ -103,7 +116,17 @@ func startServer(opts *server.Options, log *slog.Logger) (*server.Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("nats-server: %w", err)
 	}
-	s.SetLoggerV2(&serverLog{log: log.With("component", "nats-server")}, false, false, false)
+	sl := &serverLog{log: log.With("component", "nats-server")}
+	if len(opts.LeafNode.Remotes) > 0 && len(opts.LeafNode.Remotes[0].URLs) > 0 {
+		sl.link.setUpstream(opts.LeafNode.Remotes[0].URLs[0])
+	}
+	// Certificates that cannot work are reported, not fatal: an edge goes
+	// on processing with its link down, and the link status says why.
+	sl.link.preflight = certificateFindings(opts, time.Now())
+	for _, f := range sl.link.preflight {
+		log.Warn("leafnode certificate problem", "problem", f)
+	}
+	s.SetLoggerV2(sl, false, false, false)
 	go s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
 		s.Shutdown()
@@ -133,12 +156,38 @@ func upstreamConnected(s *server.Server) bool {
 
 // serverLog routes the embedded server's log lines to slog. Server notices
 // are logged at debug level: they are many and describe the server, not
-// leafline; warnings and errors keep their level.
-type serverLog struct{ log *slog.Logger }
+// leafline; warnings and errors keep their level. It also remembers the
+// last error of the upstream leafnode link (see linkstatus.go).
+type serverLog struct {
+	log  *slog.Logger
+	link linkStatus
+}
 
-func (l *serverLog) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *serverLog) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
-func (l *serverLog) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *serverLog) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *serverLog) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *serverLog) Tracef(format string, v ...any)  {}
+func (l *serverLog) Noticef(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.link.observeNotice(msg)
+	l.log.Debug(msg)
+}
+func (l *serverLog) Warnf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if msg == plaintextPasswordWarning {
+		// The only password that is not a bcrypt hash is the empty one of
+		// the local clients' user (see listenSecurity); the topology
+		// refuses any other.
+		l.log.Debug(msg)
+		return
+	}
+	l.link.observeError(msg)
+	l.log.Warn(msg)
+}
+
+const plaintextPasswordWarning = "Plaintext passwords detected, use nkeys or bcrypt"
+
+func (l *serverLog) Fatalf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.link.observeError(msg)
+	l.log.Error(msg)
+}
+func (l *serverLog) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Tracef(format string, v ...any) {}

@@ -253,6 +253,12 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 	}
 	var sum Summary
 	retry(t, "summary", func(ctx context.Context) error {
+		// Index entries whose removal the killed node interrupted are
+		// repaired when a listing reads them (see Caveats in doc.go);
+		// Summary counts the index as it is.
+		if _, _, err := svcs[1].List(ctx, ListQuery{Status: ListPending, Limit: 1000}); err != nil {
+			return err
+		}
 		var err error
 		if sum, err = svcs[1].Summary(ctx); err == nil && (sum.Pending != 0 || sum.Complete != n) {
 			err = fmt.Errorf("summary %+v", sum)

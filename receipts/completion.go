@@ -38,6 +38,9 @@ type ProcessorRecord struct {
 	Duplicates  int       `json:"duplicates"`  // duplicate receipts absorbed for this processor
 	Conflicts   int       `json:"conflicts"`   // receipts with a DIFFERENT terminal status after the first (never overwrite the first)
 	Reason      string    `json:"reason,omitempty"`
+	// Verified: the applied receipt's signature was verified against the
+	// site's public key (see ServiceConfig.Verify).
+	Verified bool `json:"verified,omitempty"`
 }
 
 // Completion is the KV record for one event: where and when it was

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -71,6 +72,11 @@ type ServiceConfig struct {
 	// receipt. A panic in Accept is recovered and treated as a transient
 	// failure (NAK), not as a verdict on the receipt. Nil accepts everything.
 	Accept func(Receipt) error
+	// Verify, if set, checks a well-formed, accepted receipt's signature
+	// (data is the message body as received, h its headers). It returns
+	// whether the receipt was verified; an error quarantines the receipt
+	// (unsigned where a signature is required, forged, or altered).
+	Verify func(r Receipt, data []byte, h nats.Header) (verified bool, err error)
 	// Logger; nil = slog.Default(). Payloads are never logged.
 	Logger *slog.Logger
 

@@ -181,6 +181,12 @@
 //
 // # Caveats
 //
+//   - Summary counts come from the index as it is. A crash between a
+//     record's write and the removal of its stale index entries (e.g. a
+//     node killed mid-apply) leaves extra entries: Summary may over-count
+//     pending events for that site until a listing of that status (leafline
+//     pending, GET /v1/events?status=pending) reads and repairs them. It
+//     never under-counts, and List and Get are always exact.
 //   - A receipt does NOT acknowledge anything on the origin stream (L1A).
 //     ACKs are per consumer and per stream; they never travel along sourcing,
 //     and no consumer on L1A knows about the edge's delivery (seed 004). A

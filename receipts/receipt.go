@@ -56,6 +56,9 @@ type Receipt struct {
 	Status       Status    `json:"status"`
 	ProcessedAt  time.Time `json:"processed_at"`
 	Reason       string    `json:"reason,omitempty"` // safe reason for dead_lettered; never a payload
+	// Verified is set by the Service when the receipt's signature was
+	// checked against its site's key. It is not part of the wire format.
+	Verified bool `json:"-"`
 }
 
 // New returns a receipt with a fresh version 7 receipt_id and

@@ -372,6 +372,12 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 	if err == nil {
 		err = s.accept(r)
 	}
+	if err == nil && s.cfg.Verify != nil {
+		r.Verified, err = s.cfg.Verify(r, msg.Data(), msg.Headers())
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrRejected, err)
+		}
+	}
 	if err == nil {
 		var out Outcome
 		out, err = s.Store().ApplyOutcome(opCtx, r, receivedAt)

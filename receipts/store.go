@@ -530,6 +530,7 @@ func merge(c *Completion, r Receipt, receivedAt time.Time) Outcome {
 			ProcessedAt: r.ProcessedAt.UTC(),
 			ReceivedAt:  receivedAt.UTC(),
 			Reason:      r.Reason,
+			Verified:    r.Verified,
 		}
 		return Applied
 	case pr.Status == r.Status:

@@ -21,14 +21,18 @@ trap cleanup EXIT
 
 go build -o "$bin" ./cmd/leafline
 rm -rf /tmp/leafline/l1 /tmp/leafline/hub /tmp/leafline/edge1 /tmp/leafline/edge2
+# A secured copy of configs/: a private CA, a certificate per site, an nkey
+# per dialling site, mutual TLS and per-link permissions on every link.
+"$bin" topology certs --topology configs/topology.json --dir "$work/secure" configs/{l1,hub,edge1,edge2}.json >/dev/null
+cfgdir=$work/secure
 for site in l1 hub edge1 edge2; do
-	"$bin" check --config "configs/$site.json"
+	"$bin" check --config "$cfgdir/$site.json" | grep -v ': warning: ' || true
 done
 for site in l1 hub edge1 edge2; do
-	"$bin" run --config "configs/$site.json" >"$work/$site.log" 2>&1 &
+	"$bin" run --config "$cfgdir/$site.json" >"$work/$site.log" 2>&1 &
 	pids+=($!)
 	# wait for the box's /readyz before starting the next one
-	port=$(sed -n 's/.*"listen": *"127.0.0.1:\(18[0-9]*\)".*/\1/p' "configs/$site.json" | head -1)
+	port=$(grep -o '"listen": *"127.0.0.1:18[0-9]*"' "configs/$site.json" | grep -o '18[0-9]*' | head -1)
 	for _ in $(seq 1 100); do
 		curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
 		sleep 0.1
@@ -36,7 +40,7 @@ for site in l1 hub edge1 edge2; do
 	echo "started $site (ops http://127.0.0.1:$port)"
 done
 
-"$bin" publish --config configs/l1.json --count "$events" >"$work/published.txt"
+"$bin" publish --config "$cfgdir/l1.json" --count "$events" >"$work/published.txt"
 mapfile -t ids < <(sed -n 's/^published event_id=\([^ ]*\) .*/\1/p' "$work/published.txt")
 echo "published ${#ids[@]} events at l1"
 
@@ -45,7 +49,7 @@ remaining=("${ids[@]}")
 while [ ${#remaining[@]} -gt 0 ] && [ $SECONDS -lt $deadline ]; do
 	next=()
 	for id in "${remaining[@]}"; do
-		out=$("$bin" status --config configs/l1.json "$id" 2>/dev/null || true)
+		out=$("$bin" status --config "$cfgdir/l1.json" "$id" 2>/dev/null || true)
 		n=$(grep -c '"status": "processed"' <<<"$out" || true)
 		[ "$n" -ge 2 ] || next+=("$id")
 	done

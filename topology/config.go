@@ -34,6 +34,7 @@ type Config struct {
 	Outbox     OutboxConfig     `json:"outbox,omitempty"`
 	Completion CompletionConfig `json:"completion,omitempty"`
 	Log        LogConfig        `json:"log,omitempty"`
+	Signing    SigningConfig    `json:"signing,omitempty"`
 
 	// Topology is the loaded shared topology (not part of the file).
 	Topology *Topology `json:"-"`
@@ -76,8 +77,21 @@ type LeafnodeConfig struct {
 	// Zero value means 1s.
 	ReconnectInterval Duration `json:"reconnect_interval,omitempty"`
 	// UpstreamURL overrides the topology's upstream URL for this box
-	// (e.g. a local proxy). Zero value means the topology's.
+	// (e.g. a local proxy). Zero value means the topology's. Like the
+	// topology's, it may carry a user name but never a password.
 	UpstreamURL string `json:"upstream_url,omitempty"`
+	// ListenTLS is the leafnode listener's certificate, key and (for
+	// "mutual") the CA that signs the dialling sites' certificates. Required
+	// exactly when the site's topology leafnode.tls is "on" or "mutual".
+	ListenTLS TLSFiles `json:"listen_tls,omitempty"`
+	// UpstreamTLS verifies the upstream's certificate (CAFile; zero value
+	// means the system roots) and, when the upstream's leafnode.tls is
+	// "mutual", holds this box's client certificate. Allowed only when the
+	// upstream listens with TLS.
+	UpstreamTLS TLSFiles `json:"upstream_tls,omitempty"`
+	// UpstreamAuth is this box's secret for its upstream. Which field is
+	// required follows the site's leafnode.auth.method in the topology.
+	UpstreamAuth UpstreamAuth `json:"upstream_auth,omitempty"`
 }
 
 // SinkConfig chooses the edge's sink.
@@ -89,6 +103,11 @@ type SinkConfig struct {
 	Type string `json:"type,omitempty"`
 	// Dir is the file sink's directory. Zero value means <data_dir>/sink.
 	Dir string `json:"dir,omitempty"`
+	// WorstWrite is the slowest single sink write the operator expects.
+	// Only the lint uses it: an AckWait shorter than batch_size ×
+	// worst_write (without in_progress heartbeats) is reported. Zero value
+	// means unknown, and the lint skips that check.
+	WorstWrite Duration `json:"worst_write,omitempty"`
 }
 
 // EventIDConfig says where an event's identity is. At most one of Header and
@@ -159,7 +178,11 @@ type AckConfirmationConfig struct {
 	Enabled bool `json:"enabled,omitempty"`
 	// TimeoutMS is 1..60000. Zero value means 1000.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
-	// UnsupportedAction: "fail" (zero value) or "standard_ack".
+	// UnsupportedAction: "fail" (zero value) or "standard_ack": what to do
+	// where a client path cannot confirm. Accepted for configuration
+	// compatibility with nats-sinks; leafline's Go client confirms both the
+	// ACK (DoubleAck) and the AckTerm (+TERM sent as a request), so no path
+	// is unsupported and leafline_ack_confirmation_unsupported_total stays 0.
 	UnsupportedAction string `json:"unsupported_action,omitempty"`
 }
 

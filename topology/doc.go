@@ -12,6 +12,21 @@
 // derived from it; a box's Config adds only what is local to the box (data
 // directory, listen addresses, sink, delivery tuning) and names its site.
 //
+// # Secure links
+//
+// Each leafnode link is described by both ends in the topology: the
+// listening site's leafnode.tls ("off", "on", "mutual") and the dialling
+// site's leafnode.auth (method "none", "nkey", "password" or "creds", with
+// only public material: a public nkey, a bcrypt hash). The secret halves and
+// the certificate files are box-local (Config.Leafnode: listen_tls,
+// upstream_tls, upstream_auth), read from files or the environment when the
+// box starts, so no config ever holds a secret and any config can be
+// printed. LinkPermissions derives, per link, the only subjects that may
+// cross it (the two durable sources); Render writes a site as a stock
+// nats-server configuration; Lint reports links without TLS or
+// credentials and other risky settings. The zero values ("off", "none")
+// keep plain links working; `leafline topology certs` secures a topology.
+//
 // # Loading
 //
 // LoadConfig reads a box config, loads the topology it names (relative to
@@ -63,8 +78,11 @@
 //   - When a file has decoding problems, its semantic rules are not checked:
 //     a value that failed to decode would only produce misleading follow-on
 //     problems. Fix the decoding problems and run the check again.
-//   - Relative paths other than "topology" (data_dir, sink.dir) are relative
-//     to the process's working directory, not to the config file.
+//   - Relative paths other than "topology" (data_dir, sink.dir, certificate
+//     and credential files) are relative to the process's working
+//     directory, not to the config file.
+//   - Loading does not open certificate or credential files; CheckFiles
+//     does (`leafline check`), and the box reads them when it starts.
 //   - Messages quote configured names and subjects to say what is wrong,
 //     but never an upstream URL, which may carry credentials.
 package topology

@@ -197,6 +197,9 @@ func checkUpstreamURL(s string) error {
 	if !upstreamSchemes[u.Scheme] {
 		return fmt.Errorf("scheme %q is not one of nats-leaf, tls, nats, ws, wss", u.Scheme)
 	}
+	if _, ok := u.User.Password(); ok {
+		return errors.New("URL carries a password, which would be printed with the config; put it in leafnode.upstream_auth.password_file or password_env")
+	}
 	if u.Hostname() == "" {
 		return errors.New("URL has no host")
 	}

@@ -26,6 +26,10 @@ type Topology struct {
 	Receipts Receipts `json:"receipts"`
 	// Sites lists every box: exactly one l1, one or more hubs and edges.
 	Sites []Site `json:"sites"`
+	// ExpectedOutage is the longest link cut the deployment is designed to
+	// ride out without an operator. Only the lint uses it (a duplicate
+	// window shorter than this is reported). Zero value means 1h.
+	ExpectedOutage Duration `json:"expected_outage,omitempty"`
 }
 
 // Events describes the forward path L1 → hub → edge.
@@ -74,6 +78,11 @@ type Site struct {
 	// within one of Events.Subjects. Zero value means every event subject
 	// (SetDefaults writes the subject in when there is exactly one).
 	Filter string `json:"filter,omitempty"`
+	// ReceiptKey is the public nkey (ed25519, "U…") that this edge signs its
+	// receipts with (edge only). When set, L1 accepts from this site only
+	// receipts signed with it; the seed is in the edge box's
+	// signing.key_file. Zero value: the site's receipts are unsigned.
+	ReceiptKey string `json:"receipt_key,omitempty"`
 }
 
 // SiteLeafnode holds the addresses of a site's leafnode links.
@@ -82,8 +91,20 @@ type SiteLeafnode struct {
 	Listen string `json:"listen,omitempty"`
 	// UpstreamURL is how this site reaches its upstream (hub and edge).
 	// Zero value means "nats-leaf://" + the upstream site's Listen.
-	// Schemes: nats-leaf, tls, nats, ws, wss.
+	// Schemes: nats-leaf, tls, nats, ws, wss. It may carry a user name but
+	// never a password (see Auth).
 	UpstreamURL string `json:"upstream_url,omitempty"`
+	// TLS is this site's leafnode listener policy (l1 and hub sites only):
+	// "off" (zero value: plain TCP, which the lint reports), "on" (TLS;
+	// dialling sites verify this site's certificate) or "mutual" (TLS, and
+	// every dialling site must present a certificate signed by the CA in
+	// this box's leafnode.listen_tls.ca_file). The certificate files are
+	// box-local settings (Config.Leafnode).
+	TLS string `json:"tls,omitempty"`
+	// Auth is how this site authenticates to its upstream (hub and edge
+	// sites only). It holds only public material; the secret half is in
+	// this site's box config (leafnode.upstream_auth).
+	Auth LeafAuth `json:"auth,omitempty"`
 }
 
 // SetDefaults fills zero values with the documented defaults.
@@ -103,9 +124,11 @@ func (t *Topology) SetDefaults() {
 	setString(&r.EdgeStream, "RE")
 	setString(&r.HubStream, "RH")
 	setString(&r.L1Stream, "R1")
+	setDuration(&t.ExpectedOutage, defaultExpectedOutage)
 	for i := range t.Sites {
 		s := &t.Sites[i]
 		setString(&s.Domain, s.Name)
+		s.Leafnode.setDefaults(s)
 		if s.Role == RoleEdge && s.Filter == "" && len(e.Subjects) == 1 {
 			s.Filter = e.Subjects[0]
 		}

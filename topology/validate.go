@@ -94,6 +94,9 @@ func (t *Topology) validateEvents(p *problems) {
 	if w := e.DuplicateWindow.D(); w < time.Second || w > 24*time.Hour {
 		p.add("events.duplicate_window", "%s is outside 1s..24h", w)
 	}
+	if o := t.ExpectedOutage.D(); o < time.Second {
+		p.add("expected_outage", "%s is below 1s", o)
+	}
 }
 
 func (t *Topology) validateReceipts(p *problems) {
@@ -121,7 +124,10 @@ func (t *Topology) validateSites(p *problems) {
 		t.validateUpstream(p, i)
 		t.validateLeafnode(p, i)
 		t.validateFilter(p, i)
+		t.validateLinkSecurity(p, i)
+		t.validateReceiptKey(p, i)
 	}
+	t.validateLinkCredentials(p)
 	t.validateCycles(p)
 }
 
@@ -369,6 +375,7 @@ func (c *Config) validateLocal(p *problems) {
 			p.add("leafnode.upstream_url", "%v", err)
 		}
 	}
+	c.validateLeafnodeSecurity(p)
 	c.validateSink(p)
 	c.validateEventID(p)
 	c.Delivery.validate(p, c.DeadLetter.Enabled)
@@ -549,6 +556,8 @@ func (c *Config) validateAgainst(p *problems, t *Topology) {
 	if c.Leafnode.UpstreamURL != "" && s.Upstream == "" {
 		p.add("leafnode.upstream_url", "site %q (%s) has no upstream to dial", s.Name, s.Role)
 	}
+	c.validateSecurityAgainst(p, t, s)
+	c.validateSigningAgainst(p, s)
 	// Other edge-only settings are ignored on l1 and hub (one test harness
 	// may configure every box alike), but a non-default sink says that the
 	// operator expects this box to process events, which it never will.

@@ -45,6 +45,7 @@ func init() {
 		{"pending", "--config FILE [--overdue] [--site S] [--limit N] [--after CURSOR] [--json]", "list events still pending (or overdue) at L1", cmdPending},
 		{"summary", "--config FILE [--json]", "counts per status and per site at L1, oldest pending event", cmdSummary},
 		{"metrics", "--config FILE [--json] [--url URL]", "print the running box's leafline_* metrics as a table or JSON", cmdMetrics},
+		{"topology", "render|permissions|certs [flags]", "render a site's nats-server config, print a link's permissions, or create a private CA, certificates and nkeys", cmdTopology},
 		{"outbox", "check|inspect --config FILE [--json]", "verify the edge's outbox file, or count pending and published receipts (box stopped)", cmdOutbox},
 	}
 }
@@ -158,9 +159,16 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ok {
 		return exitUsage
 	}
+	if err := cfg.CheckFiles(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return exitUsage
+	}
 	site, _ := cfg.Topology.Site(cfg.Site)
 	fmt.Fprintf(stdout, "%s: ok (site %s, role %s, domain %s, %d sites in topology)\n",
 		*path, site.Name, site.Role, site.Domain, len(cfg.Topology.Sites))
+	for _, w := range lintConfig(cfg) {
+		fmt.Fprintf(stdout, "%s: warning: %s\n", *path, w)
+	}
 	return exitOK
 }
 

@@ -1,0 +1,250 @@
+package edge
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// SiteCredentials are the files one site's box needs for secure links.
+type SiteCredentials struct {
+	// CertFile and KeyFile: the site's certificate, usable both as the
+	// leafnode listener's server certificate and as a client certificate
+	// toward its upstream.
+	CertFile, KeyFile string
+	// CAFile is the private CA that signs every site's certificate.
+	CAFile string
+	// NkeySeedFile holds the site's user nkey seed (sites with an upstream).
+	NkeySeedFile string
+	// Nkey is the public key of that seed.
+	Nkey string
+}
+
+// Credentials is a private CA plus one certificate and nkey per site,
+// written by WriteCredentials.
+type Credentials struct {
+	Dir   string
+	Sites map[string]SiteCredentials
+}
+
+// CredentialOptions shape WriteCredentials. Zero values mean the defaults.
+type CredentialOptions struct {
+	// Validity of the CA and the certificates. Zero means one year.
+	Validity time.Duration
+	// Hosts are extra DNS names or IP addresses put in every site
+	// certificate, besides the host of the site's leafnode listen address,
+	// "localhost", 127.0.0.1 and ::1.
+	Hosts []string
+}
+
+// WriteCredentials creates, under dir, a private CA (ca.pem; its key
+// ca-key.pem), and for each site of t a certificate (<site>.pem,
+// <site>-key.pem) and, for sites that dial an upstream, a user nkey seed
+// (<site>.nk). Private keys and seeds are written with mode 0600, and an
+// existing file is never overwritten.
+//
+// It then secures t in memory: every listening site gets TLS "mutual" and
+// every dialling site the nkey method with its public key. Apply writes the
+// matching file names into a box config.
+func WriteCredentials(dir string, t *topology.Topology, o CredentialOptions) (*Credentials, error) {
+	if o.Validity <= 0 {
+		o.Validity = 365 * 24 * time.Hour
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	notBefore := time.Now().Add(-time.Hour)
+	ca, err := newCA("leafline private CA", notBefore, notBefore.Add(o.Validity))
+	if err != nil {
+		return nil, err
+	}
+	creds := &Credentials{Dir: dir, Sites: map[string]SiteCredentials{}}
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := writeNew(caFile, ca.certPEM, 0o644); err != nil {
+		return nil, err
+	}
+	if err := writeNew(filepath.Join(dir, "ca-key.pem"), ca.keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	for i := range t.Sites {
+		s := &t.Sites[i]
+		hosts := append([]string{"localhost", "127.0.0.1", "::1"}, o.Hosts...)
+		if h, _, err := net.SplitHostPort(s.Leafnode.Listen); err == nil && h != "" {
+			hosts = append(hosts, h)
+		}
+		leaf, err := ca.issue(s.Name, hosts, notBefore, notBefore.Add(o.Validity))
+		if err != nil {
+			return nil, err
+		}
+		sc := SiteCredentials{
+			CertFile: filepath.Join(dir, s.Name+".pem"),
+			KeyFile:  filepath.Join(dir, s.Name+"-key.pem"),
+			CAFile:   caFile,
+		}
+		if err := writeNew(sc.CertFile, leaf.certPEM, 0o644); err != nil {
+			return nil, err
+		}
+		if err := writeNew(sc.KeyFile, leaf.keyPEM, 0o600); err != nil {
+			return nil, err
+		}
+		if s.Leafnode.Listen != "" {
+			s.Leafnode.TLS = topology.TLSMutual
+		}
+		if s.Upstream != "" {
+			kp, err := nkeys.CreateUser()
+			if err != nil {
+				return nil, err
+			}
+			seed, _ := kp.Seed()
+			pub, _ := kp.PublicKey()
+			sc.Nkey = pub
+			sc.NkeySeedFile = filepath.Join(dir, s.Name+".nk")
+			if err := writeNew(sc.NkeySeedFile, append(seed, '\n'), 0o600); err != nil {
+				return nil, err
+			}
+			s.Leafnode.Auth = topology.LeafAuth{Method: topology.AuthNkey, Nkey: pub}
+		}
+		creds.Sites[s.Name] = sc
+	}
+	return creds, nil
+}
+
+// Apply writes the site's file names into its box config: the listener's
+// TLS (mutual, so with the CA), the upstream's TLS (CA and client
+// certificate) and the nkey seed.
+func (c *Credentials) Apply(cfg *topology.Config, site *topology.Site) {
+	sc, ok := c.Sites[site.Name]
+	if !ok {
+		return
+	}
+	if site.Leafnode.Listen != "" {
+		cfg.Leafnode.ListenTLS = topology.TLSFiles{CertFile: sc.CertFile, KeyFile: sc.KeyFile, CAFile: sc.CAFile}
+	}
+	if site.Upstream != "" {
+		cfg.Leafnode.UpstreamTLS = topology.TLSFiles{CertFile: sc.CertFile, KeyFile: sc.KeyFile, CAFile: sc.CAFile}
+		cfg.Leafnode.UpstreamAuth = topology.UpstreamAuth{NkeySeedFile: sc.NkeySeedFile}
+	}
+}
+
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s already exists; credentials are never overwritten", path)
+		}
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// certAuthority is a CA key pair that issues certificates.
+type certAuthority struct {
+	cert    *x509.Certificate
+	key     *ecdsa.PrivateKey
+	certPEM []byte
+	keyPEM  []byte
+}
+
+// issued is a certificate and its key, PEM encoded.
+type issued struct{ certPEM, keyPEM []byte }
+
+func newCA(name string, notBefore, notAfter time.Time) (*certAuthority, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: name, Organization: []string{"leafline"}},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &certAuthority{cert: cert, key: key, certPEM: encodeCert(der), keyPEM: keyPEM}, nil
+}
+
+// issue signs a certificate for cn, valid for hosts (DNS names or IPs), for
+// both server and client authentication.
+func (ca *certAuthority) issue(cn string, hosts []string, notBefore, notAfter time.Time) (issued, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return issued{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{"leafline"}},
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return issued{}, err
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return issued{}, err
+	}
+	return issued{certPEM: encodeCert(der), keyPEM: keyPEM}, nil
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return n
+}
+
+func encodeCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}

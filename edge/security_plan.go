@@ -1,0 +1,78 @@
+package edge
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// Provision creates, or updates in place, the streams and consumers of the
+// config's site through js, as the box does on startup. It is for a site
+// whose server leafline does not run: a stock nats-server started from
+// `leafline topology render`. Like the box, it never deletes, recreates or
+// purges anything.
+func Provision(ctx context.Context, js jetstream.JetStream, cfg *topology.Config) error {
+	if cfg == nil || cfg.Topology == nil {
+		return errors.New("edge: configuration has no topology")
+	}
+	site, ok := cfg.Topology.Site(cfg.Site)
+	if !ok {
+		return errors.New("edge: site " + cfg.Site + " is not in the topology")
+	}
+	return reconcile(ctx, js, sitePlan(cfg, site))
+}
+
+// PlanWarnings lints the streams the config's site creates
+// (topology.LintStreams). leafline's plan is built to pass; the same
+// check applied to the streams of a live server finds what an operator
+// changed by hand.
+func PlanWarnings(cfg *topology.Config) []topology.Warning {
+	site, ok := cfg.Topology.Site(cfg.Site)
+	if !ok {
+		return nil
+	}
+	return topology.LintStreams(StreamFacts(cfg, sitePlan(cfg, site).streams), consumedSubjects(cfg, site))
+}
+
+// StreamFacts describes stream configs for topology.LintStreams, naming
+// each stream's kind from the config's topology.
+func StreamFacts(cfg *topology.Config, streams []jetstream.StreamConfig) []topology.StreamFacts {
+	t := cfg.Topology
+	kinds := map[string]string{
+		t.Events.OriginStream: topology.StreamOrigin,
+		t.Events.HubStream:    topology.StreamEvents,
+		t.Events.EdgeStream:   topology.StreamEvents,
+		t.Receipts.EdgeStream: topology.StreamReceipts,
+		t.Receipts.HubStream:  topology.StreamReceipts,
+		t.Receipts.L1Stream:   topology.StreamReceipts,
+		cfg.DeadLetter.Stream: topology.StreamDLQ,
+	}
+	var out []topology.StreamFacts
+	for _, sc := range streams {
+		f := topology.StreamFacts{
+			Name:      sc.Name,
+			Kind:      kinds[sc.Name],
+			Retention: map[jetstream.RetentionPolicy]string{jetstream.LimitsPolicy: "limits", jetstream.InterestPolicy: "interest", jetstream.WorkQueuePolicy: "workqueue"}[sc.Retention],
+			Discard:   map[jetstream.DiscardPolicy]string{jetstream.DiscardOld: "old", jetstream.DiscardNew: "new"}[sc.Discard],
+			Subjects:  sc.Subjects,
+		}
+		for _, src := range sc.Sources {
+			f.Sources = append(f.Sources, topology.SourceFacts{
+				Name: src.Name, Durable: src.Consumer != nil,
+				External: src.External != nil || src.Domain != "",
+			})
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func consumedSubjects(cfg *topology.Config, site *topology.Site) []string {
+	if site.Role == topology.RoleEdge && site.Filter != "" {
+		return []string{site.Filter}
+	}
+	return cfg.Topology.Events.Subjects
+}

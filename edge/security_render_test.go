@@ -1,0 +1,93 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// TestRender_StockHub runs the hub as a stock nats-server started from the
+// configuration `leafline topology render` produces (mutual TLS, an nkey
+// per site, per-link permissions), between a leafline L1 and a leafline
+// edge: the links come up and every event completes.
+func TestRender_StockHub(t *testing.T) {
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	hubCfg := ls.Configs["hub"]
+	conf, err := topology.Render(ls.Topology, "hub", hubCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := os.ReadFile(ls.Credentials.Sites["hub"].NkeySeedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(conf, strings.TrimSpace(string(seed))) {
+		t.Fatal("the rendered configuration holds the hub's seed")
+	}
+	t.Setenv(topology.SeedEnv("hub"), strings.TrimSpace(string(seed)))
+	path := filepath.Join(t.TempDir(), "hub.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := ls.Start(ctx, "l1"); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("stock nats-server cannot load the rendered config: %v\n%s", err, conf)
+	}
+	opts.NoSigs = true
+	hub, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hub.Start()
+	t.Cleanup(func() { hub.Shutdown(); hub.WaitForShutdown() })
+	if !hub.ReadyForConnections(10 * time.Second) {
+		t.Fatal("stock hub not ready")
+	}
+
+	if err := Provision(ctx, clientJS(t, hub.ClientURL()), hubCfg); err != nil {
+		t.Fatalf("provision the stock hub: %v", err)
+	}
+	edge, err := ls.Start(ctx, "edge1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 20*time.Second, func() error {
+		if !upstreamConnected(hub) {
+			return errors.New("stock hub not connected to l1")
+		}
+		if !edge.UpstreamConnected() {
+			return errors.New("edge1 not connected to the stock hub: " + upstreamError(edge.Server()))
+		}
+		return nil
+	})
+	ids := publishN(t, clientJS(t, ls.App("l1").ClientURL()), "stock-hub", 200)
+	waitCompleted(t, ls, ids, "edge1")
+}
+
+// testLogger discards logs unless the test is verbose.
+func testLogger(t *testing.T) *slog.Logger {
+	t.Helper()
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}

@@ -1,0 +1,157 @@
+package topology
+
+import (
+	"fmt"
+	"time"
+)
+
+// Warning is one lint finding: a configuration that is valid but risky,
+// with the reason.
+type Warning struct {
+	// Path locates the setting, like a Problem's.
+	Path string
+	// Msg says what is risky and why.
+	Msg string
+}
+
+// String formats the warning as "<path>: <msg>".
+func (w Warning) String() string {
+	if w.Path == "" {
+		return w.Msg
+	}
+	return w.Path + ": " + w.Msg
+}
+
+// Lint reports the risky settings of a loaded box config and of its
+// topology (see Topology.Lint). Call it after LoadConfig: it assumes
+// defaults are filled and the config is valid.
+func Lint(c *Config) []Warning {
+	var out []Warning
+	if c.Topology != nil {
+		out = append(out, c.Topology.Lint()...)
+	}
+	if !c.JetStream.Durable() {
+		out = append(out, Warning{"jetstream.sync_interval", fmt.Sprintf(
+			"%s: a PubAck then means the page cache, and a power cut can lose acknowledged events and receipts; use \"always\"", c.JetStream.SyncInterval)})
+	}
+	site, isSite := (*Site)(nil), false
+	if c.Topology != nil {
+		site, isSite = c.Topology.Site(c.Site)
+	}
+	if isSite && site.Role == RoleEdge {
+		d := c.Delivery
+		if w := c.Sink.WorstWrite.D(); w > 0 && !d.InProgress.Enabled {
+			if need := time.Duration(d.BatchSize) * w; d.AckWait.D() < need {
+				out = append(out, Warning{"delivery.ack_wait", fmt.Sprintf(
+					"%s is shorter than delivery.batch_size × sink.worst_write (%d × %s = %s): a slow batch is redelivered while it is still being written, and each redelivery writes it again; raise ack_wait, lower batch_size, or enable delivery.in_progress",
+					d.AckWait.D(), d.BatchSize, w, need)})
+			}
+		}
+	}
+	return out
+}
+
+// Lint reports the risky settings of a topology that Validate accepts:
+//   - a leafnode link without TLS, or without credentials (anything that
+//     reaches the upstream's leafnode port then joins its account with
+//     full access);
+//   - a duplicate window shorter than the expected outage.
+func (t *Topology) Lint() []Warning {
+	var out []Warning
+	for i := range t.Sites {
+		s := &t.Sites[i]
+		up, ok := t.Site(s.Upstream)
+		if !ok {
+			continue
+		}
+		path := fieldPath(elemPath("sites", i), "leafnode")
+		if up.Leafnode.TLS == TLSOff || up.Leafnode.TLS == "" {
+			out = append(out, Warning{path, fmt.Sprintf(
+				"the link %s → %s is not encrypted (site %q listens with tls %q): events and receipts cross it in clear text; set its leafnode.tls to %q",
+				s.Name, up.Name, up.Name, TLSOff, TLSMutual)})
+		}
+		if s.Leafnode.Auth.Method == AuthNone || s.Leafnode.Auth.Method == "" {
+			out = append(out, Warning{sitePath(i, "leafnode", "auth", "method"), fmt.Sprintf(
+				"site %q dials %q without credentials: %q then accepts any leafnode, with full access to every stream and API of its account; give each site an nkey (`leafline topology certs`)",
+				s.Name, up.Name, up.Name)})
+		}
+	}
+	if w, o := t.Events.DuplicateWindow.D(), t.ExpectedOutage.D(); w < o {
+		out = append(out, Warning{"events.duplicate_window", fmt.Sprintf(
+			"%s is shorter than expected_outage (%s): an event that a publisher retries after a cut that long is stored twice in %s and processed twice at the edges (their outboxes absorb it; L1's completion store counts the duplicate). Raise the window (it costs one entry per message in it) or declare a shorter expected_outage",
+			w, o, t.Events.OriginStream)})
+	}
+	return out
+}
+
+// Stream kinds for LintStreams.
+const (
+	StreamOrigin   = "origin"   // the events stream at L1
+	StreamEvents   = "events"   // a sourced events stream (hub, edge)
+	StreamReceipts = "receipts" // a receipts stream (edge, hub, L1)
+	StreamDLQ      = "dlq"      // an edge's dead-letter stream
+)
+
+// StreamFacts describe one stream for LintStreams: from leafline's own plan,
+// or read from a live server whose streams an operator manages.
+type StreamFacts struct {
+	Name string
+	// Kind is one of the Stream* constants.
+	Kind string
+	// Retention is "limits", "interest" or "workqueue".
+	Retention string
+	// Discard is "old" or "new".
+	Discard string
+	// Subjects are the stream's own subjects.
+	Subjects []string
+	Sources  []SourceFacts
+}
+
+// SourceFacts describe one source of a stream.
+type SourceFacts struct {
+	// Name is the sourced stream.
+	Name string
+	// Durable: the source binds to a durable consumer (StreamSource.Consumer).
+	Durable bool
+	// External: the source is in another JetStream domain, across a
+	// leafnode link that can be cut.
+	External bool
+}
+
+// LintStreams reports streams that can lose or mis-route what leafline
+// relies on; consumed are the subjects the site's processing consumes (an
+// edge's filter, or the event subjects).
+func LintStreams(streams []StreamFacts, consumed []string) []Warning {
+	var out []Warning
+	for _, s := range streams {
+		path := "stream " + s.Name
+		for _, src := range s.Sources {
+			if src.External && !src.Durable {
+				out = append(out, Warning{path, fmt.Sprintf(
+					"sources %s across a link without durable sourcing: after a long cut an ephemeral source takes tens of seconds to resume (a consumer-create request sent during the cut blocks it); bind it to a durable consumer (StreamSource.Consumer)", src.Name)})
+			}
+		}
+		switch s.Kind {
+		case StreamReceipts, StreamDLQ:
+			if s.Discard == "old" {
+				out = append(out, Warning{path, fmt.Sprintf(
+					"%s stream with DiscardOld: when it is full, the oldest records are deleted silently, before they reach L1; use DiscardNew, so that publishes fail and the edge holds its ACKs", s.Kind)})
+			}
+			for _, subj := range s.Subjects {
+				for _, c := range consumed {
+					if checkSubject(subj, true) == nil && checkSubject(c, true) == nil && subjectsOverlap(subj, c) {
+						out = append(out, Warning{path, fmt.Sprintf(
+							"%s subject %q overlaps the consumed subject %q: records would be fed back to the sink as events", s.Kind, subj, c)})
+					}
+				}
+			}
+		case StreamOrigin:
+			switch s.Retention {
+			case "workqueue", "interest":
+				out = append(out, Warning{path, fmt.Sprintf(
+					"origin stream with %s retention: the server deletes an event once its consumers have ACKed it (the hub's source ACKs on receipt), which says nothing about the edges; a receipt can then refer to an event no longer at L1, and a re-sourced hub cannot get it back. Use limits retention", s.Retention)})
+			}
+		}
+	}
+	return out
+}
