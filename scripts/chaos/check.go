@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/receipts"
+)
+
+const maxEdges = 2
+
+// observer folds every revision of every completion record it sees — from
+// a live watch during the run and a full read of the bucket's history at
+// the end — into per-event facts:
+//
+//   - the first terminal record of each (event_id, processor), as a
+//     fingerprint of (status, receipt_id, received_at). A receipt is
+//     applied once; if any revision shows a different fingerprint for the
+//     same (event_id, processor), a receipt was applied twice.
+//   - the processors present in the latest revision (lost/complete).
+//   - records for event_ids the driver never published (phantoms).
+//
+// Each revision is seen at most twice (live and final) and folding is
+// idempotent, so the two sources merge without double counting.
+type observer struct {
+	edges []string // processor names; bit i of a mask is edges[i]
+	all   uint8
+
+	mu        sync.Mutex
+	ev        map[int]*evObs
+	phantoms  map[string]string // KV key → why
+	dups      []string          // first examples
+	dupCount  int
+	revisions int
+	lastRev   uint64
+	decodeErr []string
+}
+
+type evObs struct {
+	lastRev    uint64
+	mask       uint8 // processors in the latest revision seen
+	everMask   uint8 // processors in any revision seen
+	fp         [maxEdges]uint64
+	dupFlag    uint8
+	duplicates int // sum of Duplicates in the latest revision
+	deleted    bool
+}
+
+func newObserver(edges []string) *observer {
+	return &observer{edges: edges, all: uint8(1)<<len(edges) - 1, ev: map[int]*evObs{}, phantoms: map[string]string{}}
+}
+
+const kvKeyPrefix = "e."
+
+// observe folds one KV entry in.
+func (o *observer) observe(e jetstream.KeyValueEntry) {
+	key := e.Key()
+	if !strings.HasPrefix(key, kvKeyPrefix) {
+		return
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(key, kvKeyPrefix))
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.revisions++
+	o.lastRev = max(o.lastRev, e.Revision())
+	if err != nil {
+		o.phantoms[key] = "key is not a base64 event_id"
+		return
+	}
+	id := string(raw)
+	n, ok := eventNum(id)
+	if !ok {
+		o.phantoms[key] = fmt.Sprintf("event_id %q was never published by the driver", id)
+		return
+	}
+	ob := o.ev[n]
+	if ob == nil {
+		ob = &evObs{}
+		o.ev[n] = ob
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		if e.Revision() > ob.lastRev {
+			ob.lastRev, ob.mask, ob.duplicates, ob.deleted = e.Revision(), 0, 0, true
+		}
+		return
+	}
+	var c receipts.Completion
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		if len(o.decodeErr) < 10 {
+			o.decodeErr = append(o.decodeErr, fmt.Sprintf("%s rev %d: %v", key, e.Revision(), err))
+		}
+		return
+	}
+	if c.EventID != id {
+		o.phantoms[key] = fmt.Sprintf("record under the key of %q holds event_id %q", id, c.EventID)
+	}
+	var mask uint8
+	dups := 0
+	for proc, pr := range c.Processors {
+		i := o.edgeIndex(proc)
+		if i < 0 {
+			o.phantoms[key+"/"+proc] = fmt.Sprintf("event %s has a record from unknown processor %q", id, proc)
+			continue
+		}
+		if pr.Status != receipts.StatusProcessed && pr.Status != receipts.StatusDeadLettered {
+			continue
+		}
+		mask |= 1 << i
+		dups += pr.Duplicates
+		fp := fingerprint(pr)
+		switch {
+		case ob.fp[i] == 0:
+			ob.fp[i] = fp
+		case ob.fp[i] != fp && ob.dupFlag&(1<<i) == 0:
+			ob.dupFlag |= 1 << i
+			o.dupCount++
+			if len(o.dups) < 10 {
+				o.dups = append(o.dups, fmt.Sprintf("%s/%s: first terminal record changed at revision %d (now status=%s receipt_id=%s received_at=%s)",
+					id, proc, e.Revision(), pr.Status, pr.ReceiptID, pr.ReceivedAt.Format(time.RFC3339Nano)))
+			}
+		}
+	}
+	ob.everMask |= mask
+	if e.Revision() > ob.lastRev {
+		ob.lastRev, ob.mask, ob.duplicates, ob.deleted = e.Revision(), mask, dups, false
+	}
+}
+
+func fingerprint(pr receipts.ProcessorRecord) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%s\x00%d", pr.Status, pr.ReceiptID, pr.ReceivedAt.UnixNano())
+	return h.Sum64() | 1 // never zero: zero means "not seen"
+}
+
+func (o *observer) edgeIndex(proc string) int {
+	for i, e := range o.edges {
+		if e == proc {
+			return i
+		}
+	}
+	return -1
+}
+
+// remaining counts the acked events that are not complete yet, and all
+// events that are complete.
+func (o *observer) remaining(states []byte) (missing, complete int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for n, st := range states {
+		ob := o.ev[n]
+		done := ob != nil && ob.mask == o.all
+		if done {
+			complete++
+		} else if st == stAcked {
+			missing++
+		}
+	}
+	return missing, complete
+}
+
+// watch follows the completion bucket live (every revision, as written)
+// until ctx is done, re-subscribing after interruptions.
+func (o *observer) watch(ctx context.Context, kv jetstream.KeyValue, rec *recorder) {
+	for ctx.Err() == nil {
+		o.mu.Lock()
+		from := o.lastRev + 1
+		o.mu.Unlock()
+		opts := []jetstream.WatchOpt{jetstream.IncludeHistory()}
+		if from > 1 {
+			opts = append(opts, jetstream.ResumeFromRevision(from))
+		}
+		w, err := kv.WatchFiltered(ctx, []string{kvKeyPrefix + ">"}, opts...)
+		if err != nil {
+			rec.debug("completion watch: %v (retrying)", err)
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		for e := range w.Updates() {
+			if e != nil {
+				o.observe(e)
+			}
+		}
+		w.Stop()
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+}
+
+// readAll reads every revision the bucket still holds, once.
+func (o *observer) readAll(ctx context.Context, kv jetstream.KeyValue) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	w, err := kv.WatchFiltered(ctx, []string{kvKeyPrefix + ">"}, jetstream.IncludeHistory())
+	if err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	n := 0
+	idle := time.NewTimer(30 * time.Second)
+	defer idle.Stop()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return n, errors.New("watch closed before the end of the history")
+			}
+			if e == nil {
+				return n, nil // every stored revision delivered
+			}
+			o.observe(e)
+			n++
+			idle.Reset(30 * time.Second)
+		case <-idle.C:
+			return n, errors.New("history read stalled for 30s")
+		case <-ctx.Done():
+			return n, ctx.Err()
+		}
+	}
+}
+
+// verdict is what the checker concludes.
+type verdict struct {
+	published, acked, unknown int
+	completeAcked             int
+	completeUnknown           int
+	lost                      int
+	lostExamples              []string
+	dupKV                     int
+	dupExamples               []string
+	phantoms                  int
+	phantomExamples           []string
+	regressions               int
+	regressionExamples        []string
+	duplicatesAbsorbed        int
+	records                   int // events with a record
+	terminalRecords           int // (event, processor) terminal records
+	decodeErrors              []string
+}
+
+func (o *observer) verdict(states []byte) verdict {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var v verdict
+	v.published = len(states)
+	for n, st := range states {
+		ob := o.ev[n]
+		var mask uint8
+		if ob != nil {
+			mask = ob.mask
+		}
+		switch st {
+		case stAcked:
+			v.acked++
+			if mask == o.all {
+				v.completeAcked++
+			} else {
+				v.lost++
+				if len(v.lostExamples) < 10 {
+					v.lostExamples = append(v.lostExamples, fmt.Sprintf("%s: PubAck'ed at L1; terminal records from %s, missing %s",
+						eventID(n), o.names(mask), o.names(o.all&^mask)))
+				}
+			}
+		case stUnknown, stPublished:
+			v.unknown++
+			if mask == o.all {
+				v.completeUnknown++
+			}
+		}
+	}
+	for n, ob := range o.ev {
+		if n >= len(states) {
+			v.phantoms++
+			if len(v.phantomExamples) < 10 {
+				v.phantomExamples = append(v.phantomExamples, fmt.Sprintf("%s: completion record, never published", eventID(n)))
+			}
+			continue
+		}
+		v.records++
+		for i := range o.edges {
+			if ob.mask&(1<<i) != 0 {
+				v.terminalRecords++
+			}
+		}
+		v.duplicatesAbsorbed += ob.duplicates
+		if lostProcs := ob.everMask &^ ob.mask; lostProcs != 0 {
+			v.regressions++
+			if len(v.regressionExamples) < 10 {
+				v.regressionExamples = append(v.regressionExamples, fmt.Sprintf("%s: terminal record of %s disappeared in a later revision (deleted=%t)",
+					eventID(n), o.names(lostProcs), ob.deleted))
+			}
+		}
+	}
+	for _, why := range o.phantoms {
+		v.phantoms++
+		if len(v.phantomExamples) < 10 {
+			v.phantomExamples = append(v.phantomExamples, why)
+		}
+	}
+	v.dupKV = o.dupCount
+	v.dupExamples = append(v.dupExamples, o.dups...)
+	v.decodeErrors = append(v.decodeErrors, o.decodeErr...)
+	return v
+}
+
+func (o *observer) names(mask uint8) string {
+	var out []string
+	for i, e := range o.edges {
+		if mask&(1<<i) != 0 {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ",")
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

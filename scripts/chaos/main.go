@@ -1,0 +1,258 @@
+// Command chaos is leafline's fault-injection driver and history checker.
+//
+// It runs L1, a hub and one or two edges as real `leafline run` OS
+// processes on loopback, publishes events at L1 at a steady rate while it
+// injects faults (SIGKILLs, kills at named failpoints, link cuts, pauses, a
+// full disk, a corrupted outbox), heals everything, waits for the drain and
+// checks the completion records at L1 against its own publish history:
+//
+//	go run ./scripts/chaos --duration 90s --seed 1
+//	go run ./scripts/chaos --duration 30m --seed 7 --edges 2
+//	go run ./scripts/chaos --negative-control --duration 30s
+//
+// The last line of its output is
+//
+//	chaos seed=S duration=D events=N faults=K lost=0 duplicate_completions=0 phantoms=0 max_drain_s=X
+//
+// Exit codes: 0 nothing lost, applied twice or invented, and every fault
+// behaved; 1 a history violation (lost, duplicate_completions or phantoms
+// above zero, or a completion that regressed); 2 usage; 3 no history
+// violation, but a fault's own check failed (a box crashed outside a fault,
+// a full disk was not reported or not recovered from, a corrupt outbox was
+// accepted); 4 the driver could not run the system. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitViolation = 1
+	exitUsage     = 2
+	exitFaultChk  = 3
+	exitHarness   = 4
+)
+
+// Fault kinds selectable with --faults.
+const (
+	faultKill      = "kill"
+	faultFailpoint = "failpoint"
+	faultLinkCut   = "linkcut"
+	faultPause     = "pause"
+	faultDisk      = "disk"
+	faultCorrupt   = "corrupt"
+	faultNetns     = "netns"
+)
+
+var allFaults = []string{faultKill, faultFailpoint, faultLinkCut, faultPause, faultDisk, faultCorrupt, faultNetns}
+
+// negativeControlEnv makes every edge ACK each message as soon as it is
+// fetched and die, now and then, before anything is durable.
+const negativeControlEnv = "edge.ack_early=on,edge.after_sink_write=kill@0.05"
+
+// options are the driver's settings; the zero value of each field means the
+// flag's default (see defaults).
+type options struct {
+	Duration        time.Duration // fault phase
+	Seed            uint64
+	Rate            int // events per second published at L1
+	Edges           int // 1 or 2
+	Faults          map[string]bool
+	NegativeControl bool
+
+	FaultEvery    time.Duration // mean interval between two faults
+	LongCut       time.Duration // length of the long link cuts (> the 2m duplicate window)
+	LongCutEvery  time.Duration // one long cut per this much fault time; 0: none
+	DiskEvery     time.Duration
+	CorruptEvery  time.Duration
+	AckWait       time.Duration // the edges' delivery.ack_wait
+	DiskSize      int64         // tmpfs size for the disk fault; 0: sized from duration and rate
+	DrainTimeout  time.Duration
+	DrainStall    time.Duration // stop waiting when nothing completes for this long
+	KVHistory     int           // completion bucket history kept for the duplicate check
+	Dir           string        // keep everything under Dir (default: a temp dir)
+	Keep          bool          // keep the temp dir even on success
+	Bin           string        // a prebuilt leafline binary (default: go build)
+	Verbose       bool
+	Stdout        io.Writer // the report
+	Stderr        io.Writer // progress and fault log
+	progressEvery time.Duration
+}
+
+func (o *options) defaults() {
+	def := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&o.Duration, 90*time.Second)
+	def(&o.FaultEvery, 4*time.Second)
+	def(&o.LongCut, 150*time.Second)
+	def(&o.DiskEvery, 4*time.Minute)
+	def(&o.CorruptEvery, 3*time.Minute)
+	def(&o.AckWait, 5*time.Second)
+	def(&o.DrainTimeout, 3*time.Minute)
+	def(&o.DrainStall, 60*time.Second)
+	def(&o.progressEvery, 10*time.Second)
+	if o.Rate == 0 {
+		o.Rate = 200
+	}
+	if o.Edges == 0 {
+		o.Edges = 2
+	}
+	if o.KVHistory == 0 {
+		o.KVHistory = 16
+	}
+	if o.Faults == nil {
+		o.Faults = map[string]bool{}
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.Duration < 5*time.Second || o.Duration > 24*time.Hour {
+		errs = append(errs, errors.New("--duration must be 5s..24h"))
+	}
+	if o.Rate < 1 || o.Rate > 2000 {
+		errs = append(errs, errors.New("--rate must be 1..2000 events/s"))
+	}
+	if o.Edges < 1 || o.Edges > 2 {
+		errs = append(errs, errors.New("--edges must be 1 or 2"))
+	}
+	if o.FaultEvery < 100*time.Millisecond {
+		errs = append(errs, errors.New("--fault-every must be at least 100ms"))
+	}
+	if o.AckWait < time.Second {
+		errs = append(errs, errors.New("--ack-wait must be at least 1s"))
+	}
+	if o.KVHistory < 2 || o.KVHistory > 64 {
+		errs = append(errs, errors.New("--kv-history must be 2..64"))
+	}
+	for f := range o.Faults {
+		if !slices.Contains(allFaults, f) {
+			errs = append(errs, fmt.Errorf("--faults: unknown fault %q (known: %s)", f, strings.Join(allFaults, ",")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func parseFaults(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" && f != "none" {
+			if f == "all" {
+				for _, a := range allFaults {
+					m[a] = true
+				}
+				continue
+			}
+			m[f] = true
+		}
+	}
+	return m
+}
+
+func faultList(m map[string]bool) string {
+	var out []string
+	for f, on := range m {
+		if on {
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ",")
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == forwardCommand {
+		os.Exit(runForward(os.Args[2:]))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	var faults string
+	fs.DurationVar(&o.Duration, "duration", 90*time.Second, "how long to inject faults (the drain comes after)")
+	fs.Uint64Var(&o.Seed, "seed", 0, "random seed for the fault schedule (0: from the clock, printed)")
+	fs.IntVar(&o.Rate, "rate", 200, "events per second published at L1")
+	fs.IntVar(&o.Edges, "edges", 2, "number of edge boxes (1 or 2); edge2 uses the file sink")
+	fs.StringVar(&faults, "faults", "kill,linkcut,failpoint,pause,disk,corrupt,netns", "comma-separated faults: "+strings.Join(allFaults, ",")+", all or none")
+	fs.BoolVar(&o.NegativeControl, "negative-control", false, "run the edges with LEAFLINE_FAILPOINTS="+negativeControlEnv+" (ACK before anything is durable): the checker must report loss; --faults defaults to none")
+	fs.DurationVar(&o.FaultEvery, "fault-every", 4*time.Second, "mean interval between two faults")
+	fs.DurationVar(&o.LongCut, "long-cut", 150*time.Second, "length of the long link cuts (longer than the 2m duplicate window)")
+	fs.DurationVar(&o.LongCutEvery, "long-cut-every", 5*time.Minute, "one long link cut per this much fault time (0: none; none in runs shorter than --long-cut + 1m)")
+	fs.DurationVar(&o.DiskEvery, "disk-every", 4*time.Minute, "one full-disk fault per this much fault time")
+	fs.DurationVar(&o.CorruptEvery, "corrupt-every", 3*time.Minute, "one corrupt-outbox fault per this much fault time")
+	fs.DurationVar(&o.AckWait, "ack-wait", 5*time.Second, "the edges' delivery.ack_wait (pauses last 1.2x to 3x this)")
+	var diskMiB int64
+	fs.Int64Var(&diskMiB, "disk-mib", 0, "size of edge1's tmpfs data dir for the disk fault, MiB (0: sized from --duration and --rate, at least 64)")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 3*time.Minute, "how long to wait, after healing, for every event to complete")
+	fs.DurationVar(&o.DrainStall, "drain-stall", 60*time.Second, "stop waiting for the drain when nothing completed for this long")
+	fs.IntVar(&o.KVHistory, "kv-history", 16, "history the completion bucket keeps, for the duplicate check")
+	fs.StringVar(&o.Dir, "dir", "", "keep configs, data, logs and the history under `DIR` (default: a temp dir, removed on success)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the temp dir even on success")
+	fs.StringVar(&o.Bin, "bin", "", "use this leafline binary instead of building ./cmd/leafline")
+	fs.BoolVar(&o.Verbose, "v", false, "log every fault as it happens")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "chaos: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	faultsSet := false
+	fs.Visit(func(f *flag.Flag) { faultsSet = faultsSet || f.Name == "faults" })
+	if o.NegativeControl && !faultsSet {
+		faults = "none"
+	}
+	o.Faults = parseFaults(faults)
+	o.DiskSize = diskMiB << 20
+	o.Stdout, o.Stderr = stdout, stderr
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
+	}
+	o.defaults()
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "chaos: %v\n", err)
+		return exitUsage
+	}
+	res, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "chaos: %v\n", err)
+		if res == nil {
+			return exitHarness
+		}
+	}
+	return res.exitCode(err)
+}

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// result is what a run found.
+type result struct {
+	Seed                 uint64
+	Duration             time.Duration
+	Events               int
+	Acked, Unknown       int
+	Faults               int
+	Kills, Cuts          int
+	LongCuts             int
+	Lost                 int
+	DuplicateCompletions int
+	DupKV, DupMetric     int
+	Phantoms             int
+	Regressions          int
+	MaxDrainS            float64
+	DrainComplete        bool
+	DuplicatesAbsorbed   int
+	Findings             []string
+	FinalLine            string
+	Dir                  string
+}
+
+func (r *result) violation() bool {
+	return r.Lost > 0 || r.DuplicateCompletions > 0 || r.Phantoms > 0 || r.Regressions > 0
+}
+
+func (r *result) exitCode(err error) int {
+	switch {
+	case r == nil:
+		return exitHarness
+	case r.violation():
+		return exitViolation
+	case err != nil:
+		return exitHarness
+	case len(r.Findings) > 0:
+		return exitFaultChk
+	}
+	return exitOK
+}
+
+// run sets up the system, injects faults for o.Duration, heals, waits for
+// the drain and checks. It returns a nil result only when it could not
+// check anything.
+func run(ctx context.Context, o options) (*result, error) {
+	dir, cleanup, err := workDir(o)
+	if err != nil {
+		return nil, err
+	}
+	rec := newRecorder(o.Stderr, o.Verbose, filepath.Join(dir, "chaos.log"))
+	defer rec.close()
+	rec.info("chaos seed=%d duration=%s rate=%d/s edges=%d faults=%s negative_control=%t dir=%s",
+		o.Seed, o.Duration, o.Rate, o.Edges, faultList(o.Faults), o.NegativeControl, dir)
+
+	bin := o.Bin
+	if bin == "" {
+		rec.info("building leafline")
+		if bin, err = buildLeafline(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	c, err := newCluster(ctx, o, dir, bin, rec)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	if err := c.startAll(ctx); err != nil {
+		return nil, err
+	}
+	l1 := c.boxes["l1"]
+
+	// The driver's own connection to L1: completion watch and final read.
+	nc, err := nats.Connect("nats://"+l1.natsAddr, nats.Name("chaos-checker"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true), nats.ErrorHandler(asyncErrors(rec, "checker")))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := completionBucket(ctx, js, o.KVHistory, rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitLinks(ctx, c, 60*time.Second); err != nil {
+		return nil, err
+	}
+
+	var edgeNames []string
+	for _, e := range c.edges() {
+		edgeNames = append(edgeNames, e.name)
+	}
+	obs := newObserver(edgeNames)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go obs.watch(watchCtx, kv, rec)
+	l1acc := newCounterAcc(l1, "leafline_completion_applied_total", "leafline_completion_duplicates_total")
+	go l1acc.run(watchCtx, time.Second)
+	l1.beforeStop = l1acc.scrapeNow
+
+	hist, err := newHistory(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer hist.close()
+	pub := &publisher{h: hist, url: "nats://" + l1.natsAddr, rate: o.Rate, rec: rec}
+	pubCtx, stopPub := context.WithCancel(ctx)
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- pub.run(pubCtx) }()
+
+	// Fault phase.
+	in := &injector{c: c, o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x1eaf)), rec: rec, l1acc: l1acc}
+	faultCtx, stopFaults := context.WithTimeout(ctx, o.Duration)
+	injDone := make(chan struct{})
+	go func() { in.run(faultCtx); close(injDone) }()
+	progress := time.NewTicker(o.progressEvery)
+	var runErr error
+phase:
+	for {
+		select {
+		case <-faultCtx.Done():
+			break phase
+		case err := <-c.fatal:
+			runErr = err
+			break phase
+		case <-progress.C:
+			missing, complete := obs.remaining(hist.snapshot())
+			total, kills, cuts, _ := rec.totals()
+			rec.info("published=%d acked=%d unknown=%d complete=%d incomplete_acked=%d faults=%d (kills %d, cuts %d)",
+				hist.published.Load(), hist.acked.Load(), hist.unknown.Load(), complete, missing, total, kills, cuts)
+		}
+	}
+	stopFaults()
+	<-injDone
+	stopPub()
+	if err := <-pubDone; err != nil && runErr == nil {
+		runErr = fmt.Errorf("publisher: %w", err)
+	}
+	if ctx.Err() != nil {
+		runErr = errors.Join(runErr, ctx.Err())
+	}
+
+	// Heal: every link up, every box running (unarmed in the negative control).
+	rec.info("fault phase over: healing")
+	if o.NegativeControl {
+		for _, e := range c.edges() {
+			e.setEnv(nil)
+			e.stop(syscall.SIGTERM, 20*time.Second)
+			if err := e.start(context.WithoutCancel(ctx), nil); err != nil {
+				rec.info("restart of %s without failpoints: %v", e.name, err)
+			}
+		}
+	}
+	healCtx := context.WithoutCancel(ctx)
+	if err := c.heal(healCtx); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("heal: %w", err))
+	}
+	if err := waitLinks(healCtx, c, 60*time.Second); err != nil {
+		rec.finding("after healing: %v", err)
+	}
+
+	// Drain.
+	states := hist.snapshot()
+	drainStart := time.Now()
+	drainS, complete := drain(ctx, o, obs, states, rec)
+	rec.info("drain: %s after %.1fs", map[bool]string{true: "complete", false: "INCOMPLETE"}[complete], drainS)
+	_ = drainStart
+
+	// Final read of the whole history, and the metrics.
+	stopWatch()
+	l1acc.scrapeNow()
+	n, err := obs.readAll(context.WithoutCancel(ctx), kv)
+	if err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("final read of the completion history: %w", err))
+	}
+	rec.debug("final read: %d revisions", n)
+	v := obs.verdict(states)
+
+	res := &result{Seed: o.Seed, Duration: o.Duration, Events: v.published, Acked: v.acked, Unknown: v.unknown,
+		Lost: v.lost, DupKV: v.dupKV, Phantoms: v.phantoms, Regressions: v.regressions,
+		MaxDrainS: drainS, DrainComplete: complete, DuplicatesAbsorbed: v.duplicatesAbsorbed, Dir: dir}
+	applied := int(math.Round(l1acc.total("leafline_completion_applied_total")))
+	res.DupMetric = max(0, applied-v.terminalRecords)
+	res.DuplicateCompletions = max(res.DupKV, res.DupMetric)
+	res.Faults, res.Kills, res.Cuts, res.LongCuts = rec.totals()
+	rec.mu.Lock()
+	res.Findings = append(res.Findings, rec.findings...)
+	rec.mu.Unlock()
+	res.FinalLine = fmt.Sprintf("chaos seed=%d duration=%s events=%d faults=%d lost=%d duplicate_completions=%d phantoms=%d max_drain_s=%.1f",
+		res.Seed, res.Duration, res.Events, res.Faults, res.Lost, res.DuplicateCompletions, res.Phantoms, res.MaxDrainS)
+
+	report(o.Stdout, o, rec, res, v, applied, l1acc.total("leafline_completion_duplicates_total"), n, obs.revisions)
+	if res.violation() || runErr != nil || len(res.Findings) > 0 || o.Keep || o.Dir != "" {
+		c.keep.Store(true)
+		rec.info("kept %s (configs, logs, history.jsonl, chaos.log)", dir)
+	} else {
+		defer cleanup()
+	}
+	return res, runErr
+}
+
+func workDir(o options) (string, func(), error) {
+	if o.Dir != "" {
+		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+			return "", nil, err
+		}
+		abs, err := filepath.Abs(o.Dir)
+		return abs, func() {}, err
+	}
+	d, err := os.MkdirTemp("", "leafline-chaos-")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// completionBucket opens L1's completion bucket and makes it keep
+// `history` revisions per key, so that the final read can see whether a
+// first terminal record was ever overwritten.
+func completionBucket(ctx context.Context, js jetstream.JetStream, history int, rec *recorder) (jetstream.KeyValue, error) {
+	const bucket = "leafline_completions"
+	var kv jetstream.KeyValue
+	var err error
+	for i := 0; i < 100; i++ {
+		if kv, err = js.KeyValue(ctx, bucket); err == nil {
+			break
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("completion bucket %s: %w", bucket, err)
+	}
+	s, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, err
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.MaxMsgsPerSubject < int64(history) {
+		was := cfg.MaxMsgsPerSubject
+		cfg.MaxMsgsPerSubject = int64(history)
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("raise the history of %s to %d: %w", bucket, history, err)
+		}
+		rec.info("completion bucket %s: history raised from %d to %d for the duplicate check", bucket, was, history)
+	}
+	return kv, nil
+}
+
+// waitLinks waits until the hub and every edge report their upstream link up.
+func waitLinks(ctx context.Context, c *cluster, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var down []string
+		for _, n := range c.order {
+			b := c.boxes[n]
+			if b.role == "l1" {
+				continue
+			}
+			_, r, _, err := b.readyz()
+			if err != nil || r.UpstreamConnected == nil || !*r.UpstreamConnected {
+				down = append(down, b.name)
+			}
+		}
+		if len(down) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("upstream link of %s not up after %s", strings.Join(down, ", "), timeout)
+		}
+		sleepCtx(ctx, 250*time.Millisecond)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// drain waits until every PubAck'ed event is complete at L1, the timeout
+// passes, or nothing completes for o.DrainStall.
+func drain(ctx context.Context, o options, obs *observer, states []byte, rec *recorder) (float64, bool) {
+	start := time.Now()
+	lastMissing, lastChange := -1, time.Now()
+	lastLog := time.Now()
+	for {
+		missing, complete := obs.remaining(states)
+		if missing == 0 {
+			return time.Since(start).Seconds(), true
+		}
+		if missing != lastMissing {
+			lastMissing, lastChange = missing, time.Now()
+		}
+		switch {
+		case time.Since(start) > o.DrainTimeout:
+			rec.info("drain: timed out after %s with %d PubAck'ed events incomplete", o.DrainTimeout, missing)
+			return time.Since(start).Seconds(), false
+		case time.Since(lastChange) > o.DrainStall:
+			rec.info("drain: nothing completed for %s; %d PubAck'ed events incomplete", o.DrainStall, missing)
+			return time.Since(start).Seconds(), false
+		case ctx.Err() != nil:
+			return time.Since(start).Seconds(), false
+		}
+		if time.Since(lastLog) >= o.progressEvery {
+			lastLog = time.Now()
+			rec.info("drain: %d PubAck'ed events incomplete, %d complete", missing, complete)
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+}
+
+func report(w io.Writer, o options, rec *recorder, res *result, v verdict, applied int, dupMetric float64, finalRevs, allRevs int) {
+	fmt.Fprintln(w)
+	rec.table(w)
+	fmt.Fprintf(w, "  totals: %d faults; %d kills (SIGKILL and failpoint); %d link cuts (%d longer than %s)\n",
+		res.Faults, res.Kills, res.Cuts, res.LongCuts, o.LongCut)
+	fmt.Fprintf(w, "events: published=%d acked=%d unknown=%d (unknown and complete: %d)\n", v.published, v.acked, v.unknown, v.completeUnknown)
+	fmt.Fprintf(w, "completions: records=%d terminal_records=%d complete_acked=%d\n", v.records, v.terminalRecords, v.completeAcked)
+	fmt.Fprintf(w, "duplicates absorbed: %d (sum of KV duplicates), %.0f (L1 metric leafline_completion_duplicates_total, summed over L1 restarts)\n",
+		v.duplicatesAbsorbed, dupMetric)
+	fmt.Fprintf(w, "duplicate completions: kv_history=%d metric_bound=%d (applied_total=%d over L1 restarts vs %d terminal records; a lower bound: counts since the last scrape die with an unplanned L1 kill)\n",
+		res.DupKV, res.DupMetric, applied, v.terminalRecords)
+	fmt.Fprintf(w, "history: %d revisions seen (live watch + final read of %d, bucket history %d)\n", allRevs, finalRevs, o.KVHistory)
+	fmt.Fprintf(w, "drain: %.1fs (%s)\n", res.MaxDrainS, map[bool]string{true: "complete", false: "INCOMPLETE"}[res.DrainComplete])
+	section := func(title string, lines []string) {
+		if len(lines) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "%s:\n", title)
+		for _, l := range lines {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+	section("LOST (PubAck'ed at L1, not complete)", v.lostExamples)
+	section("DUPLICATE COMPLETIONS", v.dupExamples)
+	section("PHANTOMS", v.phantomExamples)
+	section("REGRESSIONS", v.regressionExamples)
+	section("undecodable records", v.decodeErrors)
+	section("FINDINGS (fault checks)", res.Findings)
+	if o.NegativeControl {
+		if res.Lost > 0 {
+			fmt.Fprintf(w, "negative control: the checker saw the loss (lost=%d), as it must\n", res.Lost)
+		} else {
+			fmt.Fprintf(w, "negative control: NO LOSS SEEN: the checker (or the failpoint) is broken\n")
+		}
+	}
+	fmt.Fprintln(w, res.FinalLine)
+}
