@@ -86,6 +86,7 @@ var (
 	benchRSS      = flag.Int("leafline.rss", 100_000, "bench: backlog for the separate-process edge RSS run (r; the issue's figure is 1000000); 0 skips it")
 	benchProfile  = flag.String("leafline.profile", "", "bench: write a CPU profile per phase into this directory")
 	benchFwd      = flag.Int("leafline.fwd", 20_000, "bench: receipts for the sourcing-vs-forwarder hop experiment (g)")
+	benchBatch    = flag.Int("leafline.batch", 0, "bench: delivery.batch_size for every edge (0: the default); a non-default value is printed in the banner")
 	benchUnsigned = flag.Bool("leafline.unsigned", false, "bench: LocalOptions.UnsignedReceipts (default: signed receipts, as LocalSystem)")
 	benchInsecure = flag.Bool("leafline.insecure", false, "bench: LocalOptions.Insecure (default: mutual TLS links, as LocalSystem)")
 	benchOnly     = flag.String("leafline.only", "", "bench: comma-separated phases to run (k,g,s,a,b,c,d,f,e,r; x only when named); empty runs all but x")
@@ -429,6 +430,9 @@ func newBenchEnv(b *testing.B, dir string, edges int, filters map[string]string,
 		if s, ok := sink[c.Site]; ok {
 			c.Sink.Type = s
 		}
+		if *benchBatch > 0 {
+			c.Delivery.BatchSize = *benchBatch
+		}
 	}})
 	if err != nil {
 		b.Fatal(err)
@@ -615,7 +619,8 @@ func BenchmarkLeafline(b *testing.B) {
 		return strings.Join(strings.Fields(string(l))[:3], " ")
 	}
 	fmt.Fprintf(out, "bench: leafline, GOMAXPROCS=%d, NumCPU=%d, loadavg at start %s\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), load())
-	fmt.Fprintf(out, "bench: backlog=%d size=%dB file=%d naive=%d drain=%d e2e=%d probe=%d\n", B, len(payload), F, *benchNaive, D, E, S)
+	fmt.Fprintf(out, "bench: backlog=%d size=%dB file=%d naive=%d drain=%d e2e=%d probe=%d rss=%d; signed receipts=%t, mutual TLS links=%t, edge batch_size=%s\n",
+		B, len(payload), F, *benchNaive, D, E, S, *benchRSS, !*benchUnsigned, !*benchInsecure, map[bool]string{true: "default", false: strconv.Itoa(*benchBatch)}[*benchBatch == 0])
 
 	// Phases without servers first, on a quiet process.
 	if benchOn("k") {
