@@ -138,6 +138,11 @@ func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
 		for i := range items {
 			_ = items[i].msg.Ack()
 		}
+		// Make sure the early ACKs reach the server before a failpoint
+		// kill: a buffered ACK that dies with the process is no ACK.
+		if r.nc != nil {
+			_ = r.nc.Flush()
+		}
 	}
 	stopProgress := r.heartbeat(items)
 	defer stopProgress()
