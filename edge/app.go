@@ -52,11 +52,16 @@ type App struct {
 	// traceRunner, if set before Run, receives the runner's contract steps.
 	traceRunner func(step string, eventID string)
 
-	opsLn    net.Listener
-	ready    chan struct{}
-	isReady  atomic.Bool
-	notReady atomic.Value // string: why the box is not ready
-	closed   sync.Once
+	opsLn     net.Listener
+	opsFailed atomic.Value                     // error: the ops server failed
+	opsSrv    atomic.Pointer[server.Server]    // the current server, for the ops handlers
+	opsSvc    atomic.Pointer[receipts.Service] // the current completion service
+	ready     chan struct{}
+	readyOnce sync.Once
+	isReady   atomic.Bool
+	notReady  atomic.Value // string: why the box is not ready
+	killed    atomic.Bool  // kill was called: a test's simulated crash
+	closed    sync.Once
 }
 
 // New checks the configuration and prepares an App. It starts nothing.
@@ -108,8 +113,61 @@ func (a *App) Completions() *receipts.Service { return a.svc }
 // finishes (or abandons, unacked) its current batch; the relay and the
 // completion service stop; the ops endpoint closes; the NATS connection
 // drains; the embedded server shuts down; the outbox closes.
+//
+// A full disk is not fatal (see storage.go): the box stops everything but
+// its ops endpoint, waits for free space and starts again on the same data
+// dir.
 func (a *App) Run(ctx context.Context) error {
 	defer a.close()
+	// The ops listener first: a busy port fails before any state changes.
+	// It serves for the whole run, also while the box waits for disk space.
+	var err error
+	if a.opsLn, err = net.Listen("tcp", a.cfg.Ops.Listen); err != nil {
+		return fmt.Errorf("ops.listen: %w", err)
+	}
+	ops := &http.Server{Handler: a.opsHandler(), ReadHeaderTimeout: 5 * time.Second}
+	opsErr := make(chan error, 1)
+	go func() { opsErr <- ops.Serve(a.opsLn) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ops.Shutdown(sctx)
+	}()
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		if err := <-opsErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.opsFailed.Store(fmt.Errorf("ops http: %w", err))
+			cancel()
+		}
+	}()
+	minWait := time.Duration(0)
+	for {
+		err := a.life(lctx)
+		if ferr, ok := a.opsFailed.Load().(error); ok {
+			err = ferr
+		}
+		a.isReady.Store(false)
+		switch {
+		case err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)):
+			a.log.Info("leafline stopped")
+			return nil
+		case !isStorageFull(err) && !lowOnSpace(a.cfg.DataDir):
+			a.log.Error("stopping on fatal error", "err", err)
+			return err
+		}
+		a.teardown()
+		// A start that fails again at once backs off, up to 30s.
+		if err := a.waitForSpace(lctx, err, minWait); err != nil {
+			a.log.Info("leafline stopped")
+			return nil
+		}
+		minWait = min(max(2*minWait, 2*time.Second), 30*time.Second)
+	}
+}
+
+// life starts the box once and runs it until ctx is done or a loop fails.
+func (a *App) life(ctx context.Context) error {
 	if err := a.start(ctx); err != nil {
 		return err
 	}
@@ -117,16 +175,10 @@ func (a *App) Run(ctx context.Context) error {
 	a.startLoops(gctx, g)
 	a.isReady.Store(true)
 	a.notReady.Store("")
-	close(a.ready)
+	a.metrics.storageFull.Set(0)
+	a.readyOnce.Do(func() { close(a.ready) })
 	a.log.Info("leafline ready", "nats", a.srv.ClientURL(), "ops", a.OpsAddr(), "domain", a.site.Domain)
-	err := g.Wait()
-	a.isReady.Store(false)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		a.log.Error("stopping on fatal error", "err", err)
-		return err
-	}
-	a.log.Info("leafline stopped")
-	return nil
+	return g.Wait()
 }
 
 func (a *App) start(ctx context.Context) error {
@@ -139,13 +191,10 @@ func (a *App) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The ops listener first: a busy port fails before any state changes.
-	if a.opsLn, err = net.Listen("tcp", cfg.Ops.Listen); err != nil {
-		return fmt.Errorf("ops.listen: %w", err)
-	}
 	if a.srv, err = startServer(opts, a.log); err != nil {
 		return err
 	}
+	a.opsSrv.Store(a.srv)
 	a.nc, err = nats.Connect("", nats.InProcessServer(a.srv), nats.Name("leafline-"+a.site.Name),
 		nats.MaxReconnects(-1))
 	if err != nil {
@@ -187,7 +236,7 @@ func (a *App) startEdge(ctx context.Context) error {
 			return err
 		}
 	}
-	cons, err := a.js.Consumer(ctx, cfg.Topology.Events.EdgeStream, cfg.Delivery.Consumer)
+	cons, err := a.sinkConsumer(ctx)
 	if err != nil {
 		return fmt.Errorf("sink consumer: %w", err)
 	}
@@ -265,6 +314,7 @@ func (a *App) startL1(ctx context.Context) error {
 		return fmt.Errorf("completion service: %w", err)
 	}
 	a.svc = svc
+	a.opsSvc.Store(svc)
 	a.metrics.watchCompletions(svc.Stats)
 	// Any NATS client can ask "what happened to event X?" (nats micro ls).
 	if a.micro, err = receipts.StartMicro(a.nc, svc, receipts.MicroConfig{}); err != nil {
@@ -347,20 +397,7 @@ func acceptReceipt(t *topology.Topology) func(receipts.Receipt) error {
 }
 
 func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
-	ops := &http.Server{Handler: a.opsHandler(), ReadHeaderTimeout: 5 * time.Second}
-	g.Go(func() error {
-		if err := ops.Serve(a.opsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("ops http: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return ops.Shutdown(sctx)
-	})
-	g.Go(func() error { a.monitor(ctx); return nil })
+	g.Go(func() error { return a.monitor(ctx) })
 	if a.run != nil {
 		g.Go(func() error { return a.run.run(ctx) })
 		relay := outbox.NewRelay(a.ob, &receiptPublisher{js: a.js, signer: a.signer}, outbox.RelayConfig{
@@ -377,13 +414,22 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	}
 }
 
-// monitor refreshes the gauges that describe links and backlogs, and prunes
-// old published outbox records.
-func (a *App) monitor(ctx context.Context) {
+// monitor refreshes the gauges that describe links, backlogs and storage,
+// and prunes old published outbox records. It returns errJetStreamDisabled
+// when the embedded server turned JetStream off under the running box.
+func (a *App) monitor(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastPrune := time.Time{}
 	for {
+		if ctx.Err() == nil && !a.killed.Load() && a.srv.Running() && !a.srv.JetStreamEnabled() {
+			a.metrics.jetstreamEnabled.Set(0)
+			return errJetStreamDisabled
+		}
+		a.metrics.jetstreamEnabled.Set(1)
+		if free, _, err := diskSpace(a.cfg.DataDir); err == nil {
+			a.metrics.storageFree.Set(float64(free))
+		}
 		up := 0.0
 		if upstreamConnected(a.srv) {
 			up = 1
@@ -405,7 +451,7 @@ func (a *App) monitor(ctx context.Context) {
 		a.updateSourceGauges(ctx)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tick.C:
 		}
 	}
@@ -432,32 +478,44 @@ func (a *App) updateSourceGauges(ctx context.Context) {
 // UpstreamConnected reports whether the box's upstream leafnode is up.
 func (a *App) UpstreamConnected() bool { return a.srv != nil && upstreamConnected(a.srv) }
 
+// close stops the box for good.
 func (a *App) close() {
 	a.closed.Do(func() {
-		if a.micro != nil {
-			_ = a.micro.Stop()
-		}
-		if a.nc != nil {
-			a.nc.Close()
-		}
-		if a.srv != nil {
-			a.srv.Shutdown()
-			a.srv.WaitForShutdown()
-		}
-		if a.ob != nil {
-			if err := a.ob.Close(); err != nil {
-				a.log.Warn("outbox close", "err", err)
-			}
-		}
+		a.teardown()
 		if a.opsLn != nil {
 			a.opsLn.Close()
 		}
 	})
 }
 
+// teardown stops what start started, in order, and forgets it: the micro
+// service, the NATS connection, the embedded server, the outbox.
+func (a *App) teardown() {
+	a.opsSvc.Store(nil)
+	a.opsSrv.Store(nil)
+	if a.micro != nil {
+		_ = a.micro.Stop()
+		a.micro = nil
+	}
+	if a.nc != nil {
+		a.nc.Close()
+	}
+	if a.srv != nil {
+		a.srv.Shutdown()
+		a.srv.WaitForShutdown()
+	}
+	if a.ob != nil {
+		if err := a.ob.Close(); err != nil {
+			a.log.Warn("outbox close", "err", err)
+		}
+	}
+	a.nc, a.js, a.ob, a.svc, a.run, a.signer = nil, nil, nil, nil, nil, nil
+}
+
 // kill closes the box's NATS connection and server under its running loops,
 // with no drain: in-flight work is abandoned unacked, as in a crash.
 func (a *App) kill() {
+	a.killed.Store(true)
 	if a.nc != nil {
 		a.nc.Close()
 	}

@@ -45,6 +45,17 @@
 // commit error is fatal (ErrFatal): Run returns and the supervisor restarts
 // the box; bbolt state is never retried in place.
 //
+// # A full disk
+//
+// A full disk stops the box without losing anything (storage.go). When the
+// embedded server disables JetStream after a failed store write, or a bbolt
+// commit fails with ENOSPC, Run stops the runner, relay, server and outbox —
+// the state of a clean stop, so nothing is ACKed that is not durable — and
+// keeps /healthz, /metrics (leafline_storage_full 1) and /readyz (503, the
+// reason) serving. It logs one "STORAGE FULL" error and starts again, on
+// the same data dir, once the data dir has room (2% of the filesystem,
+// between 8 and 256 MiB). The unACKed events are redelivered then.
+//
 // # Caveats
 //
 //   - Delivery is at least once. A sink must be idempotent by event_id; the

@@ -1,6 +1,9 @@
 package edge
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -29,6 +32,11 @@ type Metrics struct {
 	outboxPending     prometheus.Gauge
 	sourceLag         *prometheus.GaugeVec
 	sourceActive      *prometheus.GaugeVec
+
+	storageFull, storageFree, jetstreamEnabled prometheus.Gauge
+
+	completionStats atomic.Pointer[func() receipts.Stats]
+	completionOnce  sync.Once
 }
 
 func newMetrics(site, role string) *Metrics {
@@ -62,11 +70,22 @@ func newMetrics(site, role string) *Metrics {
 	m.outboxPending = f.gauge("outbox_pending", "Receipts committed to the outbox and not yet PubAck'ed.")
 	m.sourceLag = f.gaugeVec("source_lag", "Messages the sourced stream is behind its source.", "stream", "source")
 	m.sourceActive = f.gaugeVec("source_last_active_seconds", "Seconds since the source last delivered or heartbeated.", "stream", "source")
+	m.storageFull = f.gauge("storage_full", "1 while the box is stopped because its storage is full (nothing is ACKed); it restarts itself when space is freed.")
+	m.storageFree = f.gauge("storage_free_bytes", "Bytes available on the filesystem of the box's data dir.")
+	m.jetstreamEnabled = f.gauge("jetstream_enabled", "1 while the embedded server's JetStream is enabled.")
 	return m
 }
 
-// watchCompletions exports the L1 completion service's counters.
+// watchCompletions exports the L1 completion service's counters. A later
+// call (a new service after a restart) replaces the source; the counters
+// then start again from zero, as after a process restart.
 func (m *Metrics) watchCompletions(stats func() receipts.Stats) {
+	m.completionStats.Store(&stats)
+	m.completionOnce.Do(m.registerCompletions)
+}
+
+func (m *Metrics) registerCompletions() {
+	stats := func() receipts.Stats { return (*m.completionStats.Load())() }
 	for _, c := range []struct {
 		name, help string
 		v          func(receipts.Stats) uint64

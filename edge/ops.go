@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
 )
 
 // opsHandler serves /metrics, /healthz, /readyz and, on L1, the status API.
@@ -23,10 +24,19 @@ func (a *App) opsHandler() http.Handler {
 		}
 		writeJSON(w, code, body)
 	})
-	if a.svc != nil {
+	if a.site.Role == topology.RoleL1 {
 		// The L1 status API: /v1/events/{event_id}, /v1/events?status=…,
-		// /v1/summary.
-		mux.Handle("/v1/", receipts.NewHTTPHandler(a.svc))
+		// /v1/summary — served by the current completion service (a new
+		// one after a restart on a full disk).
+		mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+			svc := a.opsSvc.Load()
+			if svc == nil {
+				msg, _ := a.notReady.Load().(string)
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the completion service is not running: " + msg})
+				return
+			}
+			receipts.NewHTTPHandler(svc).ServeHTTP(w, r)
+		})
 	}
 	return mux
 }
@@ -48,10 +58,10 @@ func (a *App) readiness() Readiness {
 	if !r.Ready {
 		r.Reason, _ = a.notReady.Load().(string)
 	}
-	if a.site.Upstream != "" && a.srv != nil {
-		up := upstreamConnected(a.srv)
+	if srv := a.opsSrv.Load(); a.site.Upstream != "" && srv != nil {
+		up := upstreamConnected(srv)
 		r.UpstreamConnected = &up
-		r.UpstreamError = upstreamError(a.srv)
+		r.UpstreamError = upstreamError(srv)
 	}
 	return r
 }
