@@ -66,6 +66,10 @@ func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 		}
 	}
 	opts.LeafNode.ReconnectInterval = cfg.Leafnode.ReconnectInterval.D()
+	// A link that drops packets without closing is seen down after
+	// MaxPingsOut missed pongs, about 3 ping intervals.
+	opts.PingInterval = cfg.Leafnode.PingInterval.D()
+	opts.MaxPingsOut = 3
 	if up := upstreamURL(cfg, site); up != "" {
 		u, err := url.Parse(up)
 		if err != nil {

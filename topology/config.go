@@ -76,6 +76,11 @@ type LeafnodeConfig struct {
 	// ReconnectInterval is how often a cut upstream link is redialled.
 	// Zero value means 1s.
 	ReconnectInterval Duration `json:"reconnect_interval,omitempty"`
+	// PingInterval is how often the box pings its links (and clients); a
+	// link that misses 3 pongs in a row is closed and redialled, so a link
+	// that silently drops packets is seen down in about 3 intervals, not
+	// after minutes. Zero value means 5s.
+	PingInterval Duration `json:"ping_interval,omitempty"`
 	// UpstreamURL overrides the topology's upstream URL for this box
 	// (e.g. a local proxy). Zero value means the topology's. Like the
 	// topology's, it may carry a user name but never a password.
@@ -261,6 +266,7 @@ func (c *Config) SetDefaults() {
 	setString(&c.JetStream.SyncInterval, "always")
 	setInt64(&c.JetStream.MaxStreamBytes, 1<<30)
 	setDuration(&c.Leafnode.ReconnectInterval, time.Second)
+	setDuration(&c.Leafnode.PingInterval, 5*time.Second)
 	setString(&c.Sink.Type, "store")
 	if c.DataDir != "" {
 		setString(&c.Sink.Dir, filepath.Join(c.DataDir, "sink"))

@@ -25,6 +25,7 @@ func TestConfig_Validate_Bad(t *testing.T) {
 		{"sync interval word", "", func(c *Config) { c.JetStream.SyncInterval = "sometimes" }, "jetstream.sync_interval", `"always" or a duration`},
 		{"sync interval long", "", func(c *Config) { c.JetStream.SyncInterval = "11m" }, "jetstream.sync_interval", "(0s, 10m]"},
 		{"max stream bytes negative", "", func(c *Config) { c.JetStream.MaxStreamBytes = -1 }, "jetstream.max_stream_bytes", "must be positive"},
+		{"ping interval too short", "", func(c *Config) { c.Leafnode.PingInterval = Duration(100 * time.Millisecond) }, "leafnode.ping_interval", "at least 1s"},
 		{"max stream above store", "", func(c *Config) { c.JetStream.MaxStoreBytes = 1000 }, "jetstream.max_stream_bytes", "above jetstream.max_store_bytes"},
 		{"max store negative", "", func(c *Config) { c.JetStream.MaxStoreBytes = -1 }, "jetstream.max_store_bytes", "0 (no cap)"},
 		{"upstream url scheme", "", func(c *Config) { c.Leafnode.UpstreamURL = "https://hub:443" }, "leafnode.upstream_url", `scheme "https"`},

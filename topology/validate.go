@@ -370,6 +370,9 @@ func (c *Config) validateLocal(p *problems) {
 	if c.Leafnode.ReconnectInterval <= 0 {
 		p.add("leafnode.reconnect_interval", "must be positive")
 	}
+	if c.Leafnode.PingInterval < Duration(time.Second) {
+		p.add("leafnode.ping_interval", "must be at least 1s")
+	}
 	if u := c.Leafnode.UpstreamURL; u != "" {
 		if err := checkUpstreamURL(u); err != nil {
 			p.add("leafnode.upstream_url", "%v", err)

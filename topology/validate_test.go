@@ -150,6 +150,7 @@ func TestConfig_SetDefaults(t *testing.T) {
 		{"jetstream.sync_interval", c.JetStream.SyncInterval, "always"},
 		{"jetstream.max_stream_bytes", c.JetStream.MaxStreamBytes, int64(1 << 30)},
 		{"leafnode.reconnect_interval", c.Leafnode.ReconnectInterval.String(), "1s"},
+		{"leafnode.ping_interval", c.Leafnode.PingInterval.String(), "5s"},
 		{"sink.type", c.Sink.Type, "store"},
 		{"sink.dir", c.Sink.Dir, "/d/sink"},
 		{"event_id.header", c.EventID.Header, "Nats-Msg-Id"},
