@@ -56,6 +56,7 @@ type App struct {
 	opsFailed atomic.Value                     // error: the ops server failed
 	opsSrv    atomic.Pointer[server.Server]    // the current server, for the ops handlers
 	opsSvc    atomic.Pointer[receipts.Service] // the current completion service
+	opsDirect atomic.Pointer[directConsumer]   // the current direct-mode sink consumer
 	ready     chan struct{}
 	readyOnce sync.Once
 	isReady   atomic.Bool
@@ -247,7 +248,7 @@ func (a *App) startEdge(ctx context.Context) error {
 	r := &runner{
 		cfg:      cfg,
 		site:     a.site.Name,
-		nc:       a.nc,
+		nc:       sinkConn(cons, a.nc), // a direct consumer's own connection
 		js:       a.js,
 		progress: progress,
 		cons:     cons,
@@ -276,6 +277,9 @@ func (a *App) startEdge(ctx context.Context) error {
 		r.trace = func(step string, it *item) { a.traceRunner(step, it.ev.ID) }
 	}
 	a.run = r
+	if d, ok := cons.(*directConsumer); ok {
+		a.opsDirect.Store(d)
+	}
 	return nil
 }
 
@@ -496,6 +500,13 @@ func (a *App) teardown() {
 	if a.micro != nil {
 		_ = a.micro.Stop()
 		a.micro = nil
+	}
+	a.opsDirect.Store(nil)
+	if a.run != nil {
+		// A direct consumer's own connection: flush the ACKs it buffered.
+		if c, ok := a.run.cons.(interface{ Close() }); ok {
+			c.Close()
+		}
 	}
 	if a.nc != nil {
 		a.nc.Close()

@@ -45,6 +45,37 @@
 // commit error is fatal (ErrFatal): Run returns and the supervisor restarts
 // the box; bbolt state is never retried in place.
 //
+// # Direct delivery mode
+//
+// An edge whose site has delivery_mode "direct" in the topology has no L2A,
+// and its hub serves no source on HA for it: the sink runner consumes L1A
+// at L1 itself, through both leafnode links, with a durable pull consumer
+// named leafline-sink-<site> (the site's filter, the box's delivery
+// settings) that the box creates or updates in place through L1's API
+// prefix and never recreates (ErrIncompatible). Its ACK is the ACK of the
+// original delivery on L1 (seed 004, option 1); the receipt path and the
+// commit-first rule are unchanged, and L1 still records completion from
+// receipts. The links carry exactly that consumer's lookups, creates, pull
+// requests and ACKs, and the replies under the edge's own inbox prefix
+// (topology.DirectPermissions), which only the consumer's connection uses.
+//
+// The trade-off: a sourced edge goes on processing its own copy while a
+// link is down; a direct-mode edge processes nothing until both its link
+// and the hub's link to L1 are up. The events wait on L1; the runner makes
+// one attempt per second, logs the outage when it starts (and every minute
+// while it lasts, never per fetch), reports it in DirectStatus, and resumes
+// by itself. A box that starts while L1 is unreachable waits up to 5s, then
+// runs and creates its consumer when L1 answers. Every fetch and ACK
+// crosses two links: AckWait must cover the batch plus the round trip, and
+// each fetch that ends on delivery.batch_timeout_ms is a pull request over
+// both links. In exchange, L1's consumer state shows what each edge has
+// ACKed, and the edge keeps no copy of the events (the hub keeps HA, which
+// its sourced edges use).
+// Switching modes deletes nothing: an L2A or a consumer on L1A left by the
+// other mode stays until an operator removes it, and a new consumer starts
+// at the beginning of its stream: events already processed come again and
+// are absorbed by event_id (the outbox, L1's completion store).
+//
 // # A full disk
 //
 // A full disk stops the box without losing anything (storage.go). When the

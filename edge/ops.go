@@ -51,6 +51,10 @@ type Readiness struct {
 	// UpstreamError is why the upstream link is down, when it is known
 	// (refused certificate, authorization violation, …).
 	UpstreamError string `json:"upstream_error,omitempty"`
+	// Direct is a direct-mode edge's consumer on L1: while it is not
+	// reachable the edge processes nothing (the box stays ready: its relay
+	// and status still work).
+	Direct *DirectStatus `json:"direct,omitempty"`
 }
 
 func (a *App) readiness() Readiness {
@@ -62,6 +66,10 @@ func (a *App) readiness() Readiness {
 		up := upstreamConnected(srv)
 		r.UpstreamConnected = &up
 		r.UpstreamError = upstreamError(srv)
+	}
+	if d := a.opsDirect.Load(); d != nil {
+		st := d.Status()
+		r.Direct = &st
 	}
 	return r
 }

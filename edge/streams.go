@@ -34,6 +34,12 @@ type consumerPlan struct {
 // heartbeat) per downstream site, and the downstream stream binds to it by
 // name. A durable source resumes within about a second after a long cut,
 // where an ephemeral one can take tens of seconds (see DESIGN.md).
+//
+// An edge in direct delivery mode (topology Site.DeliveryMode) owns only its
+// receipts and DLQ streams: it has no L2A, and its hub creates no source
+// consumer on HA for it (the hub keeps HA, which its sourced edges use and
+// which lets an edge switch back to sourced with the full history). An
+// L2A left from an earlier sourced run is neither used nor deleted.
 func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 	t := cfg.Topology
 	ev, rc := t.Events, t.Receipts
@@ -97,29 +103,41 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 		rh := base(rc.HubStream)
 		rh.Description = "leafline receipts at hub"
 		for _, e := range t.Downstream(site.Name) {
-			serve(ev.HubStream, e, e.Filter)
+			// A direct-mode edge consumes L1A itself: no source for it on HA.
+			if !e.Direct() {
+				serve(ev.HubStream, e, e.Filter)
+			}
 			rh.Sources = append(rh.Sources, sourceFrom(rc.EdgeStream, e))
 		}
 		serve(rc.HubStream, up, "")
 		p.streams = append(p.streams, ha, rh)
 	case topology.RoleEdge:
-		l2 := base(ev.EdgeStream)
-		l2.Description = "leafline events at edge"
-		l2.Sources = []*jetstream.StreamSource{sourceFrom(ev.HubStream, up)}
+		// A direct-mode edge has no events stream of its own: its sink
+		// consumer lives on L1A at L1 and is reconciled by the box itself
+		// through the links (direct.go), not by this plan, so that the
+		// box starts while L1 is unreachable.
+		if !site.Direct() {
+			l2 := base(ev.EdgeStream)
+			l2.Description = "leafline events at edge"
+			l2.Sources = []*jetstream.StreamSource{sourceFrom(ev.HubStream, up)}
+			p.streams = append(p.streams, l2)
+		}
 		re := base(rc.EdgeStream)
 		re.Description = "leafline receipts at edge"
 		re.Subjects = []string{t.ReceiptFilter(site.Name)}
 		// Receipts are written in atomic batches: one fsync per batch.
 		re.AllowAtomicPublish = true
 		serve(rc.EdgeStream, up, "")
-		p.streams = append(p.streams, l2, re)
+		p.streams = append(p.streams, re)
 		if cfg.DeadLetter.Enabled {
 			dlq := base(cfg.DeadLetter.Stream)
 			dlq.Description = "leafline dead letters"
 			dlq.Subjects = []string{cfg.DeadLetter.Subject}
 			p.streams = append(p.streams, dlq)
 		}
-		p.consumers = append(p.consumers, consumerPlan{stream: ev.EdgeStream, cfg: sinkConsumerConfig(cfg)})
+		if !site.Direct() {
+			p.consumers = append(p.consumers, consumerPlan{stream: ev.EdgeStream, cfg: sinkConsumerConfig(cfg)})
+		}
 	}
 	return p
 }
@@ -162,7 +180,7 @@ func reconcile(ctx context.Context, js jetstream.JetStream, p plan) error {
 	}
 	for _, c := range p.consumers {
 		if _, err := js.CreateOrUpdateConsumer(ctx, c.stream, c.cfg); err != nil {
-			return fmt.Errorf("consumer %s on stream %s: %w: %w", c.cfg.Durable, c.stream, ErrIncompatible, err)
+			return fmt.Errorf("consumer %s on stream %s: %w", c.cfg.Durable, c.stream, refused(err))
 		}
 	}
 	return nil
@@ -189,7 +207,19 @@ func reconcileStream(ctx context.Context, js jetstream.JetStream, want jetstream
 			want.Name, ErrIncompatible, have.Discard, want.Discard)
 	}
 	if _, err := js.UpdateStream(ctx, want); err != nil {
-		return fmt.Errorf("stream %s: %w: %w", want.Name, ErrIncompatible, err)
+		return fmt.Errorf("stream %s: %w", want.Name, refused(err))
 	}
 	return nil
+}
+
+// refused classifies a failed create-or-update: the server refusing the
+// configuration (a 4xx API error) is ErrIncompatible; a server-side failure
+// (5xx, e.g. a full disk writing the new metadata) or a timeout is not, and
+// keeps its cause.
+func refused(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 {
+		return fmt.Errorf("%w: %w", ErrIncompatible, err)
+	}
+	return fmt.Errorf("update failed: %w", err)
 }

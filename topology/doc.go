@@ -11,6 +11,8 @@
 // (RE → RH → R1). Every stream, consumer and server option a site needs is
 // derived from it; a box's Config adds only what is local to the box (data
 // directory, listen addresses, sink, delivery tuning) and names its site.
+// An edge's delivery_mode "direct" replaces its sourced copy (L2A) with a
+// consumer of its own on L1A, reached through both links (Site.DeliveryMode).
 //
 // # Secure links
 //

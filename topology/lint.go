@@ -55,7 +55,8 @@ func Lint(c *Config) []Warning {
 //   - a leafnode link without TLS, or without credentials (anything that
 //     reaches the upstream's leafnode port then joins its account with
 //     full access);
-//   - a duplicate window shorter than the expected outage.
+//   - a duplicate window shorter than the expected outage;
+//   - an edge in direct delivery mode (it stops while a link is down).
 func (t *Topology) Lint() []Warning {
 	var out []Warning
 	for i := range t.Sites {
@@ -69,6 +70,11 @@ func (t *Topology) Lint() []Warning {
 			out = append(out, Warning{path, fmt.Sprintf(
 				"the link %s → %s is not encrypted (site %q listens with tls %q): events and receipts cross it in clear text; set its leafnode.tls to %q",
 				s.Name, up.Name, up.Name, TLSOff, TLSMutual)})
+		}
+		if s.Direct() {
+			out = append(out, Warning{sitePath(i, "delivery_mode"), fmt.Sprintf(
+				"edge %q consumes %s on L1 directly: it processes nothing while its link or the hub's link to L1 is down (a sourced edge goes on with its own copy), and every fetch and ACK crosses both links; use it where the links are reliable and the ACK must be on L1's own delivery",
+				s.Name, t.Events.OriginStream)})
 		}
 		if s.Leafnode.Auth.Method == AuthNone || s.Leafnode.Auth.Method == "" {
 			out = append(out, Warning{sitePath(i, "leafnode", "auth", "method"), fmt.Sprintf(

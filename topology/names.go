@@ -26,6 +26,10 @@ var upstreamSchemes = map[string]bool{"nats-leaf": true, "tls": true, "nats": tr
 // may overlap it, or a stream would capture another stream's sourcing traffic.
 const sourceDeliverSpace = "leafline.src.>"
 
+// directInboxSpace holds every DirectInboxPrefix: no configured subject may
+// overlap it, or a stream would capture a direct-mode edge's deliveries.
+const directInboxSpace = "leafline.direct.>"
+
 func isNameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }

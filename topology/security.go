@@ -453,6 +453,12 @@ type LinkPermissions struct {
 // their own subjects: they travel inside the site's receipts source, so a
 // site cannot put a receipt in another site's name into the upstream's
 // streams, and nothing else of the JetStream API of either side is reachable.
+//
+// An edge in direct delivery mode sources nothing from the hub: its link
+// drops the four forward-source subjects above and carries, instead, its
+// own consumer on the origin stream at L1 (DirectPermissions). A hub's
+// link to L1 carries the same subjects for each of its direct-mode edges,
+// since their requests, deliveries and ACKs cross it too.
 func (t *Topology) LinkPermissions(site string) (LinkPermissions, error) {
 	s, ok := t.Site(site)
 	if !ok {
@@ -473,20 +479,92 @@ func (t *Topology) LinkPermissions(site string) (LinkPermissions, error) {
 	}
 	mine := SourceConsumerName(s.Name) // the upstream's consumer on fwd, for s
 	theirs := SourceConsumerName(up.Name)
+	sourced := !s.Direct() // s sources fwd from its upstream
+	var lp LinkPermissions
+	if sourced {
+		lp.Publish = append(lp.Publish,
+			APIPrefix(up.Domain)+".CONSUMER.RESET."+fwd+"."+mine,
+			"$JS.FC."+up.Domain+".*."+fwd+"."+mine+".*",
+			"$JS.FC."+fwd+"."+mine+".*",
+		)
+		lp.Subscribe = append(lp.Subscribe, SourceDeliverSubject(up.Name, fwd, s.Name))
+	}
+	lp.Publish = append(lp.Publish,
+		SourceDeliverSubject(s.Name, rev, up.Name),
+		"$JSC.R."+s.Domain+".*."+rev+"."+theirs+".*",
+	)
+	lp.Subscribe = append(lp.Subscribe,
+		APIPrefix(s.Domain)+".CONSUMER.RESET."+rev+"."+theirs,
+		"$JS.FC."+s.Domain+".*."+rev+"."+theirs+".*",
+	)
+	if sourced {
+		lp.Subscribe = append(lp.Subscribe, "$JSC.R."+up.Domain+".*."+fwd+"."+mine+".*")
+	}
+	var direct []*Site
+	switch {
+	case s.Direct():
+		direct = append(direct, s)
+	case s.Role == RoleHub:
+		for _, e := range t.Downstream(s.Name) {
+			if e.Direct() {
+				direct = append(direct, e)
+			}
+		}
+	}
+	for _, e := range direct {
+		dp, err := t.DirectPermissions(e.Name)
+		if err != nil {
+			return LinkPermissions{}, err
+		}
+		lp.Publish = append(lp.Publish, dp.Publish...)
+		lp.Subscribe = append(lp.Subscribe, dp.Subscribe...)
+	}
+	return lp, nil
+}
+
+// DirectPermissions returns the subjects that the consumer of a direct-mode
+// edge on the origin stream at L1 needs on every link between the edge and
+// L1 (edge → hub, hub → L1), and nothing more:
+//
+//	toward L1   $JS.<l1>.API.CONSUMER.INFO.<origin>.leafline-sink-<edge>              look the consumer up
+//	            $JS.<l1>.API.CONSUMER.CREATE.<origin>.leafline-sink-<edge>.<filter>   create or update it, with the edge's filter only
+//	            $JS.<l1>.API.CONSUMER.MSG.NEXT.<origin>.leafline-sink-<edge>          pull requests
+//	            $JS.ACK.<l1>.*.<origin>.leafline-sink-<edge>.>                         ACK, NAK, InProgress, Term (v2 ACK subjects)
+//	toward edge leafline.direct.<edge>.>                                               API replies and deliveries (DirectInboxPrefix)
+//
+// where <l1> is L1's JetStream domain and <filter> the edge's filter (the
+// CREATE subject has no filter token when the edge has none). The server
+// refuses a CREATE whose subject's filter differs from the request's, so
+// the edge cannot widen its consumer beyond its filter, and it can neither
+// delete its consumer nor reach any other consumer, stream or API of L1.
+//
+// NOTE: within that, the edge (and its hub) shapes its own consumer's
+// configuration: it could, say, turn it into a push consumer delivering
+// its own filtered events elsewhere in L1's account. That is the edge's
+// entitlement re-routed, not another site's data.
+func (t *Topology) DirectPermissions(edge string) (LinkPermissions, error) {
+	e, ok := t.Site(edge)
+	if !ok || e.Role != RoleEdge {
+		return LinkPermissions{}, fmt.Errorf("topology: %q is not an edge site", edge)
+	}
+	l1, ok := t.L1()
+	if !ok {
+		return LinkPermissions{}, fmt.Errorf("topology: no l1 site for edge %q to consume from", edge)
+	}
+	api := APIPrefix(l1.Domain)
+	stream, cons := t.Events.OriginStream, DirectConsumerName(e.Name)
+	create := api + ".CONSUMER.CREATE." + stream + "." + cons
+	if e.Filter != "" {
+		create += "." + e.Filter
+	}
 	return LinkPermissions{
 		Publish: []string{
-			APIPrefix(up.Domain) + ".CONSUMER.RESET." + fwd + "." + mine,
-			"$JS.FC." + up.Domain + ".*." + fwd + "." + mine + ".*",
-			"$JS.FC." + fwd + "." + mine + ".*",
-			SourceDeliverSubject(s.Name, rev, up.Name),
-			"$JSC.R." + s.Domain + ".*." + rev + "." + theirs + ".*",
+			api + ".CONSUMER.INFO." + stream + "." + cons,
+			create,
+			api + ".CONSUMER.MSG.NEXT." + stream + "." + cons,
+			"$JS.ACK." + l1.Domain + ".*." + stream + "." + cons + ".>",
 		},
-		Subscribe: []string{
-			SourceDeliverSubject(up.Name, fwd, s.Name),
-			APIPrefix(s.Domain) + ".CONSUMER.RESET." + rev + "." + theirs,
-			"$JS.FC." + s.Domain + ".*." + rev + "." + theirs + ".*",
-			"$JSC.R." + up.Domain + ".*." + fwd + "." + mine + ".*",
-		},
+		Subscribe: []string{DirectInboxPrefix(e.Name) + ".>"},
 	}, nil
 }
 

@@ -83,6 +83,29 @@ type Site struct {
 	// receipts signed with it; the seed is in the edge box's
 	// signing.key_file. Zero value: the site's receipts are unsigned.
 	ReceiptKey string `json:"receipt_key,omitempty"`
+	// DeliveryMode is how an edge gets its events (edge only):
+	// "sourced" (zero value) consumes the edge's own copy, Events.EdgeStream,
+	// durably sourced from the hub, and keeps processing while its links
+	// are down; "direct" consumes Events.OriginStream on L1 through the
+	// leafnode links with the L1 domain's API prefix, with a durable pull
+	// consumer DirectConsumerName(site) that ACKs the original delivery on
+	// L1, and processes nothing while either link is down. It is part of
+	// the topology, not of the box config, because the hub's and L1's link
+	// permissions and the hub's streams follow from it.
+	DeliveryMode string `json:"delivery_mode,omitempty"`
+}
+
+// Edge delivery modes (Site.DeliveryMode).
+const (
+	// DeliverySourced: the edge consumes its own sourced events stream.
+	DeliverySourced = "sourced"
+	// DeliveryDirect: the edge consumes the origin stream on L1 directly.
+	DeliveryDirect = "direct"
+)
+
+// Direct reports whether s is an edge in direct delivery mode.
+func (s *Site) Direct() bool {
+	return s.Role == RoleEdge && s.DeliveryMode == DeliveryDirect
 }
 
 // SiteLeafnode holds the addresses of a site's leafnode links.
@@ -131,6 +154,9 @@ func (t *Topology) SetDefaults() {
 		s.Leafnode.setDefaults(s)
 		if s.Role == RoleEdge && s.Filter == "" && len(e.Subjects) == 1 {
 			s.Filter = e.Subjects[0]
+		}
+		if s.Role == RoleEdge {
+			setString(&s.DeliveryMode, DeliverySourced)
 		}
 	}
 	for i := range t.Sites {
@@ -208,6 +234,22 @@ func SourceConsumerName(downstream string) string {
 // one deliver subject between them.
 func SourceDeliverSubject(owner, stream, downstream string) string {
 	return "leafline.src." + owner + "." + stream + "." + downstream
+}
+
+// DirectConsumerName is the name of the durable pull consumer that an edge
+// in direct delivery mode creates on the origin stream at L1. It is unique
+// per edge, and the link permissions name it.
+func DirectConsumerName(edge string) string {
+	return "leafline-sink-" + edge
+}
+
+// DirectInboxPrefix is the inbox prefix of the connection with which an edge
+// in direct delivery mode talks to L1: "leafline.direct.<edge>". Every API
+// reply and every delivery of its consumer is sent under it, so that the
+// links let exactly these replies through to exactly that edge (a shared
+// "_INBOX.>" would let every site read every other site's replies).
+func DirectInboxPrefix(edge string) string {
+	return "leafline.direct." + edge
 }
 
 // APIPrefix is the JetStream API prefix that reaches a domain across a leafnode.

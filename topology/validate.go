@@ -124,6 +124,7 @@ func (t *Topology) validateSites(p *problems) {
 		t.validateUpstream(p, i)
 		t.validateLeafnode(p, i)
 		t.validateFilter(p, i)
+		t.validateDeliveryMode(p, i)
 		t.validateLinkSecurity(p, i)
 		t.validateReceiptKey(p, i)
 	}
@@ -312,6 +313,20 @@ func (t *Topology) validateFilter(p *problems, i int) {
 	if len(evs) > 0 {
 		p.add(path, "%q is not within the event subjects (%s)", s.Filter, strings.Join(t.Events.Subjects, ", "))
 	}
+}
+
+// validateDeliveryMode checks sites[i].delivery_mode.
+func (t *Topology) validateDeliveryMode(p *problems, i int) {
+	s := &t.Sites[i]
+	if s.DeliveryMode == "" {
+		return
+	}
+	path := sitePath(i, "delivery_mode")
+	if s.Role != RoleEdge {
+		p.add(path, "only edge sites have a delivery mode (%q or %q)", DeliverySourced, DeliveryDirect)
+		return
+	}
+	p.oneOf(path, s.DeliveryMode, DeliverySourced, DeliveryDirect)
 }
 
 // validateCycles reports each cycle in the upstream chain once, at its
@@ -622,6 +637,8 @@ func (p *problems) notReserved(path, s string) {
 		p.add(path, "subjects starting with '$' are reserved for the NATS system")
 	case subjectsOverlap(s, sourceDeliverSpace):
 		p.add(path, "overlaps %q, which leafline reserves for stream sourcing", sourceDeliverSpace)
+	case subjectsOverlap(s, directInboxSpace):
+		p.add(path, "overlaps %q, which leafline reserves for the replies and deliveries of direct-mode edges", directInboxSpace)
 	}
 }
 
