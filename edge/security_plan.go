@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -75,4 +76,29 @@ func consumedSubjects(cfg *topology.Config, site *topology.Site) []string {
 		return []string{site.Filter}
 	}
 	return cfg.Topology.Events.Subjects
+}
+
+// LiveWarnings lints the streams of the config's site as they are on the
+// server behind js (topology.LintStreams): what an operator changed by hand
+// on a stock nats-server, or a stream leafline's plan does not yet hold. A
+// stream of the plan that is missing is reported too.
+func LiveWarnings(ctx context.Context, js jetstream.JetStream, cfg *topology.Config) ([]topology.Warning, error) {
+	site, ok := cfg.Topology.Site(cfg.Site)
+	if !ok {
+		return nil, errors.New("edge: site " + cfg.Site + " is not in the topology")
+	}
+	var live []jetstream.StreamConfig
+	var out []topology.Warning
+	for _, want := range sitePlan(cfg, site).streams {
+		s, err := js.Stream(ctx, want.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			out = append(out, topology.Warning{Path: "stream " + want.Name, Msg: "missing: the site needs it (leafline provision creates it)"})
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("stream %s: %w", want.Name, err)
+		}
+		live = append(live, s.CachedInfo().Config)
+	}
+	return append(out, topology.LintStreams(StreamFacts(cfg, live), consumedSubjects(cfg, site))...), nil
 }
