@@ -296,6 +296,7 @@ func (a *App) startL1(ctx context.Context) error {
 		Stream:            t.Receipts.L1Stream,
 		Consumer:          cfg.Completion.Consumer,
 		Bucket:            cfg.Completion.Bucket,
+		History:           cfg.Completion.History,
 		QuarantineStream:  cfg.Completion.QuarantineStream,
 		QuarantineSubject: cfg.Completion.QuarantineSubject,
 		Accept:            acceptReceipt(t),

@@ -42,8 +42,12 @@ type ServiceConfig struct {
 	// Instances that share it share the work.
 	Consumer string
 	// Bucket is the completion KV bucket; zero = DefaultBucket. Setup creates
-	// it if absent (History 1, FileStorage, Replicas).
+	// it if absent (History, FileStorage, Replicas).
 	Bucket string
+	// History is the number of revisions Bucket keeps per key, 1..64; zero
+	// = 1. Setup creates Bucket with it and sets an existing Bucket to it
+	// (see StoreConfig.History). Instances sharing a bucket must agree.
+	History int
 	// Replicas for the bucket and the quarantine stream; zero = 1.
 	Replicas int
 	// QuarantineStream is created by Setup if absent (FileStorage,
@@ -122,6 +126,7 @@ func (c *ServiceConfig) setDefaults() {
 	setDefault(&c.QuarantineStream, DefaultQuarantineStream)
 	setDefault(&c.QuarantineSubject, DefaultQuarantineSubject)
 	setDefault(&c.Replicas, 1)
+	setDefault(&c.History, 1)
 	setDefault(&c.QuarantineMaxBytes, DefaultQuarantineMaxBytes)
 	setDefault(&c.BatchSize, DefaultBatchSize)
 	setDefault(&c.AckWait, DefaultAckWait)
@@ -201,6 +206,9 @@ func (c *ServiceConfig) Validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		add("Replicas", "must be 1..5, got %d", c.Replicas)
+	}
+	if c.History < 1 || c.History > jetstream.KeyValueMaxHistory {
+		add("History", "must be 1..%d, got %d", jetstream.KeyValueMaxHistory, c.History)
 	}
 	if c.QuarantineMaxBytes < -1 {
 		add("QuarantineMaxBytes", "must be positive or -1, got %d", c.QuarantineMaxBytes)

@@ -153,7 +153,8 @@
 // durable pull consumer, exactly one of:
 //
 //   - valid receipt → Store.Apply (index and record) → ACK only after Apply
-//     returned nil;
+//     returned nil (the failpoint l1.after_kv_write, see internal/failpoint,
+//     kills the process between the two: the redelivery counts a Duplicate);
 //   - malformed, rejected by ServiceConfig.Accept, or a corrupt stored record
 //     (errors matching ErrQuarantine) → publish a QuarantineRecord on
 //     "<QuarantineSubject>.receipts" with Nats-Msg-Id "rq-<stream>-<seq>",

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/leafline/leafline/internal/failpoint"
 )
 
 // Stats are the Service's counters since NewService. Each receipt message
@@ -100,8 +102,10 @@ func (s *Service) Stats() Stats {
 
 // Setup creates what the Service needs, in this order, and is idempotent
 // (several instances may call it concurrently):
-//  1. the completion and status index KV buckets, if absent (History 1,
-//     FileStorage, Replicas);
+//  1. the completion and status index KV buckets, if absent (FileStorage,
+//     Replicas; the completion bucket with History, the index with history
+//     1), and the completion bucket's history set to History if it differs
+//     (a stream update, never a recreate or purge: see StoreConfig.History);
 //  2. the quarantine stream, if absent (subject "<QuarantineSubject>.receipts",
 //     FileStorage, DiscardNew, MaxBytes QuarantineMaxBytes); an existing one
 //     must capture that subject and must not discard old messages;
@@ -159,6 +163,7 @@ func (s *Service) ensureBucket(ctx context.Context) error {
 		IndexBucket:  s.cfg.IndexBucket,
 		Create:       true,
 		Replicas:     s.cfg.Replicas,
+		History:      s.cfg.History,
 		OverdueAfter: s.cfg.OverdueAfter,
 		Sites:        s.cfg.Sites,
 		CallTimeout:  max(s.cfg.OpTimeout/4, 250*time.Millisecond),
@@ -392,6 +397,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 				s.log.Warn("receipts: conflicting status ignored", append(logAttrs(meta), "event_id", quoteShort(r.EventID), "processor", r.Processor, "status", r.Status)...)
 			}
 			if err == nil {
+				// A kill here leaves the record written and the message
+				// unACKed: its redelivery must count as a Duplicate.
+				failpoint.Inject(failpoint.L1AfterKVWrite)
 				s.ack(msg, meta)
 				return
 			}

@@ -65,10 +65,19 @@ type StoreConfig struct {
 	Bucket string
 	// IndexBucket holds the status index; zero = Bucket + IndexBucketSuffix.
 	IndexBucket string
-	// Create makes OpenStore create missing buckets (History 1, FileStorage,
-	// Replicas). False: missing buckets are an error wrapping
-	// jetstream.ErrBucketNotFound.
+	// Create makes OpenStore create missing buckets (FileStorage, Replicas;
+	// Bucket with History, IndexBucket with history 1) and set an existing
+	// Bucket's history to History. False: missing buckets are an error
+	// wrapping jetstream.ErrBucketNotFound, and History is ignored.
 	Create bool
+	// History is the number of revisions Bucket keeps per key, 1..64; zero
+	// = 1. Only the latest revision is ever read; more is for audits (the
+	// fault-injection checker reads it to prove that no record was applied
+	// twice). With Create, an existing bucket with another history is
+	// updated in place (MaxMsgsPerSubject of its stream), never recreated or
+	// purged: raising it keeps every revision, lowering it drops the older
+	// revisions of each key but never the latest record.
+	History int
 	// Replicas for buckets OpenStore creates; zero = 1.
 	Replicas int
 	// OverdueAfter: a pending event published this long ago is overdue;
@@ -111,6 +120,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	setDefault(&cfg.Bucket, DefaultBucket)
 	setDefault(&cfg.IndexBucket, cfg.Bucket+IndexBucketSuffix)
 	setDefault(&cfg.Replicas, 1)
+	setDefault(&cfg.History, 1)
 	setDefault(&cfg.OverdueAfter, DefaultOverdueAfter)
 	setDefault(&cfg.CallTimeout, DefaultCallTimeout)
 	var errs []error
@@ -130,17 +140,25 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 			errs = append(errs, fmt.Errorf("Sites[%d]: %w", i, err))
 		}
 	}
+	if cfg.History < 1 || cfg.History > jetstream.KeyValueMaxHistory {
+		errs = append(errs, fmt.Errorf("History: must be 1..%d, got %d", jetstream.KeyValueMaxHistory, cfg.History))
+	}
 	if cfg.OverdueAfter < 0 || cfg.CallTimeout < 0 {
 		errs = append(errs, errors.New("OverdueAfter, CallTimeout: must not be negative"))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
-	kv, err := openBucket(ctx, cfg.JS, cfg.Bucket, "leafline completions, one key per event_id", cfg.Create, cfg.Replicas)
+	kv, err := openBucket(ctx, cfg.JS, cfg.Bucket, "leafline completions, one key per event_id", cfg.Create, cfg.Replicas, cfg.History)
 	if err != nil {
 		return nil, err
 	}
-	ikv, err := openBucket(ctx, cfg.JS, cfg.IndexBucket, "leafline completion status index", cfg.Create, cfg.Replicas)
+	if cfg.Create {
+		if err := setHistory(ctx, cfg.JS, cfg.Bucket, cfg.History); err != nil {
+			return nil, err
+		}
+	}
+	ikv, err := openBucket(ctx, cfg.JS, cfg.IndexBucket, "leafline completion status index", cfg.Create, cfg.Replicas, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -154,13 +172,13 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	return st, nil
 }
 
-func openBucket(ctx context.Context, js jetstream.JetStream, name, desc string, create bool, replicas int) (jetstream.KeyValue, error) {
+func openBucket(ctx context.Context, js jetstream.JetStream, name, desc string, create bool, replicas, history int) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      name,
 			Description: desc,
-			History:     1,
+			History:     uint8(history),
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
 		})
@@ -173,6 +191,30 @@ func openBucket(ctx context.Context, js jetstream.JetStream, name, desc string, 
 	}
 	return kv, nil
 }
+
+// setHistory makes bucket keep history revisions per key. A KV bucket's
+// history is its stream's MaxMsgsPerSubject, so an existing bucket is
+// reconciled with a stream update of that one field (everything else is
+// kept as it is): no recreate, no purge. Several instances may do it at
+// once; the updates are idempotent.
+func setHistory(ctx context.Context, js jetstream.JetStream, bucket string, history int) error {
+	stream, err := js.Stream(ctx, kvStreamPrefix+bucket)
+	if err != nil {
+		return fmt.Errorf("receipts: bucket %s: %w", bucket, err)
+	}
+	cfg := stream.CachedInfo().Config
+	if cfg.MaxMsgsPerSubject == int64(history) {
+		return nil
+	}
+	cfg.MaxMsgsPerSubject = int64(history)
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("receipts: bucket %s: set history %d: %w", bucket, history, err)
+	}
+	return nil
+}
+
+// kvStreamPrefix names the stream behind a KV bucket.
+const kvStreamPrefix = "KV_"
 
 // OverdueAfter returns the Store's overdue threshold.
 func (s *Store) OverdueAfter() time.Duration { return s.overdueAfter }

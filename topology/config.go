@@ -244,6 +244,13 @@ type CompletionConfig struct {
 	// OverdueAfter: an event with no terminal receipt after this is overdue.
 	// Zero value means 5m.
 	OverdueAfter Duration `json:"overdue_after,omitempty"`
+	// History is the number of revisions the completion bucket keeps per
+	// key, 1..64. Zero value means 1. L1 creates the bucket with it and
+	// sets an existing bucket to it (MaxMsgsPerSubject of its stream): a
+	// lower value drops older revisions of a key, never its latest record.
+	// More than 1 is for audits and fault-injection checks; the service
+	// reads only the latest revision.
+	History int `json:"history,omitempty"`
 }
 
 // LogConfig configures log/slog.
@@ -289,6 +296,7 @@ func (c *Config) SetDefaults() {
 	setString(&co.QuarantineStream, "RQ")
 	setString(&co.QuarantineSubject, "leafline.quarantine")
 	setDuration(&co.OverdueAfter, 5*time.Minute)
+	setInt(&co.History, 1)
 	setString(&c.Log.Level, "info")
 	setString(&c.Log.Format, "text")
 }

@@ -72,6 +72,8 @@ func TestConfig_Validate_Bad(t *testing.T) {
 		{"completion bucket", "l1", func(c *Config) { c.Completion.Bucket = "a.b" }, "completion.bucket", `contains "."`},
 		{"quarantine stream is topology's", "l1", func(c *Config) { c.Completion.QuarantineStream = "R1" }, "completion.quarantine_stream", "receipts.l1_stream"},
 		{"quarantine subject in receipts", "l1", func(c *Config) { c.Completion.QuarantineSubject = "leafline.receipts" }, "completion.quarantine_subject", "overlaps the receipt subjects"},
+		{"completion history too high", "l1", func(c *Config) { c.Completion.History = 65 }, "completion.history", "must be 1..64 (revisions kept per key in the completion bucket), got 65"},
+		{"completion history negative", "l1", func(c *Config) { c.Completion.History = -1 }, "completion.history", "must be 1..64"},
 		{"log level", "", func(c *Config) { c.Log.Level = "verbose" }, "log.level", `"verbose" is not one of debug, info, warn, error`},
 		{"log format", "", func(c *Config) { c.Log.Format = "xml" }, "log.format", "not one of text, json"},
 	}
@@ -106,6 +108,7 @@ func TestConfig_Validate_Good(t *testing.T) {
 		{"default sink on l1", "l1", func(c *Config) { c.Sink.Type = "store" }},
 		{"edge settings ignored on hub", "hub", func(c *Config) { c.Delivery.BatchSize = 16 }},
 		{"upstream url override", "edge1", func(c *Config) { c.Leafnode.UpstreamURL = "tls://proxy.local:7422" }},
+		{"completion history max", "l1", func(c *Config) { c.Completion.History = 64 }},
 	}
 	topo := mustMarshal(t, exampleTopology(t))
 	for _, tt := range tests {

@@ -555,6 +555,9 @@ func (c *Config) validateCompletion(p *problems) {
 	if co.OverdueAfter <= 0 {
 		p.add("completion.overdue_after", "must be positive")
 	}
+	if co.History < 1 || co.History > 64 {
+		p.add("completion.history", "must be 1..64 (revisions kept per key in the completion bucket), got %d", co.History)
+	}
 }
 
 // validateAgainst checks the config against the topology it belongs to.

@@ -181,6 +181,7 @@ func TestConfig_SetDefaults(t *testing.T) {
 		{"completion.quarantine_stream", c.Completion.QuarantineStream, "RQ"},
 		{"completion.quarantine_subject", c.Completion.QuarantineSubject, "leafline.quarantine"},
 		{"completion.overdue_after", c.Completion.OverdueAfter.String(), "5m0s"},
+		{"completion.history", c.Completion.History, 1},
 		{"log.level", c.Log.Level, "info"},
 		{"log.format", c.Log.Format, "text"},
 	}

@@ -243,9 +243,15 @@ type verdict struct {
 	records                   int // events with a record
 	terminalRecords           int // (event, processor) terminal records
 	decodeErrors              []string
+	pastHistory               int // records past the end of a truncated history
 }
 
-func (o *observer) verdict(states []byte) verdict {
+func (o *observer) verdict(states []byte) verdict { return o.verdictOf(states, false) }
+
+// verdictOf is verdict; with truncated, the history is known to end early
+// (its driver died) and records past its end are counted apart, not as
+// phantoms.
+func (o *observer) verdictOf(states []byte, truncated bool) verdict {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var v verdict
@@ -276,6 +282,10 @@ func (o *observer) verdict(states []byte) verdict {
 		}
 	}
 	for n, ob := range o.ev {
+		if n >= len(states) && truncated {
+			v.pastHistory++
+			continue
+		}
 		if n >= len(states) {
 			v.phantoms++
 			if len(v.phantomExamples) < 10 {

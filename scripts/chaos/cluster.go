@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +20,6 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/faultproxy"
-	"github.com/leafline/leafline/topology"
 )
 
 // cluster is the system under test: the boxes as OS processes, their
@@ -125,7 +123,6 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 		}
 	}
 
-	historyField := hasJSONField(reflect.TypeOf(topology.CompletionConfig{}), "history")
 	for _, name := range append([]string{"l1", "hub"}, edges...) {
 		b := &box{c: c, name: name, cfgPath: filepath.Join(dir, name+".json"), logPath: filepath.Join(dir, name+".log"),
 			dataDir: filepath.Join(dir, "data", name), natsAddr: next(), opsAddr: next()}
@@ -140,9 +137,8 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 		switch name {
 		case "l1":
 			b.role = "l1"
-			if historyField {
-				cfg["completion"] = map[string]any{"history": o.KVHistory}
-			}
+			// The checker reads every revision the bucket keeps.
+			cfg["completion"] = map[string]any{"history": o.KVHistory}
 		case "hub":
 			b.role = "hub"
 			cfg["leafnode"] = map[string]any{"upstream_url": "nats-leaf://" + hubLink.Addr(), "reconnect_interval": "1s"}
@@ -184,9 +180,6 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 			return nil, fmt.Errorf("leafline check %s: %v\n%s", c.boxes[name].cfgPath, err, out)
 		}
 	}
-	if !historyField {
-		rec.info("topology.CompletionConfig has no History field: the driver raises the completion bucket's history to %d through the JetStream API instead", o.KVHistory)
-	}
 	ok = true
 	return c, nil
 }
@@ -198,15 +191,6 @@ func diskSizeFor(o options) int64 {
 	est := int64(o.Duration.Seconds()+o.DrainTimeout.Seconds()) * int64(o.Rate) * 2048
 	size := max(est*3/2, 64<<20)
 	return (size + 1<<20 - 1) &^ (1<<20 - 1)
-}
-
-func hasJSONField(t reflect.Type, name string) bool {
-	for i := 0; i < t.NumField(); i++ {
-		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); tag == name {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *cluster) link(name string) *link {

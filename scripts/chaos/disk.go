@@ -179,7 +179,9 @@ func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 	b.setNote("")
 
 	var problems []string
-	if procAt5s != nil && procAt5s == procEnd && ackedEnd > ackedAt5s {
+	// A few ACKs are fine: a redelivered event whose receipt is already
+	// published is ACKed without writing anything. More than a batch is not.
+	if procAt5s != nil && procAt5s == procEnd && ackedEnd > ackedAt5s+64 {
 		problems = append(problems, fmt.Sprintf("kept ACKing on a full disk (messages_acked_total %v -> %v)", ackedAt5s, ackedEnd))
 	}
 	var logHits []string

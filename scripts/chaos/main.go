@@ -221,6 +221,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temp dir even on success")
 	fs.StringVar(&o.Bin, "bin", "", "use this leafline binary instead of building ./cmd/leafline")
 	fs.BoolVar(&o.Verbose, "v", false, "log every fault as it happens")
+	recheckDir := fs.String("recheck", "", "check a kept run `DIR` again (its driver died before reporting): starts its L1 alone and prints the report")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -246,6 +247,10 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(stderr, "chaos: %v\n", err)
 		return exitUsage
+	}
+	run := run
+	if *recheckDir != "" {
+		run = func(ctx context.Context, o options) (*result, error) { return recheck(ctx, o, *recheckDir) }
 	}
 	res, err := run(ctx, o)
 	if err != nil {

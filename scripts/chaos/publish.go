@@ -28,11 +28,12 @@ const (
 // unknown. Event n has event_id "ev-<n>". Every transition is also written
 // as a JSON line to <dir>/history.jsonl.
 type history struct {
-	mu     sync.Mutex
-	states []byte
-	f      *os.File
-	w      *bufio.Writer
-	start  time.Time
+	mu      sync.Mutex
+	states  []byte
+	f       *os.File
+	w       *bufio.Writer
+	start   time.Time
+	flushed time.Time
 
 	published, acked, unknown atomic.Int64
 }
@@ -76,6 +77,11 @@ func (h *history) log(n int, op string, seq uint64, err error) {
 	}
 	b, _ := json.Marshal(l)
 	h.w.Write(append(b, '\n'))
+	// At most a second of history is lost if the driver dies.
+	if now := time.Now(); now.Sub(h.flushed) > time.Second {
+		h.w.Flush()
+		h.flushed = now
+	}
 }
 
 // add registers event n as published and returns it.

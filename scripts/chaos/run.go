@@ -98,7 +98,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, err := completionBucket(ctx, js, o.KVHistory, rec)
+	kv, err := completionBucket(ctx, js, o.KVHistory)
 	if err != nil {
 		return nil, err
 	}
@@ -234,10 +234,12 @@ func workDir(o options) (string, func(), error) {
 	return d, func() { os.RemoveAll(d) }, nil
 }
 
-// completionBucket opens L1's completion bucket and makes it keep
-// `history` revisions per key, so that the final read can see whether a
-// first terminal record was ever overwritten.
-func completionBucket(ctx context.Context, js jetstream.JetStream, history int, rec *recorder) (jetstream.KeyValue, error) {
+// completionBucket opens L1's completion bucket and checks that it keeps
+// `history` revisions per key (L1's completion.history, written into its
+// config), so that the final read can see whether a first terminal record
+// was ever overwritten. A bucket that keeps fewer would blind the duplicate
+// check: that is an error, not something to repair from the outside.
+func completionBucket(ctx context.Context, js jetstream.JetStream, history int) (jetstream.KeyValue, error) {
 	const bucket = "leafline_completions"
 	var kv jetstream.KeyValue
 	var err error
@@ -250,18 +252,12 @@ func completionBucket(ctx context.Context, js jetstream.JetStream, history int, 
 	if err != nil {
 		return nil, fmt.Errorf("completion bucket %s: %w", bucket, err)
 	}
-	s, err := js.Stream(ctx, "KV_"+bucket)
+	st, err := kv.Status(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("completion bucket %s: %w", bucket, err)
 	}
-	cfg := s.CachedInfo().Config
-	if cfg.MaxMsgsPerSubject < int64(history) {
-		was := cfg.MaxMsgsPerSubject
-		cfg.MaxMsgsPerSubject = int64(history)
-		if _, err := js.UpdateStream(ctx, cfg); err != nil {
-			return nil, fmt.Errorf("raise the history of %s to %d: %w", bucket, history, err)
-		}
-		rec.info("completion bucket %s: history raised from %d to %d for the duplicate check", bucket, was, history)
+	if st.History() != int64(history) {
+		return nil, fmt.Errorf("completion bucket %s keeps %d revisions per key, not %d: L1 did not apply completion.history from its config", bucket, st.History(), history)
 	}
 	return kv, nil
 }
@@ -335,8 +331,12 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 	fmt.Fprintf(w, "completions: records=%d terminal_records=%d complete_acked=%d\n", v.records, v.terminalRecords, v.completeAcked)
 	fmt.Fprintf(w, "duplicates absorbed: %d (sum of KV duplicates), %.0f (L1 metric leafline_completion_duplicates_total, summed over L1 restarts)\n",
 		v.duplicatesAbsorbed, dupMetric)
-	fmt.Fprintf(w, "duplicate completions: kv_history=%d metric_bound=%d (applied_total=%d over L1 restarts vs %d terminal records; a lower bound: counts since the last scrape die with an unplanned L1 kill)\n",
-		res.DupKV, res.DupMetric, applied, v.terminalRecords)
+	if applied > 0 {
+		fmt.Fprintf(w, "duplicate completions: kv_history=%d metric_bound=%d (applied_total=%d over L1 restarts vs %d terminal records; a lower bound: counts since the last scrape die with an unplanned L1 kill)\n",
+			res.DupKV, res.DupMetric, applied, v.terminalRecords)
+	} else {
+		fmt.Fprintf(w, "duplicate completions: kv_history=%d (no metric bound: L1's applied counter was not scraped)\n", res.DupKV)
+	}
 	fmt.Fprintf(w, "history: %d revisions seen (live watch + final read of %d, bucket history %d)\n", allRevs, finalRevs, o.KVHistory)
 	fmt.Fprintf(w, "drain: %.1fs (%s)\n", res.MaxDrainS, map[bool]string{true: "complete", false: "INCOMPLETE"}[res.DrainComplete])
 	section := func(title string, lines []string) {
