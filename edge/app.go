@@ -309,6 +309,7 @@ func (a *App) startL1(ctx context.Context) error {
 		OriginEventID: eventIDExtractor(cfg.EventID),
 		Expected:      receipts.ExpectedByFilter(filters),
 		OverdueAfter:  cfg.Completion.OverdueAfter.D(),
+		RedriveAfter:  cfg.Completion.RedriveAfter.D(),
 		Sites:         sites,
 		Logger:        a.log.With("component", "completion"),
 	})

@@ -94,6 +94,7 @@ func (m *Metrics) registerCompletions() {
 		{"completion_applied_total", "Receipts applied: the first terminal status of an (event_id, processor).", func(s receipts.Stats) uint64 { return s.Applied }},
 		{"completion_duplicates_total", "Duplicate receipts absorbed without being applied again.", func(s receipts.Stats) uint64 { return s.Duplicates }},
 		{"completion_conflicts_total", "Receipts whose status conflicts with the first terminal status.", func(s receipts.Stats) uint64 { return s.Conflicts }},
+		{"completion_redriven_total", "Overdue events published again on the origin stream (end-to-end repair of a lost event or receipt).", func(s receipts.Stats) uint64 { return s.Redriven }},
 		{"completion_quarantined_total", "Malformed or rejected receipts parked on the quarantine stream.", func(s receipts.Stats) uint64 { return s.Quarantined }},
 	} {
 		m.f.counterFunc(c.name, c.help, func() float64 { return float64(c.v(stats())) })

@@ -25,6 +25,7 @@ const (
 	DefaultInFlight           = 64
 	DefaultOriginConsumer     = "leafline-origin"
 	DefaultOriginHeader       = "Nats-Msg-Id"
+	DefaultRedriveMax         = 1000
 
 	// MaxRetryDelay caps the NAK delay of a receipt that keeps failing.
 	MaxRetryDelay = 30 * time.Second
@@ -118,6 +119,15 @@ type ServiceConfig struct {
 	OverdueAfter time.Duration
 	// Sites are always listed in Summary (typically every edge site).
 	Sites []string
+	// RedriveAfter turns on the redrive (see redrive.go): an event still
+	// missing a processor this long after it was published (and after its
+	// last redrive) is published again on the origin stream, while that
+	// processor is alive. Zero = off. It must exceed the origin stream's
+	// duplicate window, or the copy is dropped as a duplicate.
+	RedriveAfter time.Duration
+	// RedriveMax bounds the events redriven per round (every
+	// RedriveAfter/4); zero = DefaultRedriveMax.
+	RedriveMax int
 }
 
 func (c *ServiceConfig) setDefaults() {
@@ -127,6 +137,7 @@ func (c *ServiceConfig) setDefaults() {
 	setDefault(&c.QuarantineSubject, DefaultQuarantineSubject)
 	setDefault(&c.Replicas, 1)
 	setDefault(&c.History, 1)
+	setDefault(&c.RedriveMax, DefaultRedriveMax)
 	setDefault(&c.QuarantineMaxBytes, DefaultQuarantineMaxBytes)
 	setDefault(&c.BatchSize, DefaultBatchSize)
 	setDefault(&c.AckWait, DefaultAckWait)
@@ -195,6 +206,15 @@ func (c *ServiceConfig) Validate() error {
 	}
 	if c.OverdueAfter < 0 {
 		add("OverdueAfter", "must not be negative")
+	}
+	if c.RedriveAfter < 0 {
+		add("RedriveAfter", "must not be negative")
+	}
+	if c.RedriveAfter > 0 && c.OriginStream == "" {
+		add("RedriveAfter", "needs OriginStream")
+	}
+	if c.RedriveMax < 1 || c.RedriveMax > MaxListLimit*10 {
+		add("RedriveMax", "must be 1..%d", MaxListLimit*10)
 	}
 	for i, site := range c.Sites {
 		if err := validateName(site); err != nil {

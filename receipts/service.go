@@ -40,6 +40,7 @@ type Stats struct {
 	OriginKnown    uint64 `json:"origin_known,omitempty"`    // the record already knew its origin (redelivery, republished event_id)
 	OriginSkipped  uint64 `json:"origin_skipped,omitempty"`  // no usable event_id or expected set; ACKed, not tracked
 	OriginRetried  uint64 `json:"origin_retried,omitempty"`  // origin messages NAKed after a transient failure
+	Redriven       uint64 `json:"redriven,omitempty"`        // overdue events published again on the origin stream
 }
 
 // Service is the L1 completion service: it consumes a receipts stream and
@@ -56,6 +57,9 @@ type Service struct {
 	received, applied, duplicates, conflicts, quarantined, retried atomic.Uint64
 
 	originReceived, originTracked, originKnown, originSkipped, originRetried atomic.Uint64
+
+	redrive  redriver
+	redriven atomic.Uint64
 }
 
 // NewService fills defaults into cfg, validates it, and returns a Service.
@@ -97,6 +101,7 @@ func (s *Service) Stats() Stats {
 		OriginKnown:    s.originKnown.Load(),
 		OriginSkipped:  s.originSkipped.Load(),
 		OriginRetried:  s.originRetried.Load(),
+		Redriven:       s.redriven.Load(),
 	}
 }
 
@@ -244,6 +249,9 @@ func (s *Service) Run(ctx context.Context) error {
 			return s.consume(ctx, cons, s.prepareReceipt, s.handle)
 		})
 	})
+	if s.cfg.RedriveAfter > 0 {
+		g.Go(func() error { s.redriveLoop(gctx); return nil })
+	}
 	if s.cfg.OriginStream != "" {
 		g.Go(func() error {
 			return s.loop(gctx, "origin", s.setupOrigin, func(ctx context.Context, cons jetstream.Consumer) error {
@@ -387,6 +395,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 		var out Outcome
 		out, err = s.Store().ApplyOutcome(opCtx, r, receivedAt)
 		if out != 0 { // recorded (err may still report unfinished index work)
+			s.redrive.sawReceipt(r.Processor, time.Now())
 			switch out {
 			case Applied:
 				s.applied.Add(1)

@@ -251,6 +251,12 @@ type CompletionConfig struct {
 	// More than 1 is for audits and fault-injection checks; the service
 	// reads only the latest revision.
 	History int `json:"history,omitempty"`
+	// RedriveAfter: an event that an alive edge has still not reported
+	// this long after it was published (and after overdue_after) is
+	// published again on the origin stream, so that an event or receipt a
+	// hop lost is repaired end to end (see receipts/redrive.go). It must
+	// exceed events.duplicate_window. Zero value means 10m.
+	RedriveAfter Duration `json:"redrive_after,omitempty"`
 }
 
 // LogConfig configures log/slog.
@@ -297,6 +303,7 @@ func (c *Config) SetDefaults() {
 	setString(&co.QuarantineSubject, "leafline.quarantine")
 	setDuration(&co.OverdueAfter, 5*time.Minute)
 	setInt(&co.History, 1)
+	setDuration(&co.RedriveAfter, 10*time.Minute)
 	setString(&c.Log.Level, "info")
 	setString(&c.Log.Format, "text")
 }

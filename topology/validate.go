@@ -555,6 +555,9 @@ func (c *Config) validateCompletion(p *problems) {
 	if co.OverdueAfter <= 0 {
 		p.add("completion.overdue_after", "must be positive")
 	}
+	if co.RedriveAfter <= 0 {
+		p.add("completion.redrive_after", "must be positive")
+	}
 	if co.History < 1 || co.History > 64 {
 		p.add("completion.history", "must be 1..64 (revisions kept per key in the completion bucket), got %d", co.History)
 	}
@@ -579,6 +582,9 @@ func (c *Config) validateAgainst(p *problems, t *Topology) {
 	}
 	c.validateSecurityAgainst(p, t, s)
 	c.validateSigningAgainst(p, s)
+	if w := t.Events.DuplicateWindow; s.Role == RoleL1 && c.Completion.RedriveAfter <= w {
+		p.add("completion.redrive_after", "%s must exceed events.duplicate_window (%s): a copy published again inside the window is dropped as a duplicate", c.Completion.RedriveAfter, w)
+	}
 	// Other edge-only settings are ignored on l1 and hub (one test harness
 	// may configure every box alike), but a non-default sink says that the
 	// operator expects this box to process events, which it never will.

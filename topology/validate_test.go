@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTopology_Validate_Bad(t *testing.T) {
@@ -181,6 +182,7 @@ func TestConfig_SetDefaults(t *testing.T) {
 		{"completion.quarantine_stream", c.Completion.QuarantineStream, "RQ"},
 		{"completion.quarantine_subject", c.Completion.QuarantineSubject, "leafline.quarantine"},
 		{"completion.overdue_after", c.Completion.OverdueAfter.String(), "5m0s"},
+		{"completion.redrive_after", c.Completion.RedriveAfter.String(), "10m0s"},
 		{"completion.history", c.Completion.History, 1},
 		{"log.level", c.Log.Level, "info"},
 		{"log.format", c.Log.Format, "text"},
@@ -217,6 +219,29 @@ func TestConfig_Validate_InMemory(t *testing.T) {
 		c.SetDefaults()
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: %v", s.Name, err)
+		}
+	}
+}
+
+func TestConfig_RedriveAfterMustExceedDuplicateWindow(t *testing.T) {
+	tp := exampleTopology(t)
+	tp.SetDefaults()
+	for _, c := range []struct {
+		site    string
+		redrive time.Duration
+		bad     bool
+	}{
+		{"l1", 2 * time.Minute, true},
+		{"l1", 3 * time.Minute, false},
+		{"hub", time.Minute, false}, // only L1 redrives
+	} {
+		cfg := &Config{Site: c.site, DataDir: t.TempDir(), Topology: tp,
+			NATS: NATSConfig{Listen: "127.0.0.1:0"}, Ops: OpsConfig{Listen: "127.0.0.1:0"}}
+		cfg.Completion.RedriveAfter = Duration(c.redrive)
+		cfg.SetDefaults()
+		err := cfg.Validate()
+		if got := err != nil && strings.Contains(err.Error(), "completion.redrive_after: 2m0s must exceed events.duplicate_window"); got != c.bad {
+			t.Errorf("%s redrive_after %s: %v", c.site, c.redrive, err)
 		}
 	}
 }

@@ -1,0 +1,113 @@
+package receipts
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// redriveCopies returns the Leafline-Redrive values of the copies of id on
+// L1A.
+func redriveCopies(t *testing.T, js jetstream.JetStream, id string) (copies []string, total uint64) {
+	t.Helper()
+	ctx := testCtx(t)
+	s, err := js.Stream(ctx, "L1A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := s.CachedInfo().State.LastSeq
+	for seq := uint64(1); seq <= last; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.Get(jetstream.MsgIDHeader) == id && m.Header.Get(RedriveHeader) != "" {
+			if m.Subject != "events.b" {
+				t.Fatalf("copy of %q on %q", id, m.Subject)
+			}
+			copies = append(copies, m.Header.Get(RedriveHeader))
+		}
+	}
+	return copies, last
+}
+
+// An event that an alive processor never reported is published again on
+// the origin stream; one whose missing processor is not alive is not, and
+// nothing is redriven once the event is complete.
+func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
+	svc, js := startStatus(t, func(c *ServiceConfig) {
+		c.OverdueAfter = 100 * time.Millisecond
+		c.RedriveAfter = 400 * time.Millisecond
+	})
+	ctx := testCtx(t)
+	// A copy must not fall in the origin stream's duplicate window.
+	s, err := js.Stream(ctx, "L1A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Duplicates = 100 * time.Millisecond
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	publishEvent(t, js, "events.b", "ok")
+	publishEvent(t, js, "events.b", "lost")          // edge-1 never reports it
+	publishEvent(t, js, "events.a.x", "edge2-down") // edge-2 never reports anything
+	waitStatus(t, svc, "lost", EventPending)
+	sendReceipt(t, js, "edge2-down", "edge-1", StatusProcessed)
+
+	// edge-1 is alive: its receipts (for other events) keep arriving.
+	sendReceipt(t, js, "ok", "edge-1", StatusProcessed)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				sendReceipt(t, js, fmt.Sprintf("alive-%d", i), "edge-1", StatusProcessed)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	checkFor(t, 15*time.Second, 50*time.Millisecond, func() error {
+		if c, _ := redriveCopies(t, js, "lost"); len(c) < 2 {
+			return fmt.Errorf("copies of lost: %v", c)
+		}
+		return nil
+	})
+	if c, _ := redriveCopies(t, js, "lost"); c[0] != "1" || c[1] != "2" {
+		t.Errorf("redrive numbers %v, want 1, 2", c)
+	}
+	for _, id := range []string{"ok", "edge2-down"} {
+		if c, _ := redriveCopies(t, js, id); len(c) != 0 {
+			t.Errorf("%s redriven %v", id, c)
+		}
+	}
+	if svc.Stats().Redriven < 2 {
+		t.Errorf("Stats().Redriven = %d", svc.Stats().Redriven)
+	}
+
+	sendReceipt(t, js, "lost", "edge-1", StatusProcessed)
+	waitStatus(t, svc, "lost", EventComplete)
+	before, _ := redriveCopies(t, js, "lost")
+	time.Sleep(1200 * time.Millisecond)
+	if after, _ := redriveCopies(t, js, "lost"); len(after) != len(before) {
+		t.Errorf("a complete event was redriven: %v -> %v", before, after)
+	}
+}
+
+func TestRedrive_Config(t *testing.T) {
+	_, js := startJS(t)
+	cfg := testConfig(js)
+	cfg.RedriveAfter = time.Minute // without OriginStream
+	if _, err := NewService(cfg); err == nil || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("RedriveAfter without OriginStream: %v", err)
+	}
+}
