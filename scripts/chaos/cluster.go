@@ -80,7 +80,11 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 	for _, e := range edges {
 		sites = append(sites, map[string]any{"name": e, "role": "edge", "upstream": "hub"})
 	}
-	if err := writeJSON(filepath.Join(dir, "topology.json"), map[string]any{"sites": sites}); err != nil {
+	// A short origin duplicate window lets L1's redrive (which must wait
+	// longer than the window) repair a lost event within the drain.
+	window := (o.RedriveAfter / 3).String()
+	if err := writeJSON(filepath.Join(dir, "topology.json"), map[string]any{"sites": sites,
+		"events": map[string]any{"duplicate_window": window}}); err != nil {
 		return nil, err
 	}
 
@@ -138,7 +142,8 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 		case "l1":
 			b.role = "l1"
 			// The checker reads every revision the bucket keeps.
-			cfg["completion"] = map[string]any{"history": o.KVHistory}
+			cfg["completion"] = map[string]any{"history": o.KVHistory,
+				"redrive_after": o.RedriveAfter.String(), "overdue_after": (o.RedriveAfter / 3).String()}
 		case "hub":
 			b.role = "hub"
 			cfg["leafnode"] = map[string]any{"upstream_url": "nats-leaf://" + hubLink.Addr(), "reconnect_interval": "1s"}

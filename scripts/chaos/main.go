@@ -83,6 +83,7 @@ type options struct {
 	DrainTimeout  time.Duration
 	DrainStall    time.Duration // stop waiting when nothing completes for this long
 	KVHistory     int           // completion bucket history kept for the duplicate check
+	RedriveAfter  time.Duration // L1's completion.redrive_after (the origin duplicate window is a third of it)
 	Dir           string        // keep everything under Dir (default: a temp dir)
 	Keep          bool          // keep the temp dir even on success
 	Bin           string        // a prebuilt leafline binary (default: go build)
@@ -116,6 +117,9 @@ func (o *options) defaults() {
 	if o.KVHistory == 0 {
 		o.KVHistory = 16
 	}
+	if o.RedriveAfter == 0 {
+		o.RedriveAfter = 45 * time.Second
+	}
 	if o.Faults == nil {
 		o.Faults = map[string]bool{}
 	}
@@ -146,6 +150,9 @@ func (o *options) validate() error {
 	}
 	if o.KVHistory < 2 || o.KVHistory > 64 {
 		errs = append(errs, errors.New("--kv-history must be 2..64"))
+	}
+	if o.RedriveAfter < 3*time.Second {
+		errs = append(errs, errors.New("--redrive-after must be at least 3s"))
 	}
 	for f := range o.Faults {
 		if !slices.Contains(allFaults, f) {
@@ -217,6 +224,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 3*time.Minute, "how long to wait, after healing, for every event to complete")
 	fs.DurationVar(&o.DrainStall, "drain-stall", 60*time.Second, "stop waiting for the drain when nothing completed for this long")
 	fs.IntVar(&o.KVHistory, "kv-history", 16, "history the completion bucket keeps, for the duplicate check")
+	fs.DurationVar(&o.RedriveAfter, "redrive-after", 45*time.Second, "L1's completion.redrive_after: how soon L1 publishes again an event a hop lost (the origin duplicate window and overdue_after are set to a third of it)")
 	fs.StringVar(&o.Dir, "dir", "", "keep configs, data, logs and the history under `DIR` (default: a temp dir, removed on success)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temp dir even on success")
 	fs.StringVar(&o.Bin, "bin", "", "use this leafline binary instead of building ./cmd/leafline")

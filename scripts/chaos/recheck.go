@@ -104,6 +104,7 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 	fmt.Fprintf(o.Stdout, "recheck of %s (L1 restarted alone; no metric bound)\n", dir)
 	fmt.Fprintf(o.Stdout, "history.jsonl ends at %s: %d completion records past its end are not counted (the driver died before writing them down)\n",
 		eventID(len(states)-1), v.pastHistory)
+	res.Redrives = -1
 	report(o.Stdout, o, rec, res, v, 0, 0, n, obs.revisions)
 	return res, nil
 }

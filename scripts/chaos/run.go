@@ -36,7 +36,10 @@ type result struct {
 	DuplicatesAbsorbed   int
 	Findings             []string
 	FinalLine            string
-	Dir                  string
+	// Redrives: overdue events L1 published again (a hop lost them or
+	// their receipts); -1 when unknown (a recheck).
+	Redrives int
+	Dir      string
 }
 
 func (r *result) violation() bool {
@@ -114,7 +117,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go obs.watch(watchCtx, kv, rec)
-	l1acc := newCounterAcc(l1, "leafline_completion_applied_total", "leafline_completion_duplicates_total")
+	l1acc := newCounterAcc(l1, "leafline_completion_applied_total", "leafline_completion_duplicates_total", "leafline_completion_redriven_total")
 	go l1acc.run(watchCtx, time.Second)
 	l1.beforeStop = l1acc.scrapeNow
 
@@ -209,6 +212,7 @@ phase:
 	res.FinalLine = fmt.Sprintf("chaos seed=%d duration=%s events=%d faults=%d lost=%d duplicate_completions=%d phantoms=%d max_drain_s=%.1f",
 		res.Seed, res.Duration, res.Events, res.Faults, res.Lost, res.DuplicateCompletions, res.Phantoms, res.MaxDrainS)
 
+	res.Redrives = int(math.Round(l1acc.total("leafline_completion_redriven_total")))
 	report(o.Stdout, o, rec, res, v, applied, l1acc.total("leafline_completion_duplicates_total"), n, obs.revisions)
 	if res.violation() || runErr != nil || len(res.Findings) > 0 || o.Keep || o.Dir != "" {
 		c.keep.Store(true)
@@ -338,6 +342,9 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 		fmt.Fprintf(w, "duplicate completions: kv_history=%d (no metric bound: L1's applied counter was not scraped)\n", res.DupKV)
 	}
 	fmt.Fprintf(w, "history: %d revisions seen (live watch + final read of %d, bucket history %d)\n", allRevs, finalRevs, o.KVHistory)
+	if res.Redrives >= 0 {
+		fmt.Fprintf(w, "redrives: %d (L1 metric leafline_completion_redriven_total, summed over L1 restarts: events L1 published again because a hop lost them or their receipts)\n", res.Redrives)
+	}
 	fmt.Fprintf(w, "drain: %.1fs (%s)\n", res.MaxDrainS, map[bool]string{true: "complete", false: "INCOMPLETE"}[res.DrainComplete])
 	section := func(title string, lines []string) {
 		if len(lines) == 0 {
