@@ -24,34 +24,53 @@ const RedriveHeader = "Leafline-Redrive"
 // during a long link cut), nothing below L1 can notice. L1 can: the event
 // stays pending for that processor.
 //
-// So every RedriveAfter/4 the service lists the overdue events and, for
-// each one pending for at least RedriveAfter (since it was published and
-// since its last redrive) whose missing processors include one that is
-// alive — a receipt from it was applied or absorbed within RedriveAfter —,
-// it copies the origin message (same subject, payload, headers and
+// So every RedriveAfter/4 the service lists the overdue events and
+// redrives each one that is
+//
+//   - pending at least RedriveAfter since it was published and since its
+//     last redrive, redriven fewer than maxRedrives times by this process;
+//   - missing a processor that has since reported a LATER event (a higher
+//     origin sequence) within RedriveAfter: the hops deliver in order, so
+//     that processor is alive and the path has moved past this event — it
+//     was skipped, or its receipt was lost. An event that is only queued
+//     behind a cut link or a backlog is not redriven.
+//
+// A redrive copies the origin message (same subject, payload, headers and
 // Nats-Msg-Id) and publishes the copy on the origin stream with
 // RedriveHeader, waiting for its PubAck. The copy travels the whole path
 // again: a processor that never got the event processes it, one that did
 // re-sends its receipt, and L1 absorbs every duplicate by (event_id,
-// processor). Nothing is ever deleted. A processor that is down is not
-// redriven for: its events wait on the hops, as designed.
+// processor). Nothing is ever deleted. (An event an edge keeps failing
+// without a DLQ is pending too; maxRedrives per 4×RedriveAfter bounds
+// what it costs.)
 //
-// The last redrive time is kept in memory: after an L1 restart an overdue
-// event may be redriven once more, which only costs a duplicate.
+// The redrive state is in memory: after an L1 restart an overdue event may
+// be redriven again, which only costs a duplicate.
 type redriver struct {
 	mu       sync.Mutex
-	alive    map[string]time.Time // processor -> last receipt seen
+	seen     map[string]progress  // processor -> its latest reported event
 	redriven map[string]time.Time // event_id -> last redrive
 	count    map[string]int
 }
 
-func (r *redriver) sawReceipt(processor string, now time.Time) {
+// progress is the highest origin sequence a processor reported, and when.
+type progress struct {
+	seq uint64
+	at  time.Time
+}
+
+// maxRedrives bounds the redrives of one event by one process.
+const maxRedrives = 3
+
+func (r *redriver) sawReceipt(processor string, originSeq uint64, now time.Time) {
 	r.mu.Lock()
-	if r.alive == nil {
-		r.alive = map[string]time.Time{}
+	defer r.mu.Unlock()
+	if r.seen == nil {
+		r.seen = map[string]progress{}
 	}
-	r.alive[processor] = now
-	r.mu.Unlock()
+	if p := r.seen[processor]; originSeq > p.seq {
+		r.seen[processor] = progress{originSeq, now}
+	}
 }
 
 // due reports whether c should be redriven now, and its redrive number.
@@ -64,8 +83,11 @@ func (r *redriver) due(c *Completion, after time.Duration, now time.Time) (int, 
 	if t, ok := r.redriven[c.EventID]; ok && now.Sub(t) < after {
 		return 0, false
 	}
+	if r.count[c.EventID] >= maxRedrives {
+		return 0, false
+	}
 	for _, p := range c.Missing {
-		if t, ok := r.alive[p]; ok && now.Sub(t) < after {
+		if pr, ok := r.seen[p]; ok && pr.seq > c.OriginSeq && now.Sub(pr.at) < after {
 			return r.count[c.EventID] + 1, true
 		}
 	}
@@ -82,7 +104,8 @@ func (r *redriver) done(id string, now time.Time) {
 	r.count[id]++
 }
 
-// forget drops redrive times older than keep.
+// forget drops the redrive state of events last redriven more than keep
+// ago: an event is redriven at most maxRedrives times per keep.
 func (r *redriver) forget(keep time.Duration, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

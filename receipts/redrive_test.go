@@ -54,12 +54,12 @@ func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishEvent(t, js, "events.b", "ok")
-	publishEvent(t, js, "events.b", "lost")          // edge-1 never reports it
+	publishEvent(t, js, "events.b", "lost")         // edge-1 never reports it
 	publishEvent(t, js, "events.a.x", "edge2-down") // edge-2 never reports anything
 	waitStatus(t, svc, "lost", EventPending)
 	sendReceipt(t, js, "edge2-down", "edge-1", StatusProcessed)
 
-	// edge-1 is alive: its receipts (for other events) keep arriving.
+	// edge-1 is alive: its receipts for later events keep arriving.
 	sendReceipt(t, js, "ok", "edge-1", StatusProcessed)
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -70,7 +70,11 @@ func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(100 * time.Millisecond):
-				sendReceipt(t, js, fmt.Sprintf("alive-%d", i), "edge-1", StatusProcessed)
+				// A later event completes: the path has moved past "lost".
+				id := fmt.Sprintf("later-%d", i)
+				publishEvent(t, js, "events.b", id)
+				waitStatus(t, svc, id, EventPending)
+				sendReceipt(t, js, id, "edge-1", StatusProcessed)
 			}
 		}
 	}()
@@ -82,6 +86,8 @@ func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
 		}
 		return nil
 	})
+	// Not while "lost" was younger than RedriveAfter, and only because a
+	// later event completed.
 	if c, _ := redriveCopies(t, js, "lost"); c[0] != "1" || c[1] != "2" {
 		t.Errorf("redrive numbers %v, want 1, 2", c)
 	}
@@ -100,6 +106,37 @@ func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
 	time.Sleep(1200 * time.Millisecond)
 	if after, _ := redriveCopies(t, js, "lost"); len(after) != len(before) {
 		t.Errorf("a complete event was redriven: %v -> %v", before, after)
+	}
+}
+
+func TestRedrive_AtMostMaxRedrives(t *testing.T) {
+	var r redriver
+	now := time.Now()
+	c := &Completion{EventID: "e", OriginSeq: 5, PublishedAt: now.Add(-time.Hour), Missing: []string{"p"}}
+	if _, ok := r.due(c, time.Minute, now); ok {
+		t.Fatal("due before its processor reported anything later")
+	}
+	r.sawReceipt("p", 4, now)
+	if _, ok := r.due(c, time.Minute, now); ok {
+		t.Fatal("due when its processor only reported an earlier event")
+	}
+	r.sawReceipt("p", 6, now)
+	for i := 1; i <= maxRedrives; i++ {
+		now = now.Add(time.Minute)
+		r.sawReceipt("p", uint64(6+i), now)
+		n, ok := r.due(c, time.Minute, now)
+		if !ok || n != i {
+			t.Fatalf("redrive %d: %d %v", i, n, ok)
+		}
+		r.done("e", now)
+		if _, ok := r.due(c, time.Minute, now.Add(time.Second)); ok {
+			t.Fatalf("due again %s after redrive %d", time.Second, i)
+		}
+	}
+	now = now.Add(time.Minute)
+	r.sawReceipt("p", 100, now)
+	if _, ok := r.due(c, time.Minute, now); ok {
+		t.Fatalf("due after %d redrives", maxRedrives)
 	}
 }
 

@@ -393,9 +393,10 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 	}
 	if err == nil {
 		var out Outcome
-		out, err = s.Store().ApplyOutcome(opCtx, r, receivedAt)
+		var originSeq uint64
+		out, originSeq, err = s.Store().applyOutcome(opCtx, r, receivedAt)
 		if out != 0 { // recorded (err may still report unfinished index work)
-			s.redrive.sawReceipt(r.Processor, time.Now())
+			s.redrive.sawReceipt(r.Processor, originSeq, time.Now())
 			switch out {
 			case Applied:
 				s.applied.Add(1)

@@ -313,11 +313,19 @@ func (s *Store) Apply(ctx context.Context, r Receipt, receivedAt time.Time) (app
 // ErrCorruptRecord (both match ErrQuarantine); anything else (KV
 // unavailable, context done, ErrTooManyConflicts) is transient.
 func (s *Store) ApplyOutcome(ctx context.Context, r Receipt, receivedAt time.Time) (Outcome, error) {
+	out, _, err := s.applyOutcome(ctx, r, receivedAt)
+	return out, err
+}
+
+// applyOutcome is ApplyOutcome that also returns the event's origin
+// sequence as the record knows it (zero while its origin is unknown).
+func (s *Store) applyOutcome(ctx context.Context, r Receipt, receivedAt time.Time) (Outcome, uint64, error) {
 	if err := r.Validate(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	receivedAt = receivedAt.UTC()
 	var out Outcome
+	var originSeq uint64
 	_, err := s.update(ctx, change{
 		eventID: r.EventID,
 		apply: func(c *Completion) bool {
@@ -325,6 +333,7 @@ func (s *Store) ApplyOutcome(ctx context.Context, r Receipt, receivedAt time.Tim
 				c.OriginStream = r.OriginStream
 			}
 			out = merge(c, r, receivedAt)
+			originSeq = c.OriginSeq
 			return true
 		},
 		landed: func(c *Completion) bool {
@@ -341,9 +350,9 @@ func (s *Store) ApplyOutcome(ctx context.Context, r Receipt, receivedAt time.Tim
 		},
 	})
 	if err != nil && !errors.Is(err, ErrIndexIncomplete) {
-		return 0, err
+		return 0, 0, err
 	}
-	return out, err
+	return out, originSeq, err
 }
 
 // ApplyOrigin records that event o.EventID was published on the origin

@@ -142,8 +142,14 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 		case "l1":
 			b.role = "l1"
 			// The checker reads every revision the bucket keeps.
+			redrive := o.RedriveAfter.String()
+			if o.NegativeControl {
+				// The control proves that the checker sees loss: L1 must
+				// not repair it during the drain.
+				redrive = "24h"
+			}
 			cfg["completion"] = map[string]any{"history": o.KVHistory,
-				"redrive_after": o.RedriveAfter.String(), "overdue_after": (o.RedriveAfter / 3).String()}
+				"redrive_after": redrive, "overdue_after": (o.RedriveAfter / 3).String()}
 		case "hub":
 			b.role = "hub"
 			cfg["leafnode"] = map[string]any{"upstream_url": "nats-leaf://" + hubLink.Addr(), "reconnect_interval": "1s"}
