@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,24 +41,6 @@ func TestStorageFullClassification(t *testing.T) {
 			t.Errorf("resumeFreeBytes(%d) = %d, want %d", c.total, got, c.want)
 		}
 	}
-}
-
-// lockedBuffer is a log sink shared by the boxes' goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // mountTmpfs mounts a size-limited tmpfs at dir, or skips the test.
@@ -145,7 +125,7 @@ func TestStorage_EdgeDiskFullStopsAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	mountTmpfs(t, edgeDir, 64)
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	var w io.Writer = logs
 	if testing.Verbose() {
 		w = io.MultiWriter(logs, testWriter{t})
@@ -188,7 +168,7 @@ func TestStorage_EdgeDiskFullStopsAndResumes(t *testing.T) {
 	if v := metricValue(t, ops, "leafline_storage_full"); v != "1" {
 		t.Errorf("leafline_storage_full = %s while the disk is full", v)
 	}
-	if !strings.Contains(logs.String(), "STORAGE FULL") {
+	if len(logs.lines("edge1", "STORAGE FULL")) == 0 {
 		t.Error("the edge's log does not say STORAGE FULL")
 	}
 	// Stopped: nothing more is ACKed while the disk is full.
