@@ -9,8 +9,19 @@ package edge
 //
 //	-leafline.backlog 200000 -leafline.rss 1000000 -leafline.profile /tmp/prof
 //
-// Phases, in order, in one process (one LocalSystem: l1, hub and three edges
-// on loopback; edge1 store sink, edge2 file sink, edge3 store sink):
+// Phases, in order, in one process. First, without the system:
+//
+//	k  CPU cost of signing receipts (edge: per-call nkeys Sign, and the
+//	   runner's receipts.Signer) and verifying them (L1);
+//	g  one hop edge -> hub for a receipts backlog on two standalone servers:
+//	   durable sourcing as leafline configures it, then a forwarder sketch
+//	   (cross-domain Fetch + atomic batch publish);
+//	x  (only when named in -leafline.only) the outbox's bbolt cost per batch
+//	   with random vs sequential keys, and a Seq-keyed layout sketch.
+//
+// Then one LocalSystem (l1, hub and three edges on loopback, LocalSystem's
+// defaults: mutual TLS links, signed receipts; edge1 store sink, edge2 file
+// sink, edge3 store sink):
 //
 //	P  preload with sync_interval 2m (setup only: the forward path under
 //	   SyncAlways is itself a measured row), then every box restarts with
@@ -25,14 +36,19 @@ package edge
 //	   link is restored and the receipts are timed until all are completed
 //	   at L1;
 //	e  end to end: events published at L1 until completed at L1 (edge3);
-//	r  optional: peak RSS of an edge run as a separate `leafline run`
-//	   process draining -leafline.rss events.
+//	r  peak RSS of an edge run as a separate `leafline run` process
+//	   (SyncAlways) draining -leafline.rss events (0 skips it).
+//
+// After the table it prints the runner's per-batch time breakdown, the
+// per-stage fill rates of (f) and (e), the ratios, and the final
+// "bench leafline_eps=…" line. -leafline.profile DIR writes a CPU and a heap
+// profile per phase.
 //
 // Latency, where it applies, is per event from the fetch of its batch (for
-// the runner: the previous batch's last ACK) to its ACK; for (b) the batch
-// publish time; for (e) publish at L1 to completion recorded at L1. CPU is
-// getrusage(RUSAGE_SELF) of this process (every in-process server
-// included); peak RSS is VmHWM, reset per phase through
+// the runner: the start of the Fetch that returned it) to its batch's last
+// ACK; for (b) the batch publish time; for (e) publish at L1 to completion
+// recorded at L1. CPU is getrusage(RUSAGE_SELF) of this process (every
+// in-process server included); peak RSS is VmHWM, reset per phase through
 // /proc/self/clear_refs, of this whole process.
 
 import (
@@ -87,6 +103,8 @@ var (
 	benchProfile  = flag.String("leafline.profile", "", "bench: write a CPU profile per phase into this directory")
 	benchFwd      = flag.Int("leafline.fwd", 20_000, "bench: receipts for the sourcing-vs-forwarder hop experiment (g)")
 	benchBatch    = flag.Int("leafline.batch", 0, "bench: delivery.batch_size for every edge (0: the default); a non-default value is printed in the banner")
+	benchRSSAge   = flag.Duration("leafline.rss-age", 0, "bench: wait this long after the RSS preload before starting the edge process (older than the 2m duplicate window: no dedupe map rebuilt for the backlog)")
+	benchRSSBin   = flag.String("leafline.rss-bin", "", "bench: binary to run for (r) instead of building ./cmd/leafline (must accept run --config FILE)")
 	benchUnsigned = flag.Bool("leafline.unsigned", false, "bench: LocalOptions.UnsignedReceipts (default: signed receipts, as LocalSystem)")
 	benchInsecure = flag.Bool("leafline.insecure", false, "bench: LocalOptions.Insecure (default: mutual TLS links, as LocalSystem)")
 	benchOnly     = flag.String("leafline.only", "", "bench: comma-separated phases to run (k,g,s,a,b,c,d,f,e,r; x only when named); empty runs all but x")
@@ -306,73 +324,64 @@ func (tl *benchTimeline) report(w io.Writer, title string) {
 
 // ---- runner tracing ----
 
-// benchTrace receives an edge runner's contract steps (App.traceRunner)
-// from the runner's goroutine. A batch begins at its first step after an
-// ACK; its fetch began right after the previous batch's last ACK, so an
-// event's latency is its ACK time minus the previous batch's last ACK.
+// benchTrace receives an edge runner's contract steps (App.traceRunner),
+// to count its ACKs, and each finished batch's stage times (runner.onBatch,
+// installed by benchEnv.open). Consecutive batches overlap in the runner's
+// pipeline, so an event's latency is taken from its batch: from the start
+// of the fetch that returned it to its batch's final acknowledgements.
 //
-// It also splits each batch's time at the first occurrence of each step:
+// The per-batch breakdown sums, per stage, the mean time a batch spent in
+// it; the stages of different batches overlap, so the sum exceeds the wall
+// time per batch (printed next to it):
 //
-//	A  previous last ACK -> first step: Fetch, decode and, for the store
-//	   sink, the outbox Commit (file sink: the sink write);
-//	B  first step -> receipt_publish (file sink: the outbox Commit);
-//	C  receipt_publish -> receipt_puback: the receipt publish;
-//	D  receipt_puback -> first ack: MarkPublished;
-//	E  first ack -> last ack: the ACK loop.
+//	F  fetch (the Fetch call and decode);
+//	Q  fetched, waiting for the committer;
+//	C  commit: sink write, DLQ, outbox transaction (store sink: the sink
+//	   write too) — until the commit returned;
+//	P  receipts: queued for the publisher, signed, published, PubAck'ed;
+//	M  PubAck'ed until marked published (MarkPublished);
+//	A  marked until the last ACK sent.
 type benchTrace struct {
-	mu         sync.Mutex
-	lastAck    time.Time
-	batchStart time.Time
-	inBatch    bool
-	prev       string
-	first      map[string]time.Time
-	firstAny   time.Time
-	lat        []time.Duration
-	acks       atomic.Int64
-	seg        [5]time.Duration
-	batches    int
-}
-
-func (tr *benchTrace) open(at time.Time) {
-	tr.mu.Lock()
-	tr.lastAck = at
-	tr.mu.Unlock()
+	mu      sync.Mutex
+	lat     []time.Duration
+	acks    atomic.Int64
+	seg     [6]time.Duration
+	batches int
+	msgs    int
+	first   time.Time
+	last    time.Time
 }
 
 func (tr *benchTrace) step(step, _ string) {
-	now := time.Now()
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	if !tr.inBatch && step != "ack" {
-		if tr.batches > 0 {
-			tr.seg[4] += tr.lastAck.Sub(tr.first["ack"])
-		}
-		tr.inBatch, tr.batchStart, tr.firstAny = true, tr.lastAck, now
-		tr.first = map[string]time.Time{}
-		tr.batches++
-		tr.prev = ""
-	}
-	if step != tr.prev {
-		tr.prev = step
-		if _, ok := tr.first[step]; !ok && tr.first != nil {
-			tr.first[step] = now
-			if step == "ack" {
-				tr.seg[0] += tr.firstAny.Sub(tr.batchStart)
-				if p, ok := tr.first["receipt_publish"]; ok {
-					tr.seg[1] += p.Sub(tr.firstAny)
-					if q, ok := tr.first["receipt_puback"]; ok {
-						tr.seg[2] += q.Sub(p)
-						tr.seg[3] += now.Sub(q)
-					}
-				}
-			}
-		}
-	}
 	if step == "ack" {
-		tr.lat = append(tr.lat, now.Sub(tr.batchStart))
-		tr.lastAck, tr.inBatch = now, false
 		tr.acks.Add(1)
 	}
+}
+
+func (tr *benchTrace) batch(bt batchTimes) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	d := bt.Done.Sub(bt.Fetch)
+	for range bt.Messages {
+		tr.lat = append(tr.lat, d)
+	}
+	if tr.batches == 0 {
+		tr.first = bt.Fetch
+	}
+	tr.last = bt.Done
+	tr.batches++
+	tr.msgs += bt.Messages
+	seg := func(i int, from, to time.Time) {
+		if !from.IsZero() && !to.IsZero() {
+			tr.seg[i] += to.Sub(from)
+		}
+	}
+	seg(0, bt.Fetch, bt.Fetched)
+	seg(1, bt.Fetched, bt.Commit)
+	seg(2, bt.Commit, bt.Durable)
+	seg(3, bt.Durable, bt.PubAck)
+	seg(4, bt.PubAck, bt.Marked)
+	seg(5, bt.Marked, bt.Done)
 }
 
 func (tr *benchTrace) latencies() []time.Duration {
@@ -381,22 +390,18 @@ func (tr *benchTrace) latencies() []time.Duration {
 	return slices.Clone(tr.lat)
 }
 
-// breakdown returns the mean per-batch time of each segment, the number of
-// batches and the mean batch size.
-func (tr *benchTrace) breakdown() (seg [5]time.Duration, batches int, size float64) {
+// breakdown returns the mean per-batch time of each stage, the number of
+// batches, the mean batch size and the wall time per batch.
+func (tr *benchTrace) breakdown() (seg [6]time.Duration, batches int, size float64, wall time.Duration) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	seg = tr.seg
-	if tr.batches > 0 && tr.first != nil {
-		seg[4] += tr.lastAck.Sub(tr.first["ack"])
-	}
 	if tr.batches == 0 {
-		return seg, 0, 0
+		return seg, 0, 0, 0
 	}
 	for i := range seg {
-		seg[i] /= time.Duration(tr.batches)
+		seg[i] = tr.seg[i] / time.Duration(tr.batches)
 	}
-	return seg, tr.batches, float64(len(tr.lat)) / float64(tr.batches)
+	return seg, tr.batches, float64(tr.msgs) / float64(tr.batches), tr.last.Sub(tr.first) / time.Duration(tr.batches)
 }
 
 // benchHist returns a histogram's sample sum and count.
@@ -504,7 +509,8 @@ func (env *benchEnv) close() {
 }
 
 func (env *benchEnv) open(edge string) {
-	env.traces[edge].open(time.Now())
+	// The runner reads onBatch after its gate opens.
+	env.ls.App(edge).run.onBatch = env.traces[edge].batch
 	close(env.gates[edge])
 }
 
@@ -734,7 +740,7 @@ func BenchmarkLeafline(b *testing.B) {
 		env.open(edge)
 		env.waitUntil(edge+" drained", 30*time.Minute, func() bool { return tr.acks.Load() >= int64(n) })
 		row := ph.end(key, what, n, tr.latencies(), note)
-		seg, batches, size := tr.breakdown()
+		seg, batches, size, wall := tr.breakdown()
 		sink1, sinkN1 := benchHist(m.sinkSeconds)
 		pub1, pubN1 := benchHist(m.pubAckSeconds)
 		msf := func(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -745,8 +751,8 @@ func BenchmarkLeafline(b *testing.B) {
 			return sum / float64(n) * 1000
 		}
 		breakdowns = append(breakdowns, fmt.Sprintf(
-			"    %-3s %-7s batches=%d mean_batch=%.1f per-batch ms: A fetch+decode+commit(store)=%.2f B commit(file)=%.2f C publish=%.2f D mark=%.2f E acks=%.2f | metrics: sink/commit=%.2f puback=%.2f",
-			key, edge, batches, size, msf(seg[0]), msf(seg[1]), msf(seg[2]), msf(seg[3]), msf(seg[4]),
+			"    %-3s %-7s batches=%d mean_batch=%.1f wall/batch=%.2fms | per-batch ms, overlapping: F fetch=%.2f Q wait=%.2f C commit=%.2f P publish=%.2f M mark=%.2f A acks=%.2f | metrics: sink/commit=%.2f puback=%.2f",
+			key, edge, batches, size, msf(wall), msf(seg[0]), msf(seg[1]), msf(seg[2]), msf(seg[3]), msf(seg[4]), msf(seg[5]),
 			per(sink1-sink0, sinkN1-sinkN0), per(pub1-pub0, pubN1-pubN0)))
 		return row
 	}
@@ -1075,10 +1081,13 @@ func benchE2ELatency(b *testing.B, env *benchEnv, at []time.Time, processor stri
 func benchRSSRun(b *testing.B, n int, payload []byte) benchRow {
 	ctx := context.Background()
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "leafline")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/leafline")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
+	bin := *benchRSSBin
+	if bin == "" {
+		bin = filepath.Join(dir, "leafline")
+		build := exec.Command("go", "build", "-o", bin, "../cmd/leafline")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	env := newBenchEnv(b, filepath.Join(dir, "sys"), 1, nil, nil)
 	env.startAll()
@@ -1102,6 +1111,7 @@ func benchRSSRun(b *testing.B, n int, payload []byte) benchRow {
 	if err := env.ls.Stop("edge1"); err != nil {
 		b.Fatal(err)
 	}
+	time.Sleep(*benchRSSAge)
 	// The edge's config, now SyncAlways, for a separate process.
 	cfg := *env.ls.Configs["edge1"]
 	cfg.JetStream.SyncInterval = "always"
@@ -1259,6 +1269,17 @@ func benchSigning(b *testing.B, n int) []benchRow {
 		}
 	}
 	r1 := ph.end("k", "receipts.Sign (nkeys ed25519), 1 goroutine", n, nil, "edge CPU per receipt")
+	signer, err := receipts.NewSigner(kp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ph = benchBegin("k_signer")
+	for i := range data {
+		if sig := signer.Sign(data[i]); sig != sigs[i] {
+			b.Fatalf("receipts.Signer: signature %d differs from receipts.Sign", i)
+		}
+	}
+	r3 := ph.end("k3", "receipts.Signer.Sign (key derived once), 1 goroutine", n, nil, "what the runner uses; same signatures as k")
 	ph = benchBegin("k_verify")
 	for i := range data {
 		if err := receipts.VerifySignature(pub, data[i], sigs[i]); err != nil {
@@ -1266,7 +1287,7 @@ func benchSigning(b *testing.B, n int) []benchRow {
 		}
 	}
 	r2 := ph.end("k2", "receipts.VerifySignature, 1 goroutine", n, nil, "L1 CPU per receipt")
-	return []benchRow{r1, r2}
+	return []benchRow{r1, r3, r2}
 }
 
 // benchOutboxKeys: (x, on request) the outbox's bbolt cost per batch of 256

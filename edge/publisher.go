@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,6 +33,26 @@ type receiptPublisher struct {
 	signer nkeys.KeyPair
 	// onPubAck is called with the number of records PubAck'ed (metrics).
 	onPubAck func(n int)
+
+	// sign signs with signer's ed25519 key, derived once (an nkeys
+	// KeyPair derives it again on every Sign); set on first use.
+	signOnce sync.Once
+	sign     func(data []byte) (string, error)
+}
+
+// signFunc returns the signing function for p.signer: a receipts.Signer
+// when the key pair holds a seed, else the key pair itself (which then
+// reports why it cannot sign).
+func (p *receiptPublisher) signFunc() func(data []byte) (string, error) {
+	p.signOnce.Do(func() {
+		if s, err := receipts.NewSigner(p.signer); err == nil {
+			p.sign = func(data []byte) (string, error) { return s.Sign(data), nil }
+			return
+		}
+		kp := p.signer
+		p.sign = func(data []byte) (string, error) { return receipts.Sign(kp, data) }
+	})
+	return p.sign
 }
 
 // jsErrAtomicDuplicate is the server's "atomic publish contains duplicate
@@ -53,39 +74,32 @@ func (p *receiptPublisher) Publish(ctx context.Context, recs []outbox.Record) er
 }
 
 func (p *receiptPublisher) publishChunk(ctx context.Context, recs []outbox.Record) error {
+	sigs, err := p.signAll(recs)
+	if err != nil {
+		return err
+	}
 	if len(recs) == 1 {
-		m, err := p.msg(recs[0])
-		if err != nil {
-			return err
-		}
-		_, err = p.js.PublishMsg(ctx, m)
+		_, err := p.js.PublishMsg(ctx, p.msg(recs[0], sigs[0]))
 		return wrapPublish(err)
 	}
 	msgs := make([]*nats.Msg, len(recs))
 	for i, r := range recs {
-		m, err := p.msg(r)
-		if err != nil {
-			return err
-		}
-		msgs[i] = m
+		msgs[i] = p.msg(r, sigs[i])
 	}
-	_, err := jetstreamext.PublishMsgBatch(ctx, p.js, msgs)
+	_, err = jetstreamext.PublishMsgBatch(ctx, p.js, msgs)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrAtomicDuplicate {
-		return p.publishEach(ctx, recs)
+		// PublishMsgBatch has put its batch headers on msgs: build them again.
+		return p.publishEach(ctx, recs, sigs)
 	}
 	return wrapPublish(err)
 }
 
 // publishEach publishes records one by one, pipelined, and waits for all.
-func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record) error {
+func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record, sigs []string) error {
 	futs := make([]jetstream.PubAckFuture, 0, len(recs))
-	for _, r := range recs {
-		m, err := p.msg(r)
-		if err != nil {
-			return err
-		}
-		f, err := p.js.PublishMsgAsync(m)
+	for i, r := range recs {
+		f, err := p.js.PublishMsgAsync(p.msg(r, sigs[i]))
 		if err != nil {
 			return wrapPublish(err)
 		}
@@ -103,18 +117,34 @@ func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record
 	return nil
 }
 
-func (p *receiptPublisher) msg(r outbox.Record) (*nats.Msg, error) {
-	m := nats.NewMsg(r.Subject)
-	m.Data = r.Data
-	m.Header.Set(jetstream.MsgIDHeader, r.Key)
-	if p.signer != nil {
-		sig, err := receipts.Sign(p.signer, r.Data)
+// signAll returns the SignatureHeader value of each record ("" each when
+// there is no signer), computed once per chunk: the one-by-one fallback
+// reuses them.
+func (p *receiptPublisher) signAll(recs []outbox.Record) ([]string, error) {
+	sigs := make([]string, len(recs))
+	if p.signer == nil {
+		return sigs, nil
+	}
+	sign := p.signFunc()
+	for i, r := range recs {
+		sig, err := sign(r.Data)
 		if err != nil {
 			return nil, wrapPublish(err)
 		}
+		sigs[i] = sig
+	}
+	return sigs, nil
+}
+
+// msg is the receipt message of r, signed with sig unless sig is "".
+func (p *receiptPublisher) msg(r outbox.Record, sig string) *nats.Msg {
+	m := nats.NewMsg(r.Subject)
+	m.Data = r.Data
+	m.Header.Set(jetstream.MsgIDHeader, r.Key)
+	if sig != "" {
 		m.Header.Set(receipts.SignatureHeader, sig)
 	}
-	return m, nil
+	return m
 }
 
 // ErrReceiptPublish means a receipt was not PubAck'ed: the source message is

@@ -30,7 +30,7 @@ import (
 //     dead-lettered events — and, for a TxSink, the business records, to the
 //     bbolt outbox in ONE transaction;
 //  5. publishes the receipts not yet published to the local receipts stream
-//     and waits for every PubAck; marks them published;
+//     and waits for every PubAck; marks them published in the outbox;
 //  6. only then ACKs the source messages (or, for dead letters with
 //     dead_letter.ack_term_after_publish, terminates them), confirmed when
 //     delivery.ack_confirmation is enabled.
@@ -39,6 +39,31 @@ import (
 // or left for AckWait), so it is redelivered and finds its existing outbox
 // record and DLQ record. A bbolt commit error is fatal: run returns it and
 // the box stops.
+//
+// The steps of consecutive batches overlap in three goroutines, so that
+// the fetch of one batch, the outbox fsync of another and the receipts
+// stream fsync of a third run at the same time:
+//
+//	fetcher (1) ──▶ committer (2-4; mark, 6) ◀──▶ publisher (5: sign, publish, PubAck)
+//	    ▲               │
+//	    └── permit ─────┘
+//
+// The committer does every outbox write, in order: a batch's commit, and
+// the marks of the batches the publisher has handed back, each followed by
+// that batch's final acknowledgements. The fetcher fetches (and decodes)
+// the next batch only with a permit, which the committer grants once per
+// batch, after the batch's plain-sink write and DLQ publishes and before
+// its outbox commit: at most one batch waits fetched, and nothing is
+// fetched once shutdown began (a batch already fetched is finished). At
+// most publishDepth committed batches are with the publisher. Every batch
+// is covered by InProgress heartbeats (when enabled) from its fetch to its
+// final acknowledgement. Each message still passes steps 1-6 in order;
+// only different batches overlap, and a crash anywhere leaves at most a
+// few batches unacked, to be redelivered like one.
+//
+// NOTE: a batch may wait for the batches ahead of it (a commit, up to
+// publishDepth receipt publishes bounded by outbox.publish_timeout) before
+// it is ACKed. Size AckWait for that, or enable InProgress.
 type runner struct {
 	cfg      *topology.Config
 	site     string
@@ -56,7 +81,15 @@ type runner struct {
 	log      *slog.Logger
 	trace    func(step string, it *item) // test hook: records the contract's steps
 	gate     <-chan struct{}             // bench hook: if set, run waits for it to close
+	// onBatch, if set before the gate opens, is called on the committer's
+	// goroutine with each batch's stage times once it is finished (bench
+	// hook).
+	onBatch func(batchTimes)
 }
+
+// publishDepth is how many committed batches may be with the publisher
+// (publishing, queued to publish, or published and not yet finished).
+const publishDepth = 2
 
 // item is one message of a batch on its way through the runner.
 type item struct {
@@ -76,13 +109,46 @@ type item struct {
 	hasRec bool
 }
 
+// batch is one fetched batch on its way through the runner's pipeline. It
+// is owned by one goroutine at a time; the channels between them hand it on.
+type batch struct {
+	items []item
+	// stopProgress stops the batch's InProgress heartbeats (idempotent).
+	stopProgress func()
+	// withRec indexes the items whose receipt was committed.
+	withRec []int
+	// pending are the receipts that the publisher publishes (stored
+	// pending by this or an earlier delivery), each once.
+	pending []outbox.Record
+	// published: pending were all PubAck'ed.
+	published bool
+	// permitted: the fetcher got this batch's permit to fetch the next one.
+	permitted bool
+	times     batchTimes
+}
+
+// batchTimes are a batch's stage times (zero when a stage did not happen).
+type batchTimes struct {
+	Messages int
+	Fetch    time.Time // the fetch that returned the batch began
+	Fetched  time.Time // fetched and decoded
+	Commit   time.Time // the committer took it
+	Durable  time.Time // its outbox commit returned
+	PubAck   time.Time // its receipts were PubAck'ed
+	Marked   time.Time // its receipts were marked published
+	Done     time.Time // its final acknowledgements were sent
+}
+
 // errMaxDeliver marks a temporary failure on the last delivery the consumer
 // allows, when delivery.max_deliver_action is dead_letter.
 var errMaxDeliver = fmt.Errorf("%w: max deliveries reached", ErrPermanent)
 
-// run fetches and processes batches until ctx is done. A batch that has
-// started is finished (or abandoned unacked) before run returns: shutdown
-// never ACKs work that did not complete.
+// run fetches and processes batches until ctx is done. Every batch fetched
+// is finished (or abandoned unacked) before run returns, even when ctx is
+// cancelled meanwhile: its publishes and ACKs are bounded by their own
+// timeouts. Shutdown never ACKs work that did not complete, and nothing is
+// fetched after ctx is done. run returns nil on a clean stop, or the first
+// fatal error.
 func (r *runner) run(ctx context.Context) error {
 	if r.gate != nil {
 		select {
@@ -91,32 +157,203 @@ func (r *runner) run(ctx context.Context) error {
 			return nil
 		}
 	}
-	d := r.cfg.Delivery
-	wait := time.Duration(d.BatchTimeoutMS) * time.Millisecond
-	for ctx.Err() == nil {
-		batch, err := r.cons.Fetch(d.BatchSize, jetstream.FetchMaxWait(wait))
-		if err != nil {
-			r.log.Warn("fetch failed", "err", err)
-			sleepCtx(ctx, time.Second)
-			continue
-		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			r.log.Debug("fetch ended", "err", err)
-		}
-		if len(msgs) == 0 {
-			continue
-		}
-		// The batch runs to its end even if ctx is cancelled meanwhile: its
-		// publishes and ACKs are bounded by their own timeouts.
-		if err := r.processBatch(context.WithoutCancel(ctx), msgs); err != nil {
-			return err
+	fctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	permit := make(chan struct{}, 1)
+	permit <- struct{}{}
+	fetched := make(chan *batch)
+	go r.fetch(fctx, permit, fetched)
+	err := r.commitLoop(context.WithoutCancel(ctx), fetched, permit)
+	if err != nil {
+		// Fatal: whatever the fetcher still holds is left unacked.
+		stopFetch()
+		for b := range fetched {
+			r.abandon(b)
 		}
 	}
-	return nil
+	return err
+}
+
+// commitLoop is the committer. It takes fetched batches until in is closed,
+// commits each and hands it to a publisher goroutine; a batch that comes
+// back PubAck'ed is marked published and finished. It returns nil once
+// every batch is finished, or the first fatal (outbox) error: the batches
+// in flight are then abandoned unacked.
+func (r *runner) commitLoop(ctx context.Context, in <-chan *batch, permit chan<- struct{}) error {
+	// inflight < publishDepth before every send, so neither channel blocks.
+	toPublish := make(chan *batch, publishDepth)
+	published := make(chan *batch, publishDepth)
+	go func() {
+		defer close(published)
+		for b := range toPublish {
+			r.publishBatch(ctx, b)
+			published <- b
+		}
+	}()
+	defer func() {
+		close(toPublish)
+		for b := range published { // none, unless returning an error
+			r.abandon(b)
+		}
+	}()
+	inflight := 0
+	// finishBack marks and finishes b and every other batch the publisher
+	// has handed back by now: their marks share one transaction.
+	finishBack := func(b *batch) error {
+		back := []*batch{b}
+	more:
+		for {
+			select {
+			case b := <-published:
+				back = append(back, b)
+			default:
+				break more
+			}
+		}
+		inflight -= len(back)
+		if err := r.markAndFinish(ctx, back); err != nil {
+			for _, b := range back {
+				r.abandon(b)
+			}
+			return err
+		}
+		return nil
+	}
+	for {
+		// Finish what the publisher has handed back first.
+		select {
+		case b := <-published:
+			if err := finishBack(b); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
+		var next <-chan *batch
+		if inflight < publishDepth {
+			next = in
+		}
+		if next == nil && inflight == 0 {
+			return nil // in is closed and every batch is finished
+		}
+		select {
+		case b, ok := <-next:
+			if !ok {
+				in = nil
+				continue
+			}
+			if err := r.commitBatch(ctx, b, permit); err != nil {
+				r.abandon(b)
+				return err
+			}
+			if len(b.pending) == 0 {
+				r.finishBatch(ctx, b)
+				continue
+			}
+			toPublish <- b
+			inflight++
+		case b := <-published:
+			if err := finishBack(b); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// fetch fetches batches into out until ctx is done, then closes out. It
+// fetches a non-empty batch only with a permit; empty fetches (an idle
+// consumer) repeat without one. A batch fetched is always handed on, even
+// after ctx is done: its messages are delivered and the committer finishes
+// them.
+func (r *runner) fetch(ctx context.Context, permit <-chan struct{}, out chan<- *batch) {
+	defer close(out)
+	d := r.cfg.Delivery
+	wait := time.Duration(d.BatchTimeoutMS) * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-permit:
+		}
+		for {
+			if ctx.Err() != nil {
+				return
+			}
+			start := time.Now()
+			fb, err := r.cons.Fetch(d.BatchSize, jetstream.FetchMaxWait(wait))
+			if err != nil {
+				r.log.Warn("fetch failed", "err", err)
+				sleepCtx(ctx, time.Second)
+				continue
+			}
+			var msgs []jetstream.Msg
+			for m := range fb.Messages() {
+				msgs = append(msgs, m)
+			}
+			if err := fb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+				r.log.Debug("fetch ended", "err", err)
+			}
+			if len(msgs) == 0 {
+				continue
+			}
+			b := r.newBatch(msgs)
+			b.times.Fetch = start
+			out <- b
+			break
+		}
+	}
+}
+
+// newBatch decodes msgs and starts their InProgress heartbeats.
+func (r *runner) newBatch(msgs []jetstream.Msg) *batch {
+	r.metrics.fetched.Add(float64(len(msgs)))
+	b := &batch{items: make([]item, len(msgs))}
+	for i, msg := range msgs {
+		b.items[i] = r.decode(msg)
+	}
+	b.stopProgress = r.heartbeat(b.items)
+	b.times.Messages, b.times.Fetched = len(msgs), time.Now()
+	if failpoint.Enabled(failpoint.EdgeAckEarly) {
+		// Negative control for the chaos checker: ACK before anything is
+		// durable. Never enabled outside fault-injection runs.
+		for i := range b.items {
+			_ = b.items[i].msg.Ack()
+		}
+		// Make sure the early ACKs reach the server before a failpoint
+		// kill: a buffered ACK that dies with the process is no ACK.
+		if r.nc != nil {
+			_ = r.nc.Flush()
+		}
+	}
+	return b
+}
+
+// permitNext lets the fetcher fetch the batch after b (once per batch).
+func (r *runner) permitNext(b *batch, permit chan<- struct{}) {
+	if b.permitted {
+		return
+	}
+	b.permitted = true
+	select {
+	case permit <- struct{}{}:
+	default: // one permit is always enough: the fetcher holds no second batch
+	}
+}
+
+// finishBatch stops b's heartbeats and sends its final acknowledgements.
+func (r *runner) finishBatch(ctx context.Context, b *batch) {
+	b.stopProgress()
+	r.finish(ctx, b.items)
+	b.times.Done = time.Now()
+	if r.onBatch != nil {
+		r.onBatch(b.times)
+	}
+}
+
+// abandon leaves b's messages unacked (after a fatal error): they are
+// redelivered and find their outbox records.
+func (r *runner) abandon(b *batch) {
+	b.stopProgress()
 }
 
 func (r *runner) step(name string, it *item) {
@@ -125,27 +362,13 @@ func (r *runner) step(name string, it *item) {
 	}
 }
 
-func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
+// commitBatch runs steps 2-4 for b: the sink write, the DLQ path and the
+// outbox transaction. On return b.pending holds the receipts b must
+// publish. Only an outbox error is returned: it is fatal.
+func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct{}) error {
 	m := r.metrics
-	m.fetched.Add(float64(len(msgs)))
-	items := make([]item, len(msgs))
-	for i, msg := range msgs {
-		items[i] = r.decode(msg)
-	}
-	if failpoint.Enabled(failpoint.EdgeAckEarly) {
-		// Negative control for the chaos checker: ACK before anything is
-		// durable. Never enabled outside fault-injection runs.
-		for i := range items {
-			_ = items[i].msg.Ack()
-		}
-		// Make sure the early ACKs reach the server before a failpoint
-		// kill: a buffered ACK that dies with the process is no ACK.
-		if r.nc != nil {
-			_ = r.nc.Flush()
-		}
-	}
-	stopProgress := r.heartbeat(items)
-	defer stopProgress()
+	items := b.items
+	b.times.Commit = time.Now()
 
 	// Sink write (outside the transaction for a plain Sink).
 	if r.sink != nil {
@@ -159,10 +382,13 @@ func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
 	if r.cfg.DeadLetter.Enabled {
 		r.deadLetter(ctx, items)
 	}
+	// The next batch may be fetched now: while this one commits and
+	// publishes. (Not before the sink write: a shutdown during a slow
+	// write fetches nothing more.)
+	r.permitNext(b, permit)
 
 	// One outbox transaction for every receipt of the batch, the DLQ
 	// markers and, for a TxSink, the business records.
-	var withRec []int
 	var markers [][]byte
 	for i := range items {
 		it := &items[i]
@@ -170,77 +396,84 @@ func (r *runner) processBatch(ctx context.Context, msgs []jetstream.Msg) error {
 			continue
 		}
 		if it.hasRec && (it.err == nil || it.dead) {
-			withRec = append(withRec, i)
+			b.withRec = append(b.withRec, i)
 		}
 		if it.newDead {
 			markers = append(markers, []byte(r.dlqKey(it)))
 		}
 	}
-	if len(withRec) > 0 || len(markers) > 0 {
-		recs := make([]outbox.Record, len(withRec))
-		for j, i := range withRec {
-			recs[j] = items[i].rec
-		}
-		var evs []Event
-		if ok := okItems(items); r.txSink != nil && len(ok) > 0 {
-			evs = events(items, ok)
-		}
-		fn := func(tx *bbolt.Tx) error {
-			if len(markers) > 0 {
-				b, err := tx.CreateBucketIfNotExists(dlqMarkers)
-				if err != nil {
+	if len(b.withRec) == 0 && len(markers) == 0 {
+		return nil
+	}
+	recs := make([]outbox.Record, len(b.withRec))
+	for j, i := range b.withRec {
+		recs[j] = items[i].rec
+	}
+	var evs []Event
+	if ok := okItems(items); r.txSink != nil && len(ok) > 0 {
+		evs = events(items, ok)
+	}
+	fn := func(tx *bbolt.Tx) error {
+		if len(markers) > 0 {
+			bk, err := tx.CreateBucketIfNotExists(dlqMarkers)
+			if err != nil {
+				return err
+			}
+			for _, k := range markers {
+				if err := bk.Put(k, []byte{1}); err != nil {
 					return err
 				}
-				for _, k := range markers {
-					if err := b.Put(k, []byte{1}); err != nil {
-						return err
-					}
-				}
 			}
-			if len(evs) > 0 {
-				if err := r.txSink.WriteTx(tx, evs); err != nil {
-					return sinkTxError{err}
-				}
+		}
+		if len(evs) > 0 {
+			if err := r.txSink.WriteTx(tx, evs); err != nil {
+				return sinkTxError{err}
 			}
-			return nil
 		}
-		start := time.Now()
-		stored, err := r.ob.Commit(recs, fn)
-		if r.txSink != nil {
-			m.sinkSeconds.Observe(time.Since(start).Seconds())
-		}
-		var serr sinkTxError
-		if errors.As(err, &serr) {
-			// The sink refused the batch and rolled the transaction back:
-			// nothing of it is committed, every message is held.
-			r.log.Warn("transactional sink failed; batch rolled back", "messages", len(items), "err", serr.err)
-			for i := range items {
-				if items[i].hold == nil {
-					items[i].hold = serr.err
-				}
+		return nil
+	}
+	start := time.Now()
+	stored, err := r.ob.Commit(recs, fn)
+	if r.txSink != nil && len(evs) > 0 {
+		m.sinkSeconds.Observe(time.Since(start).Seconds())
+	}
+	var serr sinkTxError
+	if errors.As(err, &serr) {
+		// The sink refused the batch and rolled the transaction back:
+		// nothing of it is committed, every message is held.
+		r.log.Warn("transactional sink failed; batch rolled back", "messages", len(items), "err", serr.err)
+		for i := range items {
+			if items[i].hold == nil {
+				items[i].hold = serr.err
 			}
-			stopProgress()
-			r.finish(ctx, items)
-			return nil
 		}
-		if err != nil {
-			// Nothing of this batch is committed; nothing is ACKed.
-			return fmt.Errorf("%w: outbox commit: %w", ErrFatal, err)
+		b.withRec = nil
+		return nil
+	}
+	if err != nil {
+		// Nothing of this batch is committed; nothing is ACKed.
+		return fmt.Errorf("%w: outbox commit: %w", ErrFatal, err)
+	}
+	b.times.Durable = time.Now()
+	seen := make(map[string]bool, len(b.withRec))
+	for j, i := range b.withRec {
+		it := &items[i]
+		it.rec = stored[j]
+		if r.txSink != nil && it.err == nil {
+			r.step("sink_commit", it)
 		}
-		for j, i := range withRec {
-			items[i].rec = stored[j]
-			if r.txSink != nil && items[i].err == nil {
-				r.step("sink_commit", &items[i])
-			}
-			r.step("outbox_commit", &items[i])
-		}
-		failpoint.Inject(failpoint.EdgeAfterOutboxCommit)
-		if err := r.publishReceipts(ctx, items, withRec); err != nil {
-			return err
+		r.step("outbox_commit", it)
+		// A receipt already published is published again when L1 redrove
+		// the event: L1 never got it (a hop lost it), and the copy in the
+		// outbox is the only one left. Deterministic Nats-Msg-Id: a copy
+		// still inside RE's duplicate window is dropped there.
+		republish := it.rec.State == outbox.StatePublished && redriven(it.msg)
+		if (it.rec.State == outbox.StatePending || republish) && !seen[it.rec.Key] {
+			seen[it.rec.Key] = true
+			b.pending = append(b.pending, it.rec)
 		}
 	}
-	stopProgress()
-	r.finish(ctx, items)
+	failpoint.Inject(failpoint.EdgeAfterOutboxCommit)
 	return nil
 }
 
@@ -444,23 +677,16 @@ func (r *runner) dlqRecord(it *item) DLQRecord {
 	return rec
 }
 
-// publishReceipts publishes the batch's pending receipts, waits for every
-// PubAck and marks them published. On a publish failure the items are held
-// (no ACK); the relay retries the receipts.
-func (r *runner) publishReceipts(ctx context.Context, items []item, idx []int) error {
-	var pending []outbox.Record
-	seen := make(map[string]bool, len(idx))
-	for _, i := range idx {
-		rec := items[i].rec
-		if rec.State == outbox.StatePending && !seen[rec.Key] {
-			seen[rec.Key] = true
-			pending = append(pending, rec)
-		}
+// publishBatch publishes b's pending receipts and waits for every PubAck
+// (step 5). On a publish failure the items with receipts are held (no
+// ACK); the relay retries the receipts.
+func (r *runner) publishBatch(ctx context.Context, b *batch) {
+	items, pending := b.items, b.pending
+	seen := make(map[string]bool, len(pending))
+	for _, rec := range pending {
+		seen[rec.Key] = true
 	}
-	if len(pending) == 0 {
-		return nil
-	}
-	for _, i := range idx {
+	for _, i := range b.withRec {
 		if seen[items[i].rec.Key] {
 			r.step("receipt_publish", &items[i])
 		}
@@ -474,26 +700,48 @@ func (r *runner) publishReceipts(ctx context.Context, items []item, idx []int) e
 	if err != nil {
 		r.metrics.receiptPublishErrors.Inc()
 		r.log.Warn("receipt publish failed; messages stay unacked, relay retries", "receipts", len(pending), "err", err)
-		for _, i := range idx {
+		for _, i := range b.withRec {
 			items[i].hold = err
 		}
-		return nil
+		return
 	}
-	for _, i := range idx {
+	b.published = true
+	b.times.PubAck = time.Now()
+	for _, i := range b.withRec {
 		if seen[items[i].rec.Key] {
 			r.step("receipt_puback", &items[i])
 		}
 	}
 	failpoint.Inject(failpoint.EdgeAfterPubAck)
 	r.metrics.receiptsPublished.Add(float64(len(pending)))
-	keys := make([]string, len(pending))
-	for j, rec := range pending {
-		keys[j] = rec.Key
+}
+
+// markAndFinish marks the PubAck'ed receipts of bs published, in one
+// transaction, then sends each batch's final acknowledgements (step 6).
+// Only an outbox error is returned: it is fatal, and no batch of bs is
+// then finished.
+func (r *runner) markAndFinish(ctx context.Context, bs []*batch) error {
+	var keys []string
+	for _, b := range bs {
+		if b.published {
+			for _, rec := range b.pending {
+				keys = append(keys, rec.Key)
+			}
+		}
 	}
-	if err := r.ob.MarkPublished(keys); err != nil {
-		return fmt.Errorf("%w: outbox mark published: %w", ErrFatal, err)
+	if len(keys) > 0 {
+		if err := r.ob.MarkPublished(keys); err != nil {
+			return fmt.Errorf("%w: outbox mark published: %w", ErrFatal, err)
+		}
+		failpoint.Inject(failpoint.EdgeAfterMark)
 	}
-	failpoint.Inject(failpoint.EdgeAfterMark)
+	now := time.Now()
+	for _, b := range bs {
+		if b.published {
+			b.times.Marked = now
+		}
+		r.finishBatch(ctx, b)
+	}
 	return nil
 }
 
@@ -764,4 +1012,10 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// redriven reports whether msg is an event L1 published again because it
+// was overdue (receipts.RedriveHeader).
+func redriven(msg jetstream.Msg) bool {
+	return msg != nil && msg.Headers().Get(receipts.RedriveHeader) != ""
 }
