@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,7 +123,7 @@ func waitCompleted(t *testing.T, ls *LocalSystem, ids []string, processors ...st
 	want := uint64(len(ids) * len(processors))
 	checkFor(t, 90*time.Second, func() error {
 		if got := svc.Stats().Applied; got < want {
-			return fmt.Errorf("applied %d of %d", got, want)
+			return fmt.Errorf("applied %d of %d; %s", got, want, pathState(ls))
 		}
 		return nil
 	})
@@ -288,4 +289,41 @@ func TestSystem_LinkCut(t *testing.T) {
 func counterValue(t *testing.T, c prometheus.Collector) float64 {
 	t.Helper()
 	return testutil.ToFloat64(c)
+}
+
+// pathState describes every stream and consumer on the event and receipt
+// paths, for a failure message that says which hop stopped.
+func pathState(ls *LocalSystem) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for _, site := range ls.Topology.Sites {
+		a := ls.App(site.Name)
+		if a == nil || a.Server() == nil {
+			continue
+		}
+		nc, err := nats.Connect(a.ClientURL())
+		if err != nil {
+			fmt.Fprintf(&b, "[%s: %v] ", site.Name, err)
+			continue
+		}
+		js, _ := jetstream.New(nc)
+		for name := range js.StreamNames(ctx).Name() {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				continue
+			}
+			i := st.CachedInfo()
+			fmt.Fprintf(&b, "[%s %s last=%d", site.Name, name, i.State.LastSeq)
+			for _, src := range i.Sources {
+				fmt.Fprintf(&b, " src %s lag=%d active=%s err=%v", src.Name, src.Lag, src.Active, src.Error)
+			}
+			for ci := range st.ListConsumers(ctx).Info() {
+				fmt.Fprintf(&b, " cons %s dlv=%d ackflr=%d ackpend=%d pend=%d redlv=%d", ci.Name, ci.Delivered.Stream, ci.AckFloor.Stream, ci.NumAckPending, ci.NumPending, ci.NumRedelivered)
+			}
+			b.WriteString("] ")
+		}
+		nc.Close()
+	}
+	return b.String()
 }
