@@ -343,7 +343,7 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 	}
 	fmt.Fprintf(w, "history: %d revisions seen (live watch + final read of %d, bucket history %d)\n", allRevs, finalRevs, o.KVHistory)
 	if res.Redrives >= 0 {
-		fmt.Fprintf(w, "redrives: %d (L1 metric leafline_completion_redriven_total, summed over L1 restarts: events L1 published again because a hop lost them or their receipts)\n", res.Redrives)
+		fmt.Fprintf(w, "redrives: %d (L1 metric leafline_completion_redriven_total, summed over L1 restarts: events L1 published again because the edge had reported later ones; a hop lost them or their receipts, or they were retried behind later ones)\n", res.Redrives)
 	}
 	fmt.Fprintf(w, "drain: %.1fs (%s)\n", res.MaxDrainS, map[bool]string{true: "complete", false: "INCOMPLETE"}[res.DrainComplete])
 	section := func(title string, lines []string) {
