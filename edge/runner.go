@@ -63,7 +63,9 @@ import (
 //
 // NOTE: a batch may wait for the batches ahead of it (a commit, up to
 // publishDepth receipt publishes bounded by outbox.publish_timeout) before
-// it is ACKed. Size AckWait for that, or enable InProgress.
+// it is ACKed, and its mark and ACKs wait for the committer to finish what
+// it is doing: with a slow plain sink, the next batch's sink write. Size
+// AckWait for that, or enable InProgress.
 type runner struct {
 	cfg      *topology.Config
 	site     string

@@ -1,0 +1,184 @@
+package edge
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// The runner's pipeline (fetch, commit, publish of consecutive batches
+// overlapping) keeps every message's contract: many small batches, each
+// message with exactly the success steps, every receipt published and
+// marked before its ACK, and each batch's stages in order.
+func TestContract_PipelineManyBatches(t *testing.T) {
+	for _, tx := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain_sink", true: "tx_sink"}[tx], func(t *testing.T) {
+			t.Parallel()
+			f := newContractSite(t, contractOpts{txSink: tx, configure: func(c *topology.Config) { c.Delivery.BatchSize = 4 }})
+			var mu sync.Mutex
+			var bts []batchTimes
+			f.r.onBatch = func(bt batchTimes) { mu.Lock(); bts = append(bts, bt); mu.Unlock() }
+			const n = 48
+			seqs := f.publish(ids(n, "pl")...)
+			f.start()
+			want := at(1, stepsOK, "ack")
+			for i, seq := range seqs {
+				checkFor(t, 20*time.Second, func() error {
+					if got := stepNames(f.stepsOf(seq)); len(got) < len(want) {
+						return fmt.Errorf("message %d: steps %v", i, got)
+					}
+					return nil
+				})
+			}
+			for i, seq := range seqs {
+				got := f.stepsOf(seq)
+				if !slices.Equal(stepNames(got), want) {
+					t.Errorf("message %d: steps %v, want %v", i, stepNames(got), want)
+				}
+				checkContractInvariants(t, fmt.Sprintf("message %d", i), got)
+			}
+			// Every batch is marked before it is ACKed: once all are ACKed,
+			// nothing is pending.
+			if st := f.outboxStats(); st.Pending != 0 || st.Published != n {
+				t.Errorf("outbox %+v, want %d published", st, n)
+			}
+			if c := f.streamMsgCount(ctReceipts); c != n {
+				t.Errorf("receipts stream holds %d, want %d", c, n)
+			}
+			checkFor(t, 10*time.Second, func() error {
+				if ci := f.consumerInfo(); ci.NumAckPending != 0 || ci.AckFloor.Stream != seqs[n-1] {
+					return fmt.Errorf("ack pending %d floor %d", ci.NumAckPending, ci.AckFloor.Stream)
+				}
+				return nil
+			})
+			f.stop()
+			mu.Lock()
+			defer mu.Unlock()
+			msgs := 0
+			for i, bt := range bts {
+				msgs += bt.Messages
+				stages := []time.Time{bt.Fetch, bt.Fetched, bt.Commit, bt.Durable, bt.PubAck, bt.Marked, bt.Done}
+				for j := 1; j < len(stages); j++ {
+					if stages[j].IsZero() || stages[j].Before(stages[j-1]) {
+						t.Errorf("batch %d: stage %d at %v, before stage %d at %v (or missing)", i, j, stages[j], j-1, stages[j-1])
+					}
+				}
+			}
+			if msgs != n {
+				t.Errorf("batches carried %d messages, want %d", msgs, n)
+			}
+			if len(bts) != n/4 {
+				t.Errorf("%d batches, want %d", len(bts), n/4)
+			}
+		})
+	}
+}
+
+// Shutdown in the middle of a backlog: the batch being written finishes
+// and is ACKed, the one already fetched is finished too, and nothing is
+// fetched after the cancel — no message is left delivered but unacked.
+func TestContract_PipelineShutdownFinishesWhatWasFetched(t *testing.T) {
+	t.Parallel()
+	var f *contractSite
+	var once sync.Once
+	f = newContractSite(t, contractOpts{
+		configure: func(c *topology.Config) { c.Delivery.BatchSize = 4 },
+		hold: func(ev Event) {
+			if ev.ID == "sd-9" { // third batch
+				once.Do(func() { f.cancel() })
+			}
+		},
+	})
+	const n = 40
+	seqs := f.publish(ids(n, "sd")...)
+	f.start()
+	select {
+	case err := <-f.done:
+		if err != nil {
+			t.Fatalf("run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("runner did not stop after the cancel")
+	}
+	f.stopped = true
+	acked := 0
+	for i, seq := range seqs {
+		got := stepNames(f.stepsOf(seq))
+		switch {
+		case len(got) == 0:
+		case slices.Equal(got, at(1, stepsOK, "ack")):
+			acked++
+		default:
+			t.Errorf("message %d: steps %v: a fetched message must be finished", i, got)
+		}
+	}
+	if acked != 12 {
+		t.Errorf("%d messages processed, want the 3 batches fetched before the cancel (12)", acked)
+	}
+	ci := f.consumerInfo()
+	if ci.NumAckPending != 0 || ci.NumPending != uint64(n-acked) {
+		t.Errorf("consumer ack pending %d pending %d: want 0 and %d (nothing fetched after the cancel)", ci.NumAckPending, ci.NumPending, n-acked)
+	}
+	if st := f.outboxStats(); st.Pending != 0 || st.Published != acked {
+		t.Errorf("outbox %+v", st)
+	}
+}
+
+// A fatal outbox error in the middle of a backlog: run returns it, and no
+// message whose work was not finished — its commit, or the mark of its
+// PubAck'ed receipts — is ACKed.
+func TestContract_PipelineFatalLeavesInFlightUnacked(t *testing.T) {
+	t.Parallel()
+	var f *contractSite
+	var once sync.Once
+	f = newContractSite(t, contractOpts{
+		configure: func(c *topology.Config) { c.Delivery.BatchSize = 4 },
+		hold: func(ev Event) {
+			if ev.ID == "ft-9" {
+				once.Do(func() { _ = f.ob.Close() })
+			}
+		},
+	})
+	const n = 40
+	seqs := f.publish(ids(n, "ft")...)
+	f.start()
+	var err error
+	select {
+	case err = <-f.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("runner did not return after the outbox failed")
+	}
+	f.stopped = true
+	f.cancel()
+	if !errors.Is(err, ErrFatal) {
+		t.Fatalf("run returned %v, want ErrFatal", err)
+	}
+	acked := 0
+	for i, seq := range seqs {
+		got := stepNames(f.stepsOf(seq))
+		if slices.Contains(got, "ack@1") {
+			acked++
+			if !slices.Equal(got, at(1, stepsOK, "ack")) {
+				t.Errorf("message %d: ACKed with steps %v", i, got)
+			}
+		}
+		if i >= 8 && i < 12 && slices.Contains(got, "ack@1") {
+			t.Errorf("message %d of the batch whose commit failed was ACKed: %v", i, got)
+		}
+	}
+	if acked > 8 {
+		t.Errorf("%d ACKed, want at most the first two batches", acked)
+	}
+	checkFor(t, 10*time.Second, func() error {
+		ci := f.consumerInfo()
+		if ci.NumAckPending != 0 && int(ci.NumAckPending)+acked <= n && ci.AckFloor.Stream < seqs[8] {
+			return nil
+		}
+		return fmt.Errorf("consumer %+v", ci)
+	})
+}
