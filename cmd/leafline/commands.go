@@ -218,12 +218,14 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// connect dials the box's own NATS client listener.
-func connect(cfg *topology.Config, server string) (*nats.Conn, jetstream.JetStream, error) {
+// connect dials server, by default the box's own NATS client listener,
+// with extra options (credentials) if any.
+func connect(cfg *topology.Config, server string, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	if server == "" {
 		server = "nats://" + cfg.NATS.Listen
 	}
-	nc, err := nats.Connect(server, nats.Name("leafline-cli"), nats.Timeout(5*time.Second))
+	opts := append([]nats.Option{nats.Name("leafline-cli"), nats.Timeout(5 * time.Second)}, extra...)
+	nc, err := nats.Connect(server, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", server, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/edge"
 )
@@ -30,25 +29,17 @@ func cmdProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !ok {
 		return exitUsage
 	}
-	url := *server
-	if url == "" {
-		url = "nats://" + cfg.NATS.Listen
-	}
-	opts := []nats.Option{nats.Name("leafline-provision"), nats.Timeout(5 * time.Second)}
+	var opts []nats.Option
 	if *creds != "" {
 		opts = append(opts, nats.UserCredentials(*creds))
 	}
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: connect %s: %v\n", fs.Name(), url, err)
-		return exitFailure
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	nc, js, err := connect(cfg, *server, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return exitFailure
 	}
+	defer nc.Close()
+	url := nc.ConnectedUrlRedacted()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if !*lintOnly {
