@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -355,30 +354,8 @@ func directSecurity(t *testing.T, insecure bool) {
 		return nc
 	}
 	mine := edgeConn(nats.CustomInboxPrefix(topology.DirectInboxPrefix("edge1")))
-	api := func(nc *nats.Conn, subject string, body any) error {
-		var data []byte
-		if body != nil {
-			data, _ = json.Marshal(body)
-		}
-		m, err := nc.Request(subject, data, 2*time.Second)
-		if err != nil {
-			return err
-		}
-		var resp struct {
-			Error *struct {
-				Description string `json:"description"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(m.Data, &resp); err != nil {
-			return err
-		}
-		if resp.Error != nil {
-			return errors.New(resp.Error.Description)
-		}
-		return nil
-	}
 	// edge1 reaches its own consumer.
-	if err := api(mine, "$JS.l1.API.CONSUMER.INFO.L1A."+e1name, nil); err != nil {
+	if err := jsAPI(mine, "$JS.l1.API.CONSUMER.INFO.L1A."+e1name, nil); err != nil {
 		t.Fatalf("edge1's own consumer info: %v", err)
 	}
 	// edge1 listens on edge2's inbox space, and ACKs and terminates
@@ -415,7 +392,7 @@ func directSecurity(t *testing.T, insecure bool) {
 	}
 	if insecure {
 		// The control: without the link permissions every attempt works.
-		if err := api(mine, "$JS.l1.API.CONSUMER.INFO.L1A."+e2name, nil); err != nil {
+		if err := jsAPI(mine, "$JS.l1.API.CONSUMER.INFO.L1A."+e2name, nil); err != nil {
 			t.Fatalf("control: edge2's consumer info: %v", err)
 		}
 		if _, err := stolen.NextMsg(5 * time.Second); err != nil {
@@ -430,7 +407,7 @@ func directSecurity(t *testing.T, insecure bool) {
 		return
 	}
 	// Replies under any other inbox prefix do not come back.
-	if err := api(edgeConn(), "$JS.l1.API.CONSUMER.INFO.L1A."+e1name, nil); !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) {
+	if err := jsAPI(edgeConn(), "$JS.l1.API.CONSUMER.INFO.L1A."+e1name, nil); !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("a reply reached edge1 outside its inbox prefix: %v", err)
 	}
 	wide := map[string]any{"stream_name": "L1A", "config": map[string]any{
@@ -450,7 +427,7 @@ func directSecurity(t *testing.T, insecure bool) {
 		{"$JS.l1.API.STREAM.INFO.L1A", nil},
 		{"$JS.l1.API.STREAM.DELETE.L1A", nil},
 	} {
-		err := api(mine, r.subject, r.body)
+		err := jsAPI(mine, r.subject, r.body)
 		if err == nil {
 			t.Fatalf("%s answered across edge1's link", r.subject)
 		}

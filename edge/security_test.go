@@ -370,24 +370,7 @@ func TestSecurity_EdgeCannotReadOrDelete(t *testing.T) {
 				t.Fatal(err)
 			}
 			edgeNC.Flush()
-			api := func(subject string) error {
-				m, err := edgeNC.Request(subject, nil, 2*time.Second)
-				if err != nil {
-					return err
-				}
-				var resp struct {
-					Error *struct {
-						Description string `json:"description"`
-					} `json:"error"`
-				}
-				if err := json.Unmarshal(m.Data, &resp); err != nil {
-					return err
-				}
-				if resp.Error != nil {
-					return errors.New(resp.Error.Description)
-				}
-				return nil
-			}
+			api := func(subject string) error { return jsAPI(edgeNC, subject, nil) }
 			reads := []string{
 				"$JS.hub.API.STREAM.INFO.HA",
 				"$JS.edge2.API.STREAM.INFO.RE",
@@ -532,4 +515,29 @@ func TestSecurity_PasswordLink(t *testing.T) {
 			}
 		})
 	}
+}
+
+// jsAPI sends a JetStream API request (body marshalled as JSON unless nil)
+// and returns the API error it answers, or the request's own error.
+func jsAPI(nc *nats.Conn, subject string, body any) error {
+	var data []byte
+	if body != nil {
+		data, _ = json.Marshal(body)
+	}
+	m, err := nc.Request(subject, data, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	var resp struct {
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return err
+	}
+	if resp.Error != nil {
+		return errors.New(resp.Error.Description)
+	}
+	return nil
 }
