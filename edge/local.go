@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/leafline/leafline/internal/faultproxy"
+	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -74,7 +74,7 @@ func NewLocalSystem(dir string, o LocalOptions) (*LocalSystem, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	ports, err := freePorts(2)
+	ports, err := loopback.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -266,25 +266,4 @@ func receiptKeys(dir string, t *topology.Topology) (map[string]string, error) {
 		s.ReceiptKey, files[s.Name] = pub, path
 	}
 	return files, nil
-}
-
-// freePorts finds n free loopback ports. They are released before use, so
-// another process could take one meanwhile; fine for demos and tests.
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports, nil
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/faultproxy"
+	"github.com/leafline/leafline/internal/loopback"
 )
 
 // cluster is the system under test: the boxes as OS processes, their
@@ -62,7 +62,7 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 			c.close()
 		}
 	}()
-	ports, err := freePorts(2 + 2*(2+o.Edges))
+	ports, err := loopback.FreePorts(2 + 2*(2+o.Edges))
 	if err != nil {
 		return nil, err
 	}
@@ -676,26 +676,6 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
-
-// freePorts finds n free loopback ports (released before use).
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports, nil
 }
 
 // buildLeafline builds ./cmd/leafline of the module that holds this file's

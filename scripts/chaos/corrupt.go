@@ -18,6 +18,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
+	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/topology"
 )
@@ -200,7 +201,7 @@ func (in *injector) copyConfig(b *box, cdir, dataDir string) (string, string, er
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return "", "", err
 	}
-	ports, err := freePorts(3)
+	ports, err := loopback.FreePorts(3)
 	if err != nil {
 		return "", "", err
 	}
