@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -23,10 +22,7 @@ import (
 func directSystem(t *testing.T, o LocalOptions, filters map[string]string, start []string) *LocalSystem {
 	t.Helper()
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		if testing.Verbose() {
-			o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		}
+		o.Logger = testLogger(t)
 	}
 	ls, err := NewLocalSystem(t.TempDir(), o)
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,10 +23,7 @@ import (
 func testSystem(t *testing.T, o LocalOptions, prepare func(string, *App)) *LocalSystem {
 	t.Helper()
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		if testing.Verbose() {
-			o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		}
+		o.Logger = testLogger(t)
 	}
 	ls, err := NewLocalSystem(t.TempDir(), o)
 	if err != nil {
