@@ -306,6 +306,10 @@ func (r *runner) fetch(ctx context.Context, permit <-chan struct{}, out chan<- *
 	}
 }
 
+// ackEarlySettle is how long the negative control waits after its early
+// ACKs before it goes on (see newBatch).
+const ackEarlySettle = 300 * time.Millisecond
+
 // newBatch decodes msgs and starts their InProgress heartbeats.
 func (r *runner) newBatch(msgs []jetstream.Msg) *batch {
 	r.metrics.fetched.Add(float64(len(msgs)))
@@ -318,14 +322,18 @@ func (r *runner) newBatch(msgs []jetstream.Msg) *batch {
 	if failpoint.Enabled(failpoint.EdgeAckEarly) {
 		// Negative control for the chaos checker: ACK before anything is
 		// durable. Never enabled outside fault-injection runs.
+		// DoubleAck waits until the server has taken each ACK; the pause
+		// outlasts the server's consumer-state writer (it writes at most
+		// every 100 ms), so a kill that follows loses work whose ACK is
+		// already on disk: the loss the checker must see. Without the
+		// pause a kill within 100 ms also loses the ACK, the message is
+		// redelivered and the control proves nothing.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		for i := range b.items {
-			_ = b.items[i].msg.Ack()
+			_ = b.items[i].msg.DoubleAck(ctx)
 		}
-		// Make sure the early ACKs reach the server before a failpoint
-		// kill: a buffered ACK that dies with the process is no ACK.
-		if r.nc != nil {
-			_ = r.nc.Flush()
-		}
+		cancel()
+		time.Sleep(ackEarlySettle)
 	}
 	return b
 }

@@ -158,11 +158,7 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 			sink := "store"
 			if name == "edge2" || o.NegativeControl {
 				// A real sink write before the outbox commit exercises
-				// edge.after_sink_write. The negative control needs it:
-				// the early ACKs reach the server during the file
-				// sink's fsyncs, before the failpoint kills the box;
-				// with the store sink the kill comes microseconds
-				// after them and takes the unflushed ACKs with it.
+				// edge.after_sink_write, where the negative control kills.
 				sink = "file"
 			}
 			cfg["leafnode"] = map[string]any{"upstream_url": "nats-leaf://" + c.link(name+"-hub").proxy.Addr(), "reconnect_interval": "1s"}
