@@ -205,31 +205,52 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	return res, nil
 }
 
+// publishWindow bounds the demo's PubAcks outstanding (the client refuses
+// more than its async limit, 4000 by default).
+const publishWindow = 1024
+
+// publishEvents publishes n events with at most publishWindow PubAcks
+// outstanding and appends the id of each PubAck'ed one to ids, in order.
 func publishEvents(ctx context.Context, js jetstream.JetStream, n int, ids *[]string) (int, error) {
-	futs := make([]jetstream.PubAckFuture, 0, n)
-	batch := make([]string, 0, n)
+	type pending struct {
+		f  jetstream.PubAckFuture
+		id string
+	}
+	var window []pending
+	acked := 0
+	wait := func() error {
+		p := window[0]
+		window = window[1:]
+		select {
+		case <-p.f.Ok():
+			*ids = append(*ids, p.id)
+			acked++
+			return nil
+		case err := <-p.f.Err():
+			return fmt.Errorf("publish: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for i := 0; i < n; i++ {
+		if len(window) == publishWindow {
+			if err := wait(); err != nil {
+				return acked, err
+			}
+		}
 		id := uuid.NewString()
 		m := nats.NewMsg(fmt.Sprintf("events.demo.%d", i%8))
 		m.Header.Set(jetstream.MsgIDHeader, id)
 		m.Data = fmt.Appendf(nil, `{"event_id":%q,"n":%d}`, id, i)
 		f, err := js.PublishMsgAsync(m)
 		if err != nil {
-			return len(*ids), err
+			return acked, err
 		}
-		futs = append(futs, f)
-		batch = append(batch, id)
+		window = append(window, pending{f, id})
 	}
-	acked := 0
-	for i, f := range futs {
-		select {
-		case <-f.Ok():
-			*ids = append(*ids, batch[i])
-			acked++
-		case err := <-f.Err():
-			return acked, fmt.Errorf("publish: %w", err)
-		case <-ctx.Done():
-			return acked, ctx.Err()
+	for len(window) > 0 {
+		if err := wait(); err != nil {
+			return acked, err
 		}
 	}
 	return acked, nil
