@@ -414,9 +414,32 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 			OnError:     func(error) { a.metrics.relayErrors.Inc() },
 		})
 		g.Go(func() error { return relay.Run(ctx) })
+		g.Go(func() error { a.releaseMapped(ctx); return nil })
 	}
 	if a.svc != nil {
 		g.Go(func() error { return a.svc.Run(ctx) })
+	}
+}
+
+// releaseEvery is how often the edge drops its mapping of outbox pages.
+const releaseEvery = 250 * time.Millisecond
+
+// releaseMapped keeps only the outbox pages in use resident: with random
+// keys every commit touches new pages of the file's memory map, and
+// without this the edge's resident set grows to the size of the file (see
+// outbox.ReleaseMapped; the pages stay in the page cache).
+func (a *App) releaseMapped(ctx context.Context) {
+	tick := time.NewTicker(releaseEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := a.ob.ReleaseMapped(); err != nil {
+			a.log.Debug("outbox: release mapped pages", "err", err)
+		}
 	}
 }
 

@@ -54,6 +54,9 @@ func (o *Outbox) Check() error {
 			return errDone
 		})
 	})
+	// The check read the whole file through the memory map: do not leave
+	// it all resident.
+	_ = o.ReleaseMapped()
 	if err != nil && !errors.Is(err, errDone) {
 		return fmt.Errorf("outbox: check: %w", o.mapErr(err))
 	}

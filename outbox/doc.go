@@ -75,6 +75,16 @@
 // Seq comes from NextSequence of outbox.records. A file whose schema
 // version is not SchemaVersion is refused with ErrSchema.
 //
+// # Memory
+//
+// bbolt reads the file through a shared, read-only memory map, so every
+// page a read touched counts in the process's resident set until the
+// kernel needs it back; with random keys that tends to the whole file.
+// ReleaseMapped (Linux) unmaps those pages with madvise(MADV_DONTNEED)
+// inside a read transaction, which holds bbolt's remap lock. Nothing is
+// lost or written: the pages stay in the page cache, and the next read
+// maps them again. Check releases what its full read mapped.
+//
 // # Caveats
 //
 // Commit, MarkPublished and Prune errors are fatal. bbolt rolls back a
