@@ -5,8 +5,9 @@ package outbox
 import (
 	"fmt"
 
+	"syscall"
+
 	"go.etcd.io/bbolt"
-	"golang.org/x/sys/unix"
 )
 
 // ReleaseMapped drops this process's mapping of the file's pages. bbolt
@@ -29,7 +30,7 @@ func (o *Outbox) ReleaseMapped() error {
 		if addr == 0 || size == 0 {
 			return nil
 		}
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, addr, size, unix.MADV_DONTNEED); errno != 0 {
+		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, addr, size, syscall.MADV_DONTNEED); errno != 0 {
 			return errno
 		}
 		return nil
