@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -20,8 +21,9 @@ import (
 //  3. the outbox invariants: every record decodes and its checksum
 //     matches; every pending record has exactly the pending index entry
 //     for its Seq and every pending index entry points at such a record;
-//     the same for published records and the published index; Seqs are
-//     unique and not above the bucket sequence; the counters match.
+//     the same for published records and the published index; every
+//     mark belongs to a record; Seqs are unique and not above the bucket
+//     sequence; the counters match.
 //
 // Check holds bbolt's writer lock while it runs (tx.Check is only safe
 // against concurrent writers inside a writable transaction), so Commit
@@ -89,7 +91,7 @@ func checkInvariants(tx *bbolt.Tx) []string {
 			}
 			continue
 		}
-		r, err := decodeRecord(k, v)
+		r, err := b.load(k, v)
 		if err != nil {
 			if !add("%v", err) {
 				return problems
@@ -145,11 +147,24 @@ func checkInvariants(tx *bbolt.Tx) []string {
 			}
 			continue
 		}
-		r, err := decodeRecord(v, rv)
+		r, err := b.load(v, rv)
 		if err == nil && (r.State != StatePublished || !bytes.Equal(publishedKey(&r), k)) {
 			err = fmt.Errorf("published index entry %x does not match record %q", k, v)
 		}
 		if err != nil && !add("%v", err) {
+			return problems
+		}
+	}
+
+	c = b.marks.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(k) != 8 || len(v) != 8 {
+			if !add("mark %x has a malformed key or value", k) {
+				return problems
+			}
+			continue
+		}
+		if _, ok := seqs[binary.BigEndian.Uint64(k)]; !ok && !add("mark of seq %d has no record", binary.BigEndian.Uint64(k)) {
 			return problems
 		}
 	}

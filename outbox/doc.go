@@ -67,13 +67,20 @@
 // Top-level buckets (the edge keeps its own buckets in the same file; names
 // starting with "outbox." are reserved):
 //
-//	outbox.meta       "schema" -> 1, "pending" / "published" -> counters (uint64 big endian)
+//	outbox.meta       "schema" -> 2, "pending" / "published" -> counters (uint64 big endian)
 //	outbox.records    Key -> record (format documented in record.go, with CRC-32C)
 //	outbox.pending    big-endian Seq -> Key, for pending records only
 //	outbox.published  big-endian PublishedAt (Unix ns) + Seq -> Key, for published records only
+//	outbox.marks      big-endian Seq -> PublishedAt (Unix ns), for published records only
 //
-// Seq comes from NextSequence of outbox.records. A file whose schema
-// version is not SchemaVersion is refused with ErrSchema.
+// Seq comes from NextSequence of outbox.records. A record is written once,
+// by Commit, as pending; MarkPublished adds its mark and moves its index
+// entry, and never rewrites it: the Seq-keyed writes land on the last
+// pages of their trees, where rewriting records under random receipt keys
+// dirtied a page per record (schema 1 did that; Open upgrades a schema 1
+// file in place by adding the marks bucket, and its records that say
+// "published" themselves are read as published). A file whose schema
+// version is neither 1 nor SchemaVersion is refused with ErrSchema.
 //
 // # Memory
 //

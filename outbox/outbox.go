@@ -15,8 +15,9 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// SchemaVersion is the schema this build writes and accepts.
-const SchemaVersion = 1
+// SchemaVersion is the schema this build writes and accepts. Open upgrades
+// a schema 1 file (no marks bucket) in place, in one transaction.
+const SchemaVersion = 2
 
 // Top-level buckets owned by the outbox. The file is shared with the edge's
 // store sink (see DB), so the names carry a prefix that other packages must
@@ -26,6 +27,7 @@ var (
 	bucketRecords   = []byte("outbox.records")   // Key -> encoded Record
 	bucketPending   = []byte("outbox.pending")   // big-endian Seq -> Key, pending only
 	bucketPublished = []byte("outbox.published") // big-endian PublishedAt nanos + Seq -> Key, published only
+	bucketMarks     = []byte("outbox.marks")     // big-endian Seq -> PublishedAt nanos, records marked published
 
 	metaSchema    = []byte("schema")    // uint64 big endian
 	metaPending   = []byte("pending")   // uint64 big endian: records in StatePending
@@ -134,6 +136,10 @@ func Open(path string, opts Options) (*Outbox, error) {
 		return fail(openError(path, err))
 	}
 
+	if err := guard(nil, func() error { return upgrade(db) }); err != nil {
+		_ = db.Close()
+		return nil, openError(path, err)
+	}
 	if err := guard(nil, func() error { return db.View(checkLayout) }); err != nil {
 		_ = db.Close()
 		if errors.Is(err, ErrSchema) {
@@ -174,7 +180,7 @@ func checkLayout(tx *bbolt.Tx) error {
 	if n := binary.BigEndian.Uint64(v); n != SchemaVersion {
 		return fmt.Errorf("%w: file has schema version %d, this build knows %d", ErrSchema, n, SchemaVersion)
 	}
-	for _, name := range [][]byte{bucketRecords, bucketPending, bucketPublished} {
+	for _, name := range [][]byte{bucketRecords, bucketPending, bucketPublished, bucketMarks} {
 		if tx.Bucket(name) == nil {
 			return fmt.Errorf("%w: no %s bucket", ErrCorrupt, name)
 		}
@@ -185,6 +191,31 @@ func checkLayout(tx *bbolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// upgrade brings a schema 1 file to schema 2 in one transaction: it adds
+// the marks bucket. Schema 1 marked a record published by rewriting it
+// (State and PublishedAt in the record); those records stay as they are
+// and are still read as published. Any other version is left to
+// checkLayout.
+func upgrade(db *bbolt.DB) error {
+	var version uint64
+	if err := db.View(func(tx *bbolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			if v := meta.Get(metaSchema); len(v) == 8 {
+				version = binary.BigEndian.Uint64(v)
+			}
+		}
+		return nil
+	}); err != nil || version != 1 {
+		return err
+	}
+	return db.Update(func(tx *bbolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(bucketMarks); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(metaSchema, u64(SchemaVersion))
+	})
 }
 
 // create builds a new outbox file under a temporary name in the same
@@ -215,7 +246,7 @@ func create(path string, timeout time.Duration) error {
 				return err
 			}
 		}
-		for _, name := range [][]byte{bucketRecords, bucketPending, bucketPublished} {
+		for _, name := range [][]byte{bucketRecords, bucketPending, bucketPublished, bucketMarks} {
 			if _, err := tx.CreateBucket(name); err != nil {
 				return err
 			}
@@ -345,7 +376,7 @@ func (o *Outbox) mapErr(err error) error {
 }
 
 // buckets returns the outbox buckets of tx, or ErrCorrupt if one is missing.
-type buckets struct{ meta, records, pending, published *bbolt.Bucket }
+type buckets struct{ meta, records, pending, published, marks *bbolt.Bucket }
 
 func getBuckets(tx *bbolt.Tx) (buckets, error) {
 	b := buckets{
@@ -353,11 +384,34 @@ func getBuckets(tx *bbolt.Tx) (buckets, error) {
 		records:   tx.Bucket(bucketRecords),
 		pending:   tx.Bucket(bucketPending),
 		published: tx.Bucket(bucketPublished),
+		marks:     tx.Bucket(bucketMarks),
 	}
-	if b.meta == nil || b.records == nil || b.pending == nil || b.published == nil {
+	if b.meta == nil || b.records == nil || b.pending == nil || b.published == nil || b.marks == nil {
 		return b, fmt.Errorf("%w: an outbox bucket is missing", ErrCorrupt)
 	}
 	return b, nil
+}
+
+// load decodes the record stored under key and sets its State and
+// PublishedAt from the marks bucket: a record is written once, pending, and
+// marking it published adds a mark instead of rewriting it (a schema 1
+// record may itself say it is published). Data aliases bbolt memory.
+func (b buckets) load(key, v []byte) (Record, error) {
+	r, err := decodeRecord(key, v)
+	if err != nil {
+		return Record{}, err
+	}
+	m := b.marks.Get(u64(r.Seq))
+	switch {
+	case m == nil:
+		return r, nil
+	case len(m) != 8:
+		return Record{}, fmt.Errorf("%w: mark of record %q (seq %d) has length %d", ErrCorrupt, key, r.Seq, len(m))
+	case r.State != StatePending:
+		return Record{}, fmt.Errorf("%w: record %q (seq %d) is marked published twice", ErrCorrupt, key, r.Seq)
+	}
+	r.State, r.PublishedAt = StatePublished, nanosToTime(int64(binary.BigEndian.Uint64(m)))
+	return r, nil
 }
 
 // counter reads a uint64 counter from the meta bucket.

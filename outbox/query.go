@@ -19,7 +19,7 @@ func (o *Outbox) Get(key string) (rec Record, ok bool, err error) {
 		if v == nil {
 			return nil
 		}
-		r, err := decodeRecord([]byte(key), v)
+		r, err := b.load([]byte(key), v)
 		if err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func pendingRecord(b buckets, k, v []byte) (Record, error) {
 	if rv == nil {
 		return Record{}, fmt.Errorf("%w: pending index seq %d points at missing record %q", ErrCorrupt, seq, v)
 	}
-	r, err := decodeRecord(v, rv)
+	r, err := b.load(v, rv)
 	if err != nil {
 		return Record{}, err
 	}

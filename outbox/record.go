@@ -80,6 +80,10 @@ func (r *Record) validate() error {
 //	4 bytes  CRC-32C (Castagnoli), big endian, of the key followed by all
 //	         the bytes above
 //
+// Schema 2 writes every record with state pending and no published time,
+// and never rewrites it: its published state is its mark (see load). Only
+// records written by schema 1 may say "published" here.
+//
 // bbolt has no checksums on data pages; the CRC lets Get, Pending and Check
 // detect a damaged record, or a record found under the wrong key, instead of
 // publishing garbage.
