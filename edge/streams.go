@@ -55,6 +55,17 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 			Duplicates: ev.DuplicateWindow.D(),
 		}
 	}
+	// sourced is a stream that only sources: no Nats-Msg-Id window. The
+	// sourcing itself tracks the upstream sequence, and every consumer
+	// downstream is idempotent by key (the edge's outbox by receipt key,
+	// L1 by event_id), so a window would only cost memory and CPU on every
+	// hop: about 190 bytes per message stored in the last window, which a
+	// backlog catching up after a cut fills with every event.
+	sourced := func(name string) jetstream.StreamConfig {
+		c := base(name)
+		c.Duplicates = 0
+		return c
+	}
 	// sourceFrom binds a stream to the durable consumer that the owner of
 	// the upstream stream created for this site.
 	sourceFrom := func(stream string, from *topology.Site) *jetstream.StreamSource {
@@ -89,7 +100,7 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 		origin := base(ev.OriginStream)
 		origin.Subjects = ev.Subjects
 		origin.Description = "leafline origin events"
-		r1 := base(rc.L1Stream)
+		r1 := sourced(rc.L1Stream)
 		r1.Description = "leafline receipts at L1"
 		for _, hub := range t.Downstream(site.Name) {
 			serve(ev.OriginStream, hub, "")
@@ -97,10 +108,10 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 		}
 		p.streams = append(p.streams, origin, r1)
 	case topology.RoleHub:
-		ha := base(ev.HubStream)
+		ha := sourced(ev.HubStream)
 		ha.Description = "leafline events at hub"
 		ha.Sources = []*jetstream.StreamSource{sourceFrom(ev.OriginStream, up)}
-		rh := base(rc.HubStream)
+		rh := sourced(rc.HubStream)
 		rh.Description = "leafline receipts at hub"
 		for _, e := range t.Downstream(site.Name) {
 			// A direct-mode edge consumes L1A itself: no source for it on HA.
@@ -117,7 +128,7 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 		// through the links (direct.go), not by this plan, so that the
 		// box starts while L1 is unreachable.
 		if !site.Direct() {
-			l2 := base(ev.EdgeStream)
+			l2 := sourced(ev.EdgeStream)
 			l2.Description = "leafline events at edge"
 			l2.Sources = []*jetstream.StreamSource{sourceFrom(ev.HubStream, up)}
 			p.streams = append(p.streams, l2)

@@ -43,7 +43,10 @@ type Events struct {
 	HubStream string `json:"hub_stream,omitempty"`
 	// EdgeStream is each edge's stream sourced from the hub. Zero means "L2A".
 	EdgeStream string `json:"edge_stream,omitempty"`
-	// DuplicateWindow is the origin stream's Nats-Msg-Id window. Zero means 2m.
+	// DuplicateWindow is the Nats-Msg-Id window of the streams that are
+	// published into: the origin stream, each edge's receipts stream and
+	// DLQ. The streams that only source (hub and edge events, hub and L1
+	// receipts) keep no window. Zero means 2m.
 	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
 }
 
