@@ -21,6 +21,7 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 	ls := testSystem(t, LocalOptions{Configure: func(c *topology.Config) {
 		// Copies of an event must not be dropped by L1A's duplicate window.
 		c.Topology.Events.DuplicateWindow = topology.Duration(time.Second)
+		c.Topology.Receipts.DuplicateWindow = topology.Duration(time.Second)
 	}}, nil)
 	js := clientJS(t, ls.App("l1").ClientURL())
 	if s, err := js.Stream(context.Background(), "L1A"); err != nil || s.CachedInfo().Config.Duplicates != time.Second {

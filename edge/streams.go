@@ -138,6 +138,7 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 		re.Subjects = []string{t.ReceiptFilter(site.Name)}
 		// Receipts are written in atomic batches: one fsync per batch.
 		re.AllowAtomicPublish = true
+		re.Duplicates = rc.DuplicateWindow.D()
 		serve(rc.EdgeStream, up, "")
 		p.streams = append(p.streams, re)
 		if cfg.DeadLetter.Enabled {

@@ -68,8 +68,9 @@ type Outbox struct {
 // OpenTimeout), validates both bbolt meta pages and walks every reachable
 // page once (reading them with pread), so that damage which would make
 // bbolt panic, fault or recurse forever is reported as ErrCorrupt instead.
-// It then checks the outbox buckets and schema version (ErrSchema when the
-// version is not SchemaVersion). The cost is one read of the live part of
+// It then upgrades a schema 1 file to SchemaVersion (one transaction, see
+// upgrade) and checks the outbox buckets and schema version (ErrSchema
+// when the version is another). The cost is one read of the live part of
 // the file. Check does the full verification, including record invariants;
 // callers should run it at startup.
 //

@@ -43,10 +43,10 @@ type Events struct {
 	HubStream string `json:"hub_stream,omitempty"`
 	// EdgeStream is each edge's stream sourced from the hub. Zero means "L2A".
 	EdgeStream string `json:"edge_stream,omitempty"`
-	// DuplicateWindow is the Nats-Msg-Id window of the streams that are
-	// published into: the origin stream, each edge's receipts stream and
-	// DLQ. The streams that only source (hub and edge events, hub and L1
-	// receipts) keep no window. Zero means 2m.
+	// DuplicateWindow is the Nats-Msg-Id window of the origin stream and
+	// each edge's DLQ (the receipts stream has its own,
+	// Receipts.DuplicateWindow). The streams that only source (hub and
+	// edge events, hub and L1 receipts) keep no window. Zero means 2m.
 	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
 }
 
@@ -61,6 +61,13 @@ type Receipts struct {
 	HubStream string `json:"hub_stream,omitempty"`
 	// L1Stream is L1's stream sourced from the hub. Zero means "R1".
 	L1Stream string `json:"l1_stream,omitempty"`
+	// DuplicateWindow is the Nats-Msg-Id window of each edge's receipts
+	// stream. It absorbs the republish of a receipt whose PubAck was lost
+	// (the relay retries within seconds); a later copy goes up and L1
+	// counts it as a duplicate. The server keeps about 190 bytes per
+	// receipt in the window, so at an edge draining thousands per second
+	// a short one saves tens of MiB. Zero means 30s.
+	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
 }
 
 // Site is one box in the topology.
@@ -150,6 +157,9 @@ func (t *Topology) SetDefaults() {
 	setString(&r.EdgeStream, "RE")
 	setString(&r.HubStream, "RH")
 	setString(&r.L1Stream, "R1")
+	if r.DuplicateWindow == 0 {
+		r.DuplicateWindow = Duration(defaultReceiptsDuplicateWindow)
+	}
 	setDuration(&t.ExpectedOutage, defaultExpectedOutage)
 	for i := range t.Sites {
 		s := &t.Sites[i]

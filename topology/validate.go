@@ -94,6 +94,9 @@ func (t *Topology) validateEvents(p *problems) {
 	if w := e.DuplicateWindow.D(); w < time.Second || w > 24*time.Hour {
 		p.add("events.duplicate_window", "%s is outside 1s..24h", w)
 	}
+	if w := t.Receipts.DuplicateWindow.D(); w < time.Second || w > 24*time.Hour {
+		p.add("receipts.duplicate_window", "%s is outside 1s..24h", w)
+	}
 	if o := t.ExpectedOutage.D(); o < time.Second {
 		p.add("expected_outage", "%s is below 1s", o)
 	}
@@ -584,6 +587,9 @@ func (c *Config) validateAgainst(p *problems, t *Topology) {
 	c.validateSigningAgainst(p, s)
 	if w := t.Events.DuplicateWindow; s.Role == RoleL1 && c.Completion.RedriveAfter <= w {
 		p.add("completion.redrive_after", "%s must exceed events.duplicate_window (%s): a copy published again inside the window is dropped as a duplicate", c.Completion.RedriveAfter, w)
+	}
+	if w := t.Receipts.DuplicateWindow; s.Role == RoleL1 && c.Completion.RedriveAfter <= w {
+		p.add("completion.redrive_after", "%s must exceed receipts.duplicate_window (%s): the edge's receipt for a redriven event is dropped as a duplicate inside the window", c.Completion.RedriveAfter, w)
 	}
 	// Other edge-only settings are ignored on l1 and hub (one test harness
 	// may configure every box alike), but a non-default sink says that the

@@ -80,11 +80,11 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 	for _, e := range edges {
 		sites = append(sites, map[string]any{"name": e, "role": "edge", "upstream": "hub"})
 	}
-	// A short origin duplicate window lets L1's redrive (which must wait
-	// longer than the window) repair a lost event within the drain.
+	// Short duplicate windows let L1's redrive (which must wait longer
+	// than both) repair a lost event within the drain.
 	window := (o.RedriveAfter / 3).String()
 	if err := writeJSON(filepath.Join(dir, "topology.json"), map[string]any{"sites": sites,
-		"events": map[string]any{"duplicate_window": window}}); err != nil {
+		"events": map[string]any{"duplicate_window": window}, "receipts": map[string]any{"duplicate_window": window}}); err != nil {
 		return nil, err
 	}
 
