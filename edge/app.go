@@ -422,7 +422,7 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 }
 
 // releaseEvery is how often the edge drops its mapping of outbox pages.
-const releaseEvery = 250 * time.Millisecond
+const releaseEvery = 50 * time.Millisecond
 
 // releaseMapped keeps only the outbox pages in use resident: with random
 // keys every commit touches new pages of the file's memory map, and

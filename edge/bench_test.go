@@ -105,6 +105,7 @@ var (
 	benchBatch    = flag.Int("leafline.batch", 0, "bench: delivery.batch_size for every edge (0: the default); a non-default value is printed in the banner")
 	benchRSSAge   = flag.Duration("leafline.rss-age", 0, "bench: wait this long after the RSS preload before starting the edge process (older than the 2m duplicate window: no dedupe map rebuilt for the backlog)")
 	benchRSSBin   = flag.String("leafline.rss-bin", "", "bench: binary to run for (r) instead of building ./cmd/leafline (must accept run --config FILE)")
+	benchRSSLimit = flag.String("leafline.rss-memlimit", "", "bench: GOMEMLIMIT for the edge process of (r), e.g. 200MiB (the Go runtime's soft memory limit; empty: unset)")
 	benchUnsigned = flag.Bool("leafline.unsigned", false, "bench: LocalOptions.UnsignedReceipts (default: signed receipts, as LocalSystem)")
 	benchInsecure = flag.Bool("leafline.insecure", false, "bench: LocalOptions.Insecure (default: mutual TLS links, as LocalSystem)")
 	benchOnly     = flag.String("leafline.only", "", "bench: comma-separated phases to run (k,g,s,a,b,c,d,f,e,r; x only when named); empty runs all but x")
@@ -1161,6 +1162,10 @@ func benchRSSRun(b *testing.B, n int, payload []byte) benchRow {
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, "run", "--config", cpath)
+	cmd.Env = os.Environ()
+	if *benchRSSLimit != "" {
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+*benchRSSLimit)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -1219,10 +1224,14 @@ func benchRSSRun(b *testing.B, n int, payload []byte) benchRow {
 	})
 	cpu := benchProcCPU(pid) - cpu0
 	hwm := benchStatusKB(pid, "VmHWM")
+	limitNote := ""
+	if *benchRSSLimit != "" {
+		limitNote = "; GOMEMLIMIT=" + *benchRSSLimit
+	}
 	return benchRow{key: "r", what: "edge as separate process draining backlog (link up)", n: n,
 		dur: drained.Sub(start), cpu: cpu, rssKB: hwm,
-		note: fmt.Sprintf("child VmHWM; sampled max MiB: VmRSS %.0f RssAnon %.0f RssFile %.0f go_heap_inuse %.0f go_sys %.0f; time incl. startup",
-			float64(peakRSS)/1024, float64(peakAnon)/1024, float64(peakFile)/1024, float64(peakHeap)/(1<<20), float64(peakGoSys)/(1<<20))}
+		note: fmt.Sprintf("child VmHWM; sampled max MiB: VmRSS %.0f RssAnon %.0f RssFile %.0f go_heap_inuse %.0f go_sys %.0f; time incl. startup%s",
+			float64(peakRSS)/1024, float64(peakAnon)/1024, float64(peakFile)/1024, float64(peakHeap)/(1<<20), float64(peakGoSys)/(1<<20), limitNote)}
 }
 
 // benchGoMem reads go_memstats_heap_inuse_bytes and go_memstats_sys_bytes
