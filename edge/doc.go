@@ -37,8 +37,13 @@
 //     finds its outbox record and is not written twice; a committed receipt
 //     left unpublished is republished by the relay;
 //   - the receipt's Nats-Msg-Id depends only on (event_id, processor,
-//     status), so a republish inside the duplicate window is dropped by the
-//     stream, and one after it is absorbed by L1's completion store.
+//     status), so a republish inside the receipts stream's duplicate window
+//     (receipts.duplicate_window, 30s) is dropped by the stream, and one
+//     after it is absorbed by L1's completion store;
+//   - the streams that only source (HA, L2A, RH, R1) keep no duplicate
+//     window: a copy a hop delivers twice is stored twice, and the next
+//     consumer absorbs it by key (the outbox by receipt key, L1 by
+//     event_id).
 //
 // A message without a usable event_id is a permanent failure: it is never
 // ACKed as processed. A temporary failure is NAKed with backoff. An outbox

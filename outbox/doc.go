@@ -107,8 +107,9 @@
 // Prune well behind the redelivery horizon of the source streams.
 //
 // The Publisher must be idempotent by Key: set Nats-Msg-Id to Record.Key.
-// The stream's duplicate window (2 minutes by default) covers fast
-// republishing only; the completion service's KV dedupe covers the rest.
+// The stream's duplicate window (the edge's receipts stream: 30s by
+// default) covers fast republishing only; the completion service's KV
+// dedupe covers the rest.
 //
 // The Commit callback runs inside the write transaction and must not call
 // methods of the Outbox (that would deadlock bbolt).
