@@ -37,6 +37,7 @@ type App struct {
 	srv    *server.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
+	pubNC  *nats.Conn // the runner's second receipt publisher (edge only)
 	ob     *outbox.Outbox
 	svc    *receipts.Service
 	signer nkeys.KeyPair // the edge's receipt-signing key, if configured
@@ -44,7 +45,8 @@ type App struct {
 	run    *runner
 
 	// wrapPublisher, if set before Run, wraps the runner's receipt
-	// publisher (fault injection in tests).
+	// publisher, which then publishes every batch alone (fault injection
+	// in tests).
 	wrapPublisher func(outbox.Publisher) outbox.Publisher
 	// runnerGate, if set before Run, holds the sink runner until it is
 	// closed (benchmarks preload a backlog first).
@@ -241,6 +243,17 @@ func (a *App) startEdge(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sink consumer: %w", err)
 	}
+	// The server stages one atomic batch at a time per connection: a
+	// second connection lets the runner's second publisher overlap its
+	// batch with the first's (runner.pub2).
+	if a.pubNC, err = nats.Connect("", nats.InProcessServer(a.srv), nats.Name("leafline-"+a.site.Name+"-receipts"),
+		nats.MaxReconnects(-1)); err != nil {
+		return fmt.Errorf("connect to embedded server: %w", err)
+	}
+	js2, err := jetstream.New(a.pubNC)
+	if err != nil {
+		return err
+	}
 	progress, err := inProgressInterval(cfg.Delivery, cons.CachedInfo().Config.AckWait)
 	if err != nil {
 		return err
@@ -254,6 +267,7 @@ func (a *App) startEdge(ctx context.Context) error {
 		cons:     cons,
 		ob:       ob,
 		pub:      &receiptPublisher{js: a.js, signer: a.signer},
+		pub2:     &receiptPublisher{js: js2, signer: a.signer},
 		eventID:  eventIDExtractor(cfg.EventID),
 		backoff:  newBackoff(cfg.Delivery.Retry),
 		metrics:  a.metrics,
@@ -270,7 +284,8 @@ func (a *App) startEdge(ctx context.Context) error {
 		r.txSink = StoreSink{}
 	}
 	if a.wrapPublisher != nil {
-		r.pub = a.wrapPublisher(r.pub)
+		// Every batch through the wrapped publisher.
+		r.pub, r.pub2 = a.wrapPublisher(r.pub), nil
 	}
 	r.gate = a.runnerGate
 	if a.traceRunner != nil {
@@ -536,6 +551,9 @@ func (a *App) teardown() {
 	if a.nc != nil {
 		a.nc.Close()
 	}
+	if a.pubNC != nil {
+		a.pubNC.Close()
+	}
 	if a.srv != nil {
 		a.srv.Shutdown()
 		a.srv.WaitForShutdown()
@@ -545,7 +563,7 @@ func (a *App) teardown() {
 			a.log.Warn("outbox close", "err", err)
 		}
 	}
-	a.nc, a.js, a.ob, a.svc, a.run, a.signer = nil, nil, nil, nil, nil, nil
+	a.nc, a.js, a.pubNC, a.ob, a.svc, a.run, a.signer = nil, nil, nil, nil, nil, nil, nil
 }
 
 // kill closes the box's NATS connection and server under its running loops,
@@ -554,6 +572,9 @@ func (a *App) kill() {
 	a.killed.Store(true)
 	if a.nc != nil {
 		a.nc.Close()
+	}
+	if a.pubNC != nil {
+		a.pubNC.Close()
 	}
 	if a.srv != nil {
 		a.srv.Shutdown()

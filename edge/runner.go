@@ -40,22 +40,22 @@ import (
 // record and DLQ record. A bbolt commit error is fatal: run returns it and
 // the box stops.
 //
-// The steps of consecutive batches overlap in three goroutines, so that
+// The steps of consecutive batches overlap in four goroutines, so that
 // the fetch of one batch, the outbox fsync of another and the receipts
-// stream fsync of a third run at the same time:
+// stream writes of two more run at the same time:
 //
-//	fetcher (1) ──▶ committer (2-4; mark, 6) ◀──▶ publisher (5: sign, publish, PubAck)
+//	fetcher (1) ──▶ committer (2-4; mark, 6) ◀──▶ 2 publishers (5: sign, publish, PubAck)
 //	    ▲               │
 //	    └── permit ─────┘
 //
 // The committer does every outbox write, in order: a batch's commit, and
-// the marks of the batches the publisher has handed back, each followed by
+// the marks of the batches the publishers have handed back, each followed by
 // that batch's final acknowledgements. The fetcher fetches (and decodes)
 // the next batch only with a permit, which the committer grants once per
 // batch, after the batch's plain-sink write and DLQ publishes and before
 // its outbox commit: at most one batch waits fetched, and nothing is
 // fetched once shutdown began (a batch already fetched is finished). At
-// most publishDepth committed batches are with the publisher. Every batch
+// most publishDepth committed batches are with the publishers. Every batch
 // is covered by InProgress heartbeats (when enabled) from its fetch to its
 // final acknowledgement. Each message still passes steps 1-6 in order;
 // only different batches overlap, and a crash anywhere leaves at most a
@@ -67,13 +67,18 @@ import (
 // it is doing: with a slow plain sink, the next batch's sink write. Size
 // AckWait for that, or enable InProgress.
 type runner struct {
-	cfg      *topology.Config
-	site     string
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	cons     jetstream.Consumer
-	ob       *outbox.Outbox
-	pub      outbox.Publisher
+	cfg  *topology.Config
+	site string
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	cons jetstream.Consumer
+	ob   *outbox.Outbox
+	pub  outbox.Publisher
+	// pub2, if set, is a second publisher on a connection of its own: the
+	// server stages an atomic batch per connection, one at a time, so two
+	// publishers overlap two batches' staging (side by side at a 60k
+	// backlog: +11% and +14%). Nil: pub publishes every batch.
+	pub2     outbox.Publisher
 	sink     Sink   // nil when txSink is set
 	txSink   TxSink // writes inside the outbox transaction
 	eventID  func(jetstream.Msg) (string, error)
@@ -89,9 +94,9 @@ type runner struct {
 	onBatch func(batchTimes)
 }
 
-// publishDepth is how many committed batches may be with the publisher
+// publishDepth is how many committed batches may be with the publishers
 // (publishing, queued to publish, or published and not yet finished).
-const publishDepth = 2
+const publishDepth = 3
 
 // item is one message of a batch on its way through the runner.
 type item struct {
@@ -185,13 +190,21 @@ func (r *runner) commitLoop(ctx context.Context, in <-chan *batch, permit chan<-
 	// inflight < publishDepth before every send, so neither channel blocks.
 	toPublish := make(chan *batch, publishDepth)
 	published := make(chan *batch, publishDepth)
-	go func() {
-		defer close(published)
-		for b := range toPublish {
-			r.publishBatch(ctx, b)
-			published <- b
+	// Each publisher takes the next batch when it is free; batches may come
+	// back out of order, and each is marked and finished on its own.
+	var pwg sync.WaitGroup
+	for _, p := range []outbox.Publisher{r.pub, r.pub2} {
+		if p == nil {
+			continue
 		}
-	}()
+		pwg.Go(func() {
+			for b := range toPublish {
+				r.publishBatch(ctx, b, p)
+				published <- b
+			}
+		})
+	}
+	go func() { pwg.Wait(); close(published) }()
 	defer func() {
 		close(toPublish)
 		for b := range published { // none, unless returning an error
@@ -690,7 +703,7 @@ func (r *runner) dlqRecord(it *item) DLQRecord {
 // publishBatch publishes b's pending receipts and waits for every PubAck
 // (step 5). On a publish failure the items with receipts are held (no
 // ACK); the relay retries the receipts.
-func (r *runner) publishBatch(ctx context.Context, b *batch) {
+func (r *runner) publishBatch(ctx context.Context, b *batch, pub outbox.Publisher) {
 	items, pending := b.items, b.pending
 	seen := make(map[string]bool, len(pending))
 	for _, rec := range pending {
@@ -703,7 +716,7 @@ func (r *runner) publishBatch(ctx context.Context, b *batch) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.Outbox.PublishTimeout.D())
 	start := time.Now()
-	err := r.pub.Publish(pctx, pending)
+	err := pub.Publish(pctx, pending)
 	cancel()
 	failpoint.Inject(failpoint.EdgeBeforePubAck)
 	r.metrics.pubAckSeconds.Observe(time.Since(start).Seconds())

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -15,11 +17,22 @@ import (
 // overlapping) keeps every message's contract: many small batches, each
 // message with exactly the success steps, every receipt published and
 // marked before its ACK, and each batch's stages in order.
+//
+// With two publishers (as the box runs), the first one slowed down, the
+// batches come back out of order and each is still finished on its own.
 func TestContract_PipelineManyBatches(t *testing.T) {
-	for _, tx := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain_sink", true: "tx_sink"}[tx], func(t *testing.T) {
+	for _, v := range []struct {
+		name    string
+		tx, two bool
+	}{{"plain_sink", false, false}, {"tx_sink", true, false}, {"tx_sink_two_publishers", true, true}} {
+		tx := v.tx
+		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			f := newContractSite(t, contractOpts{txSink: tx, configure: func(c *topology.Config) { c.Delivery.BatchSize = 4 }})
+			if v.two {
+				f.r.pub = &slowPublisher{next: f.r.pub, delay: 30 * time.Millisecond}
+				f.r.pub2 = &receiptPublisher{js: clientJS(t, f.srv.ClientURL())}
+			}
 			var mu sync.Mutex
 			var bts []batchTimes
 			f.r.onBatch = func(bt batchTimes) { mu.Lock(); bts = append(bts, bt); mu.Unlock() }
@@ -72,11 +85,36 @@ func TestContract_PipelineManyBatches(t *testing.T) {
 			if msgs != n {
 				t.Errorf("batches carried %d messages, want %d", msgs, n)
 			}
+			if v.two {
+				// Some batch got its PubAck before a batch fetched earlier.
+				byFetch := slices.Clone(bts)
+				slices.SortFunc(byFetch, func(a, b batchTimes) int { return a.Fetch.Compare(b.Fetch) })
+				overtaken := 0
+				for i := 1; i < len(byFetch); i++ {
+					if byFetch[i].PubAck.Before(byFetch[i-1].PubAck) {
+						overtaken++
+					}
+				}
+				if overtaken == 0 {
+					t.Errorf("two publishers, the first slowed: no batch overtook another; the test proves nothing")
+				}
+			}
 			if len(bts) != n/4 {
 				t.Errorf("%d batches, want %d", len(bts), n/4)
 			}
 		})
 	}
+}
+
+// slowPublisher delays every call before delegating.
+type slowPublisher struct {
+	next  outbox.Publisher
+	delay time.Duration
+}
+
+func (p *slowPublisher) Publish(ctx context.Context, recs []outbox.Record) error {
+	time.Sleep(p.delay)
+	return p.next.Publish(ctx, recs)
 }
 
 // Shutdown in the middle of a backlog: the batch being written finishes
