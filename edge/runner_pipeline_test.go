@@ -117,33 +117,47 @@ func (p *slowPublisher) Publish(ctx context.Context, recs []outbox.Record) error
 	return p.next.Publish(ctx, recs)
 }
 
-// Shutdown in the middle of a backlog: the batch being written finishes
-// and is ACKed, the one already fetched is finished too, and nothing is
-// fetched after the cancel — no message is left delivered but unacked.
-func TestContract_PipelineShutdownFinishesWhatWasFetched(t *testing.T) {
-	t.Parallel()
+// interruptedPipelineEvents is how many events interruptedPipeline runs.
+const interruptedPipelineEvents = 40
+
+// interruptedPipeline runs a runner with batches of 4 over events
+// "<prefix>-0" .. "<prefix>-39", calls interrupt once when the sink reaches
+// "<prefix>-9" (the third batch), and returns the site, the events' stream
+// sequences and what run returned (the test fails if run does not return
+// within 30s).
+func interruptedPipeline(t *testing.T, prefix string, interrupt func(f *contractSite)) (*contractSite, []uint64, error) {
+	t.Helper()
 	var f *contractSite
 	var once sync.Once
 	f = newContractSite(t, contractOpts{
 		configure: func(c *topology.Config) { c.Delivery.BatchSize = 4 },
 		hold: func(ev Event) {
-			if ev.ID == "sd-9" { // third batch
-				once.Do(func() { f.cancel() })
+			if ev.ID == prefix+"-9" {
+				once.Do(func() { interrupt(f) })
 			}
 		},
 	})
-	const n = 40
-	seqs := f.publish(ids(n, "sd")...)
+	seqs := f.publish(ids(interruptedPipelineEvents, prefix)...)
 	f.start()
+	var err error
 	select {
-	case err := <-f.done:
-		if err != nil {
-			t.Fatalf("run returned %v", err)
-		}
+	case err = <-f.done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("runner did not stop after the cancel")
+		t.Fatal("runner did not return after the interruption")
 	}
 	f.stopped = true
+	return f, seqs, err
+}
+
+// Shutdown in the middle of a backlog: the batch being written finishes
+// and is ACKed, the one already fetched is finished too, and nothing is
+// fetched after the cancel — no message is left delivered but unacked.
+func TestContract_PipelineShutdownFinishesWhatWasFetched(t *testing.T) {
+	t.Parallel()
+	f, seqs, err := interruptedPipeline(t, "sd", func(f *contractSite) { f.cancel() })
+	if err != nil {
+		t.Fatalf("run returned %v", err)
+	}
 	acked := 0
 	for i, seq := range seqs {
 		got := stepNames(f.stepsOf(seq))
@@ -159,8 +173,8 @@ func TestContract_PipelineShutdownFinishesWhatWasFetched(t *testing.T) {
 		t.Errorf("%d messages processed, want the 3 batches fetched before the cancel (12)", acked)
 	}
 	ci := f.consumerInfo()
-	if ci.NumAckPending != 0 || ci.NumPending != uint64(n-acked) {
-		t.Errorf("consumer ack pending %d pending %d: want 0 and %d (nothing fetched after the cancel)", ci.NumAckPending, ci.NumPending, n-acked)
+	if ci.NumAckPending != 0 || ci.NumPending != uint64(interruptedPipelineEvents-acked) {
+		t.Errorf("consumer ack pending %d pending %d: want 0 and %d (nothing fetched after the cancel)", ci.NumAckPending, ci.NumPending, interruptedPipelineEvents-acked)
 	}
 	if st := f.outboxStats(); st.Pending != 0 || st.Published != acked {
 		t.Errorf("outbox %+v", st)
@@ -172,26 +186,7 @@ func TestContract_PipelineShutdownFinishesWhatWasFetched(t *testing.T) {
 // PubAck'ed receipts — is ACKed.
 func TestContract_PipelineFatalLeavesInFlightUnacked(t *testing.T) {
 	t.Parallel()
-	var f *contractSite
-	var once sync.Once
-	f = newContractSite(t, contractOpts{
-		configure: func(c *topology.Config) { c.Delivery.BatchSize = 4 },
-		hold: func(ev Event) {
-			if ev.ID == "ft-9" {
-				once.Do(func() { _ = f.ob.Close() })
-			}
-		},
-	})
-	const n = 40
-	seqs := f.publish(ids(n, "ft")...)
-	f.start()
-	var err error
-	select {
-	case err = <-f.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("runner did not return after the outbox failed")
-	}
-	f.stopped = true
+	f, seqs, err := interruptedPipeline(t, "ft", func(f *contractSite) { _ = f.ob.Close() })
 	f.cancel()
 	if !errors.Is(err, ErrFatal) {
 		t.Fatalf("run returned %v, want ErrFatal", err)
@@ -214,7 +209,7 @@ func TestContract_PipelineFatalLeavesInFlightUnacked(t *testing.T) {
 	}
 	checkFor(t, 10*time.Second, func() error {
 		ci := f.consumerInfo()
-		if ci.NumAckPending != 0 && int(ci.NumAckPending)+acked <= n && ci.AckFloor.Stream < seqs[8] {
+		if ci.NumAckPending != 0 && int(ci.NumAckPending)+acked <= interruptedPipelineEvents && ci.AckFloor.Stream < seqs[8] {
 			return nil
 		}
 		return fmt.Errorf("consumer %+v", ci)
