@@ -29,6 +29,10 @@ var (
 	bucketPublished = []byte("outbox.published") // big-endian PublishedAt nanos + Seq -> Key, published only
 	bucketMarks     = []byte("outbox.marks")     // big-endian Seq -> PublishedAt nanos, records marked published
 
+	// dataBuckets are the buckets besides meta that a file must have: create
+	// makes them and checkLayout requires them.
+	dataBuckets = [][]byte{bucketRecords, bucketPending, bucketPublished, bucketMarks}
+
 	metaSchema    = []byte("schema")    // uint64 big endian
 	metaPending   = []byte("pending")   // uint64 big endian: records in StatePending
 	metaPublished = []byte("published") // uint64 big endian: records in StatePublished
@@ -181,7 +185,7 @@ func checkLayout(tx *bbolt.Tx) error {
 	if n := binary.BigEndian.Uint64(v); n != SchemaVersion {
 		return fmt.Errorf("%w: file has schema version %d, this build knows %d", ErrSchema, n, SchemaVersion)
 	}
-	for _, name := range [][]byte{bucketRecords, bucketPending, bucketPublished, bucketMarks} {
+	for _, name := range dataBuckets {
 		if tx.Bucket(name) == nil {
 			return fmt.Errorf("%w: no %s bucket", ErrCorrupt, name)
 		}
@@ -247,7 +251,7 @@ func create(path string, timeout time.Duration) error {
 				return err
 			}
 		}
-		for _, name := range [][]byte{bucketRecords, bucketPending, bucketPublished, bucketMarks} {
+		for _, name := range dataBuckets {
 			if _, err := tx.CreateBucket(name); err != nil {
 				return err
 			}
