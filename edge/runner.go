@@ -77,7 +77,7 @@ type runner struct {
 	// pub2, if set, is a second publisher on a connection of its own: the
 	// server stages an atomic batch per connection, one at a time, so two
 	// publishers overlap two batches' staging (side by side at a 60k
-	// backlog: +11% and +14%). Nil: pub publishes every batch.
+	// backlog: +7% to +14%). Nil: pub publishes every batch.
 	pub2     outbox.Publisher
 	sink     Sink   // nil when txSink is set
 	txSink   TxSink // writes inside the outbox transaction
@@ -182,7 +182,7 @@ func (r *runner) run(ctx context.Context) error {
 }
 
 // commitLoop is the committer. It takes fetched batches until in is closed,
-// commits each and hands it to a publisher goroutine; a batch that comes
+// commits each and hands it to the publisher goroutines; a batch that comes
 // back PubAck'ed is marked published and finished. It returns nil once
 // every batch is finished, or the first fatal (outbox) error: the batches
 // in flight are then abandoned unacked.
@@ -212,8 +212,8 @@ func (r *runner) commitLoop(ctx context.Context, in <-chan *batch, permit chan<-
 		}
 	}()
 	inflight := 0
-	// finishBack marks and finishes b and every other batch the publisher
-	// has handed back by now: their marks share one transaction.
+	// finishBack marks and finishes b and every other batch the publishers
+	// have handed back by now: their marks share one transaction.
 	finishBack := func(b *batch) error {
 		back := []*batch{b}
 	more:
@@ -235,7 +235,7 @@ func (r *runner) commitLoop(ctx context.Context, in <-chan *batch, permit chan<-
 		return nil
 	}
 	for {
-		// Finish what the publisher has handed back first.
+		// Finish what the publishers have handed back first.
 		select {
 		case b := <-published:
 			if err := finishBack(b); err != nil {
