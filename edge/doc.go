@@ -30,7 +30,8 @@
 // the events themselves — in one bbolt transaction, publishes the new
 // receipts to the local receipts stream as one atomic batch, waits for the
 // PubAck, marks them published, and only then ACKs the source messages.
-// Therefore:
+// (The mark rides in the next batch's commit transaction when one is
+// waiting; the ACK still follows it.) Therefore:
 //
 //   - an ACKed message always has a durable receipt in the receipts stream;
 //   - a crash at any point loses nothing: an unACKed message is redelivered,

@@ -50,16 +50,19 @@ import (
 //
 // The committer does every outbox write, in order: a batch's commit, and
 // the marks of the batches the publishers have handed back, each followed by
-// that batch's final acknowledgements. The fetcher fetches (and decodes)
-// the next batch only with a permit, which the committer grants once per
-// batch, after the batch's plain-sink write and DLQ publishes and before
-// its outbox commit: at most one batch waits fetched, and nothing is
-// fetched once shutdown began (a batch already fetched is finished). At
-// most publishDepth committed batches are with the publishers. Every batch
-// is covered by InProgress heartbeats (when enabled) from its fetch to its
-// final acknowledgement. Each message still passes steps 1-6 in order;
-// only different batches overlap, and a crash anywhere leaves at most a
-// few batches unacked, to be redelivered like one.
+// that batch's final acknowledgements. The marks ride in the next batch's
+// commit transaction when a fetched batch is waiting (a transaction and
+// its fsyncs fewer per batch), else in one of their own. The fetcher
+// fetches (and decodes) the next batch only with a permit, which the
+// committer grants once per batch, after the batch's plain-sink write and
+// DLQ publishes and before its outbox commit: at most one batch waits
+// fetched, and nothing is fetched once shutdown began (a batch already
+// fetched is finished). At most publishDepth committed batches are with
+// the publishers. Every batch is covered by InProgress heartbeats (when
+// enabled) from its fetch to its final acknowledgement. Each message still
+// passes steps 1-6 in order; only different batches overlap, and a crash
+// anywhere leaves at most a few batches unacked, to be redelivered like
+// one.
 //
 // NOTE: a batch may wait for the batches ahead of it (a commit, up to
 // publishDepth receipt publishes bounded by outbox.publish_timeout) before
@@ -212,38 +215,41 @@ func (r *runner) commitLoop(ctx context.Context, in <-chan *batch, permit chan<-
 		}
 	}()
 	inflight := 0
-	// finishBack marks and finishes b and every other batch the publishers
-	// have handed back by now: their marks share one transaction.
-	finishBack := func(b *batch) error {
-		back := []*batch{b}
-	more:
+	// handedBack takes every batch the publishers have handed back by now,
+	// after the ones in back.
+	handedBack := func(back ...*batch) []*batch {
 		for {
 			select {
 			case b := <-published:
 				back = append(back, b)
 			default:
-				break more
+				inflight -= len(back)
+				return back
 			}
 		}
-		inflight -= len(back)
-		if err := r.markAndFinish(ctx, back); err != nil {
-			for _, b := range back {
-				r.abandon(b)
+	}
+	// commitNext commits b, and in the same transaction marks the batches
+	// handed back by then (back, and any that came back during b's sink
+	// write), then finishes those and hands b to the publishers.
+	commitNext := func(b *batch, back ...*batch) error {
+		back, err := r.commitBatch(ctx, b, permit, func() []*batch { return handedBack(back...) })
+		if err != nil {
+			r.abandon(b)
+			for _, bb := range back {
+				r.abandon(bb)
 			}
 			return err
 		}
+		r.finishMarked(ctx, back)
+		if len(b.pending) == 0 {
+			r.finishBatch(ctx, b)
+			return nil
+		}
+		toPublish <- b
+		inflight++
 		return nil
 	}
 	for {
-		// Finish what the publishers have handed back first.
-		select {
-		case b := <-published:
-			if err := finishBack(b); err != nil {
-				return err
-			}
-			continue
-		default:
-		}
 		var next <-chan *batch
 		if inflight < publishDepth {
 			next = in
@@ -251,26 +257,51 @@ func (r *runner) commitLoop(ctx context.Context, in <-chan *batch, permit chan<-
 		if next == nil && inflight == 0 {
 			return nil // in is closed and every batch is finished
 		}
+		// A fetched batch goes first: its commit also marks what the
+		// publishers handed back. Handed-back batches are marked in a
+		// transaction of their own only when no fetched batch is waiting.
+		var b *batch
+		ok, fetched := false, false
 		select {
-		case b, ok := <-next:
+		case b, ok = <-next:
+			fetched = true
+		default:
+			select {
+			case b, ok = <-next:
+				fetched = true
+			case b = <-published:
+			}
+		}
+		if fetched {
 			if !ok {
 				in = nil
 				continue
 			}
-			if err := r.commitBatch(ctx, b, permit); err != nil {
-				r.abandon(b)
+			if err := commitNext(b); err != nil {
 				return err
 			}
-			if len(b.pending) == 0 {
-				r.finishBatch(ctx, b)
+			continue
+		}
+		if in != nil && inflight-1 < publishDepth {
+			select {
+			case nb, ok := <-in:
+				if !ok {
+					in = nil
+					break
+				}
+				if err := commitNext(nb, b); err != nil {
+					return err
+				}
 				continue
+			default:
 			}
-			toPublish <- b
-			inflight++
-		case b := <-published:
-			if err := finishBack(b); err != nil {
-				return err
+		}
+		back := handedBack(b)
+		if err := r.markAndFinish(ctx, back); err != nil {
+			for _, b := range back {
+				r.abandon(b)
 			}
+			return err
 		}
 	}
 }
@@ -388,7 +419,13 @@ func (r *runner) step(name string, it *item) {
 // commitBatch runs steps 2-4 for b: the sink write, the DLQ path and the
 // outbox transaction. On return b.pending holds the receipts b must
 // publish. Only an outbox error is returned: it is fatal.
-func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct{}) error {
+//
+// After the sink write it calls takeBack, once, for the batches handed
+// back by the publishers, and marks their PubAck'ed receipts published in
+// b's outbox transaction (marks first: a receipt of b marked there is not
+// published again). It returns them, marked, for their final
+// acknowledgements; with an error, unmarked.
+func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct{}, takeBack func() []*batch) ([]*batch, error) {
 	m := r.metrics
 	items := b.items
 	b.times.Commit = time.Now()
@@ -409,9 +446,11 @@ func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 	// publishes. (Not before the sink write: a shutdown during a slow
 	// write fetches nothing more.)
 	r.permitNext(b, permit)
+	back := takeBack()
+	marks := publishedKeys(back)
 
 	// One outbox transaction for every receipt of the batch, the DLQ
-	// markers and, for a TxSink, the business records.
+	// markers and, for a TxSink, the business records; and the marks.
 	var markers [][]byte
 	for i := range items {
 		it := &items[i]
@@ -426,7 +465,7 @@ func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 		}
 	}
 	if len(b.withRec) == 0 && len(markers) == 0 {
-		return nil
+		return back, r.mark(marks)
 	}
 	recs := make([]outbox.Record, len(b.withRec))
 	for j, i := range b.withRec {
@@ -456,7 +495,7 @@ func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 		return nil
 	}
 	start := time.Now()
-	stored, err := r.ob.Commit(recs, fn)
+	stored, err := r.ob.CommitMark(recs, marks, fn)
 	if r.txSink != nil && len(evs) > 0 {
 		m.sinkSeconds.Observe(time.Since(start).Seconds())
 	}
@@ -471,11 +510,14 @@ func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 			}
 		}
 		b.withRec = nil
-		return nil
+		return back, r.mark(marks) // rolled back with the batch
 	}
 	if err != nil {
 		// Nothing of this batch is committed; nothing is ACKed.
-		return fmt.Errorf("%w: outbox commit: %w", ErrFatal, err)
+		return back, fmt.Errorf("%w: outbox commit: %w", ErrFatal, err)
+	}
+	if len(marks) > 0 {
+		failpoint.Inject(failpoint.EdgeAfterMark)
 	}
 	b.times.Durable = time.Now()
 	seen := make(map[string]bool, len(b.withRec))
@@ -497,7 +539,7 @@ func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 		}
 	}
 	failpoint.Inject(failpoint.EdgeAfterOutboxCommit)
-	return nil
+	return back, nil
 }
 
 // writeSink writes the items through the plain Sink, retrying temporary
@@ -744,6 +786,15 @@ func (r *runner) publishBatch(ctx context.Context, b *batch, pub outbox.Publishe
 // Only an outbox error is returned: it is fatal, and no batch of bs is
 // then finished.
 func (r *runner) markAndFinish(ctx context.Context, bs []*batch) error {
+	if err := r.mark(publishedKeys(bs)); err != nil {
+		return err
+	}
+	r.finishMarked(ctx, bs)
+	return nil
+}
+
+// publishedKeys are the keys of the receipts bs PubAck'ed.
+func publishedKeys(bs []*batch) []string {
 	var keys []string
 	for _, b := range bs {
 		if b.published {
@@ -752,12 +803,25 @@ func (r *runner) markAndFinish(ctx context.Context, bs []*batch) error {
 			}
 		}
 	}
-	if len(keys) > 0 {
-		if err := r.ob.MarkPublished(keys); err != nil {
-			return fmt.Errorf("%w: outbox mark published: %w", ErrFatal, err)
-		}
-		failpoint.Inject(failpoint.EdgeAfterMark)
+	return keys
+}
+
+// mark marks keys published in a transaction of its own (an error is
+// fatal).
+func (r *runner) mark(keys []string) error {
+	if len(keys) == 0 {
+		return nil
 	}
+	if err := r.ob.MarkPublished(keys); err != nil {
+		return fmt.Errorf("%w: outbox mark published: %w", ErrFatal, err)
+	}
+	failpoint.Inject(failpoint.EdgeAfterMark)
+	return nil
+}
+
+// finishMarked sends the final acknowledgements of bs, whose PubAck'ed
+// receipts are marked published.
+func (r *runner) finishMarked(ctx context.Context, bs []*batch) {
 	now := time.Now()
 	for _, b := range bs {
 		if b.published {
@@ -765,7 +829,6 @@ func (r *runner) markAndFinish(ctx context.Context, bs []*batch) error {
 		}
 		r.finishBatch(ctx, b)
 	}
-	return nil
 }
 
 // finish sends each message's final acknowledgement according to its outcome.

@@ -34,18 +34,34 @@ import (
 // the page cache after a failed fsync is unknown, so every later write on
 // this Outbox returns an error wrapping the first one. Reads still work.
 func (o *Outbox) Commit(recs []Record, fn func(tx *bbolt.Tx) error) ([]Record, error) {
+	return o.CommitMark(recs, nil, fn)
+}
+
+// CommitMark is Commit and MarkPublished(published) in one transaction
+// (one commit, its fsyncs shared): the marks first, then fn and recs. A record of recs whose Key
+// is marked here is returned published. If fn fails, nothing is stored and
+// nothing marked. Errors are fatal, as for Commit.
+//
+// The edge's runner marks the batches PubAck'ed meanwhile in the commit of
+// the next batch, where each mark used to cost a transaction of its own.
+func (o *Outbox) CommitMark(recs []Record, published []string, fn func(tx *bbolt.Tx) error) ([]Record, error) {
 	for i := range recs {
 		if err := recs[i].validate(); err != nil {
 			return nil, fmt.Errorf("outbox: commit: record %d: %w", i, err)
 		}
 	}
 	out := make([]Record, len(recs))
-	if len(recs) == 0 && fn == nil {
+	if len(recs) == 0 && len(published) == 0 && fn == nil {
 		return out, o.usable()
 	}
 	created := normalTime(o.now())
 	inCallback := false
 	err := o.update(&inCallback, func(tx *bbolt.Tx) error {
+		if len(published) > 0 {
+			if err := markTx(tx, published, created); err != nil {
+				return err
+			}
+		}
 		if fn != nil {
 			inCallback = true
 			err := fn(tx)
@@ -119,50 +135,53 @@ func (o *Outbox) MarkPublished(keys []string) error {
 		return o.usable()
 	}
 	now := normalTime(o.now())
-	err := o.update(nil, func(tx *bbolt.Tx) error {
-		b, err := getBuckets(tx)
-		if err != nil {
-			return err
-		}
-		n := int64(0)
-		for _, key := range keys {
-			k := []byte(key)
-			v := b.records.Get(k)
-			if v == nil {
-				continue
-			}
-			r, err := b.load(k, v)
-			if err != nil {
-				return err
-			}
-			if r.State == StatePublished {
-				continue
-			}
-			if got := b.pending.Get(u64(r.Seq)); !bytes.Equal(got, k) {
-				return fmt.Errorf("%w: pending record %q (seq %d) has no pending index entry", ErrCorrupt, key, r.Seq)
-			}
-			if err := b.pending.Delete(u64(r.Seq)); err != nil {
-				return err
-			}
-			// The record itself is not rewritten: its Seq-keyed mark and
-			// index entries land on the few pages at the end of their
-			// trees, where rewriting records keyed by random receipt keys
-			// dirtied a page per record.
-			r.State, r.PublishedAt = StatePublished, now
-			if err := b.marks.Put(u64(r.Seq), u64(uint64(timeToNanos(now)))); err != nil {
-				return err
-			}
-			if err := b.published.Put(publishedKey(&r), k); err != nil {
-				return err
-			}
-			n++
-		}
-		return b.addCounters(-n, n)
-	})
+	err := o.update(nil, func(tx *bbolt.Tx) error { return markTx(tx, keys, now) })
 	if err != nil {
 		return fmt.Errorf("outbox: mark published: %w", err)
 	}
 	return nil
+}
+
+// markTx marks the pending records of keys published at now, in tx.
+func markTx(tx *bbolt.Tx, keys []string, now time.Time) error {
+	b, err := getBuckets(tx)
+	if err != nil {
+		return err
+	}
+	n := int64(0)
+	for _, key := range keys {
+		k := []byte(key)
+		v := b.records.Get(k)
+		if v == nil {
+			continue
+		}
+		r, err := b.load(k, v)
+		if err != nil {
+			return err
+		}
+		if r.State == StatePublished {
+			continue
+		}
+		if got := b.pending.Get(u64(r.Seq)); !bytes.Equal(got, k) {
+			return fmt.Errorf("%w: pending record %q (seq %d) has no pending index entry", ErrCorrupt, key, r.Seq)
+		}
+		if err := b.pending.Delete(u64(r.Seq)); err != nil {
+			return err
+		}
+		// The record itself is not rewritten: its Seq-keyed mark and
+		// index entries land on the few pages at the end of their trees,
+		// where rewriting records keyed by random receipt keys dirtied a
+		// page per record.
+		r.State, r.PublishedAt = StatePublished, now
+		if err := b.marks.Put(u64(r.Seq), u64(uint64(timeToNanos(now)))); err != nil {
+			return err
+		}
+		if err := b.published.Put(publishedKey(&r), k); err != nil {
+			return err
+		}
+		n++
+	}
+	return b.addCounters(-n, n)
 }
 
 // Prune deletes up to limit published records whose PublishedAt is before

@@ -21,7 +21,8 @@
 // Pending until MarkPublished. A record stays pending, and is returned by
 // Pending, until MarkPublished is called for its Key; the caller does that
 // only after the receipts stream PubAck'ed it, and ACKs the source message
-// only after MarkPublished returned nil.
+// only after MarkPublished returned nil. CommitMark is Commit and
+// MarkPublished in one transaction, for a caller that has both to write.
 //
 // Relay: at least once. Run publishes every record that stays pending
 // longer than MinAge, and keeps retrying until the Publisher reports

@@ -246,6 +246,42 @@ func TestOutbox_MarkPublished(t *testing.T) {
 	}
 }
 
+// CommitMark marks and commits in one transaction: the marks first (a
+// record committed again there comes back published), and a failing fn
+// leaves neither.
+func TestOutbox_CommitMark(t *testing.T) {
+	o, clk := openTest(t)
+	mustCommit(t, o, recs("a", "b")...)
+	t1 := clk.Advance(time.Second)
+	if _, err := o.CommitMark(recs("c"), []string{"a"}, func(*bbolt.Tx) error { return errBoom }); !errors.Is(err, errBoom) {
+		t.Fatalf("fn failing: got %v, want errBoom", err)
+	}
+	if r := mustGet(t, o, "a"); r.State != StatePending {
+		t.Fatalf("a marked by a rolled back CommitMark: %+v", r)
+	}
+	out, err := o.CommitMark(recs("c", "b"), []string{"a", "b", "unknown"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].State != StatePending || out[1].State != StatePublished || !out[1].PublishedAt.Equal(t1) {
+		t.Fatalf("returned %+v", out)
+	}
+	for key, want := range map[string]State{"a": StatePublished, "b": StatePublished, "c": StatePending} {
+		if r := mustGet(t, o, key); r.State != want {
+			t.Errorf("%s: state %s, want %s", key, r.State, want)
+		}
+	}
+	if _, err := o.CommitMark(nil, []string{"c"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := mustStats(t, o); s.Pending != 0 || s.Published != 3 {
+		t.Errorf("Stats = %+v", s)
+	}
+	if err := o.Check(); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestOutbox_Pending(t *testing.T) {
 	o, clk := openTest(t)
 	t0 := clk.peek()
