@@ -1314,7 +1314,26 @@ func benchSigning(b *testing.B, n int) []benchRow {
 			b.Fatalf("receipts.Signer: signature %d differs from receipts.Sign", i)
 		}
 	}
-	r3 := ph.end("k3", "receipts.Signer.Sign (key derived once), 1 goroutine", n, nil, "what the runner uses; same signatures as k")
+	r3 := ph.end("k3", "receipts.Signer.Sign (key derived once), 1 goroutine", n, nil, "a receipt signed on its own; same signatures as k")
+	const batch = 256
+	bsigs, proofs := make([]string, n), make([]string, n)
+	ph = benchBegin("k_batch")
+	for lo := 0; lo < n; lo += batch {
+		hi := min(lo+batch, n)
+		sig, ps := signer.SignBatch(data[lo:hi])
+		for i := lo; i < hi; i++ {
+			bsigs[i], proofs[i] = sig, ps[i-lo]
+		}
+	}
+	r4 := ph.end("k4", "receipts.Signer.SignBatch, batches of 256, 1 goroutine", n, nil, "what the runner uses: one signature per batch")
+	v := receipts.NewVerifier()
+	ph = benchBegin("k_batch_verify")
+	for i := range data {
+		if err := v.Verify(pub, data[i], bsigs[i], proofs[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r5 := ph.end("k5", "receipts.Verifier.Verify, batches of 256, 1 goroutine", n, nil, "L1 CPU per batch-signed receipt")
 	ph = benchBegin("k_verify")
 	for i := range data {
 		if err := receipts.VerifySignature(pub, data[i], sigs[i]); err != nil {
@@ -1322,7 +1341,7 @@ func benchSigning(b *testing.B, n int) []benchRow {
 		}
 	}
 	r2 := ph.end("k2", "receipts.VerifySignature, 1 goroutine", n, nil, "L1 CPU per receipt")
-	return []benchRow{r1, r3, r2}
+	return []benchRow{r1, r3, r2, r4, r5}
 }
 
 // benchOutboxKeys: (x, on request) the outbox's bbolt cost per batch of 256

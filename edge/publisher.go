@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -35,25 +34,11 @@ type receiptPublisher struct {
 	// onPubAck is called with the number of records PubAck'ed (metrics).
 	onPubAck func(n int)
 
-	// sign signs with signer's ed25519 key, derived once (an nkeys
-	// KeyPair derives it again on every Sign); set on first use.
-	signOnce sync.Once
-	sign     func(data []byte) (string, error)
-}
-
-// signFunc returns the signing function for p.signer: a receipts.Signer
-// when the key pair holds a seed, else the key pair itself (which then
-// reports why it cannot sign).
-func (p *receiptPublisher) signFunc() func(data []byte) (string, error) {
-	p.signOnce.Do(func() {
-		if s, err := receipts.NewSigner(p.signer); err == nil {
-			p.sign = func(data []byte) (string, error) { return s.Sign(data), nil }
-			return
-		}
-		kp := p.signer
-		p.sign = func(data []byte) (string, error) { return receipts.Sign(kp, data) }
-	})
-	return p.sign
+	// batchSigner is signer's receipts.Signer, derived once (an nkeys
+	// KeyPair derives its ed25519 key again on every Sign); set on first
+	// use, nil when signer holds no seed.
+	signOnce    sync.Once
+	batchSigner *receipts.Signer
 }
 
 // jsErrAtomicDuplicate is the server's "atomic publish contains duplicate
@@ -75,32 +60,32 @@ func (p *receiptPublisher) Publish(ctx context.Context, recs []outbox.Record) er
 }
 
 func (p *receiptPublisher) publishChunk(ctx context.Context, recs []outbox.Record) error {
-	sigs, err := p.signAll(recs)
+	sigs, proofs, err := p.signAll(recs)
 	if err != nil {
 		return err
 	}
 	if len(recs) == 1 {
-		_, err := p.js.PublishMsg(ctx, p.msg(recs[0], sigs[0]))
+		_, err := p.js.PublishMsg(ctx, p.msg(recs[0], sigs[0], proofs[0]))
 		return wrapPublish(err)
 	}
 	msgs := make([]*nats.Msg, len(recs))
 	for i, r := range recs {
-		msgs[i] = p.msg(r, sigs[i])
+		msgs[i] = p.msg(r, sigs[i], proofs[i])
 	}
 	_, err = jetstreamext.PublishMsgBatch(ctx, p.js, msgs)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrAtomicDuplicate {
 		// PublishMsgBatch has put its batch headers on msgs: build them again.
-		return p.publishEach(ctx, recs, sigs)
+		return p.publishEach(ctx, recs, sigs, proofs)
 	}
 	return wrapPublish(err)
 }
 
 // publishEach publishes records one by one, pipelined, and waits for all.
-func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record, sigs []string) error {
+func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record, sigs, proofs []string) error {
 	futs := make([]jetstream.PubAckFuture, 0, len(recs))
 	for i, r := range recs {
-		f, err := p.js.PublishMsgAsync(p.msg(r, sigs[i]))
+		f, err := p.js.PublishMsgAsync(p.msg(r, sigs[i], proofs[i]))
 		if err != nil {
 			return wrapPublish(err)
 		}
@@ -118,51 +103,47 @@ func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record
 	return nil
 }
 
-// signAll returns the SignatureHeader value of each record ("" each when
-// there is no signer), computed once per chunk: the one-by-one fallback
-// reuses them.
-func (p *receiptPublisher) signAll(recs []outbox.Record) ([]string, error) {
-	sigs := make([]string, len(recs))
+// signAll returns the SignatureHeader and ProofHeader values of each
+// record ("" each when there is no signer), computed once per chunk: the
+// one-by-one fallback reuses them. A chunk is signed as one batch: one
+// ed25519 signature of its receipts' hash tree (receipts.ProofHeader).
+func (p *receiptPublisher) signAll(recs []outbox.Record) (sigs, proofs []string, err error) {
+	sigs, proofs = make([]string, len(recs)), make([]string, len(recs))
 	if p.signer == nil {
-		return sigs, nil
+		return sigs, proofs, nil
 	}
-	sign := p.signFunc()
-	// Signing is CPU only and each signature independent: split the chunk
-	// over the cores (an ed25519 signature costs tens of microseconds, a
-	// batch of 256 several milliseconds of the publish stage).
-	workers := min(runtime.GOMAXPROCS(0), (len(recs)+minSignShare-1)/minSignShare)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := w*len(recs)/workers, (w+1)*len(recs)/workers
-		wg.Go(func() {
-			for i := lo; i < hi; i++ {
-				sig, err := sign(recs[i].Data)
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				sigs[i] = sig
+	p.signOnce.Do(func() { p.batchSigner, _ = receipts.NewSigner(p.signer) })
+	if p.batchSigner == nil {
+		// No seed: the key pair itself says why it cannot sign.
+		for i := range recs {
+			if sigs[i], err = receipts.Sign(p.signer, recs[i].Data); err != nil {
+				return nil, nil, wrapPublish(err)
 			}
-		})
+		}
+		return sigs, proofs, nil
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, wrapPublish(err)
+	data := make([][]byte, len(recs))
+	for i := range recs {
+		data[i] = recs[i].Data
 	}
-	return sigs, nil
+	sig, proofs := p.batchSigner.SignBatch(data)
+	for i := range sigs {
+		sigs[i] = sig
+	}
+	return sigs, proofs, nil
 }
 
-// minSignShare is the fewest receipts worth a signing goroutine of their own.
-const minSignShare = 32
-
-// msg is the receipt message of r, signed with sig unless sig is "".
-func (p *receiptPublisher) msg(r outbox.Record, sig string) *nats.Msg {
+// msg is the receipt message of r, signed with sig unless sig is "", and
+// with proof, its place in a signed batch, unless proof is "".
+func (p *receiptPublisher) msg(r outbox.Record, sig, proof string) *nats.Msg {
 	m := nats.NewMsg(r.Subject)
 	m.Data = r.Data
 	m.Header.Set(jetstream.MsgIDHeader, r.Key)
 	if sig != "" {
 		m.Header.Set(receipts.SignatureHeader, sig)
+	}
+	if proof != "" {
+		m.Header.Set(receipts.ProofHeader, proof)
 	}
 	return m
 }

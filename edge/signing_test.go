@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -136,5 +138,56 @@ func TestSignedReceipts_WrongSeedRefused(t *testing.T) {
 	_, err = ls.Start(ctx, "edge1")
 	if err == nil || !strings.Contains(err.Error(), "is not this site's receipt_key") || !strings.Contains(err.Error(), bad) {
 		t.Fatalf("got %v, want a refusal naming the file", err)
+	}
+}
+
+// A chunk of receipts is published as one signed batch: each receipt
+// carries the batch signature and its proof, every one verifies against
+// the site's key, and a receipt swapped into another's proof does not.
+func TestReceiptPublisher_SignsBatches(t *testing.T) {
+	f := newContractSite(t, contractOpts{})
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	p := &receiptPublisher{js: f.client, signer: kp}
+	const n = 5
+	recs := make([]outbox.Record, n)
+	for i := range recs {
+		rec, err := f.r.receiptRecord(fmt.Sprintf("batch-%d", i), receipts.StatusProcessed, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs[i] = rec
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.Publish(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	re, err := f.client.Stream(ctx, "RE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := receipts.NewVerifier()
+	var msgs []*jetstream.RawStreamMsg
+	for seq := uint64(1); seq <= n; seq++ {
+		m, err := re.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+		sig, proof := m.Header.Get(receipts.SignatureHeader), m.Header.Get(receipts.ProofHeader)
+		if sig == "" || proof == "" {
+			t.Fatalf("receipt %d: signature %q, proof %q: want both", seq, sig, proof)
+		}
+		if sig != msgs[0].Header.Get(receipts.SignatureHeader) {
+			t.Fatalf("receipt %d: not the batch's signature", seq)
+		}
+		if err := v.Verify(pub, m.Data, sig, proof); err != nil {
+			t.Fatalf("receipt %d: %v", seq, err)
+		}
+	}
+	err = v.Verify(pub, msgs[1].Data, msgs[0].Header.Get(receipts.SignatureHeader), msgs[0].Header.Get(receipts.ProofHeader))
+	if !errors.Is(err, receipts.ErrBadSignature) {
+		t.Fatalf("receipt under another's proof: got %v, want ErrBadSignature", err)
 	}
 }

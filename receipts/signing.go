@@ -9,10 +9,11 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// SignatureHeader carries an edge's ed25519 signature of the receipt's
-// encoded bytes (base64url, no padding). Sourcing keeps headers, so the
-// signature reaches L1 unchanged. ed25519 signatures are deterministic: a
-// republished receipt carries the same signature.
+// SignatureHeader carries an edge's ed25519 signature (base64url, no
+// padding) of the receipt's encoded bytes or, with ProofHeader, of the
+// root of its batch's hash tree. Sourcing keeps headers, so both reach L1
+// unchanged. A receipt republished in another batch carries another
+// signature and proof; each verifies.
 const SignatureHeader = "Leafline-Receipt-Sig"
 
 // ErrBadSignature means a receipt's signature is missing where one is
@@ -63,21 +64,8 @@ func (s *Signer) Sign(data []byte) string {
 }
 
 // VerifySignature checks sig (a SignatureHeader value) over data against the
-// public nkey pub.
+// public nkey pub, for a receipt signed on its own. A Verifier checks batch
+// signatures too.
 func VerifySignature(pub string, data []byte, sig string) error {
-	if sig == "" {
-		return fmt.Errorf("%w: unsigned", ErrBadSignature)
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil {
-		return fmt.Errorf("%w: not base64url", ErrBadSignature)
-	}
-	kp, err := nkeys.FromPublicKey(pub)
-	if err != nil {
-		return fmt.Errorf("%w: bad public key: %v", ErrBadSignature, err)
-	}
-	if err := kp.Verify(data, raw); err != nil {
-		return fmt.Errorf("%w: does not verify against the site's key", ErrBadSignature)
-	}
-	return nil
+	return NewVerifier().Verify(pub, data, sig, "")
 }
