@@ -447,7 +447,7 @@ func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 	// write fetches nothing more.)
 	r.permitNext(b, permit)
 	back := takeBack()
-	marks := publishedKeys(back)
+	marks := publishedRecs(back)
 
 	// One outbox transaction for every receipt of the batch, the DLQ
 	// markers and, for a TxSink, the business records; and the marks.
@@ -786,33 +786,31 @@ func (r *runner) publishBatch(ctx context.Context, b *batch, pub outbox.Publishe
 // Only an outbox error is returned: it is fatal, and no batch of bs is
 // then finished.
 func (r *runner) markAndFinish(ctx context.Context, bs []*batch) error {
-	if err := r.mark(publishedKeys(bs)); err != nil {
+	if err := r.mark(publishedRecs(bs)); err != nil {
 		return err
 	}
 	r.finishMarked(ctx, bs)
 	return nil
 }
 
-// publishedKeys are the keys of the receipts bs PubAck'ed.
-func publishedKeys(bs []*batch) []string {
-	var keys []string
+// publishedRecs are the receipts bs PubAck'ed.
+func publishedRecs(bs []*batch) []outbox.Record {
+	var recs []outbox.Record
 	for _, b := range bs {
 		if b.published {
-			for _, rec := range b.pending {
-				keys = append(keys, rec.Key)
-			}
+			recs = append(recs, b.pending...)
 		}
 	}
-	return keys
+	return recs
 }
 
-// mark marks keys published in a transaction of its own (an error is
+// mark marks recs published in a transaction of its own (an error is
 // fatal).
-func (r *runner) mark(keys []string) error {
-	if len(keys) == 0 {
+func (r *runner) mark(recs []outbox.Record) error {
+	if len(recs) == 0 {
 		return nil
 	}
-	if err := r.ob.MarkPublished(keys); err != nil {
+	if _, err := r.ob.CommitMark(nil, recs, nil); err != nil {
 		return fmt.Errorf("%w: outbox mark published: %w", ErrFatal, err)
 	}
 	failpoint.Inject(failpoint.EdgeAfterMark)

@@ -37,14 +37,18 @@ func (o *Outbox) Commit(recs []Record, fn func(tx *bbolt.Tx) error) ([]Record, e
 	return o.CommitMark(recs, nil, fn)
 }
 
-// CommitMark is Commit and MarkPublished(published) in one transaction
-// (one commit, its fsyncs shared): the marks first, then fn and recs. A record of recs whose Key
+// CommitMark is Commit and MarkPublished in one transaction (one commit,
+// its fsyncs shared): first it marks the records of published published,
+// then it runs fn and stores recs. published are records as Commit
+// returned them: a record whose Seq is still pending under its Key is
+// marked without a lookup by Key; any other is looked up by Key, as
+// MarkPublished does. A record of recs whose Key
 // is marked here is returned published. If fn fails, nothing is stored and
 // nothing marked. Errors are fatal, as for Commit.
 //
 // The edge's runner marks the batches PubAck'ed meanwhile in the commit of
 // the next batch, where each mark used to cost a transaction of its own.
-func (o *Outbox) CommitMark(recs []Record, published []string, fn func(tx *bbolt.Tx) error) ([]Record, error) {
+func (o *Outbox) CommitMark(recs []Record, published []Record, fn func(tx *bbolt.Tx) error) ([]Record, error) {
 	for i := range recs {
 		if err := recs[i].validate(); err != nil {
 			return nil, fmt.Errorf("outbox: commit: record %d: %w", i, err)
@@ -135,35 +139,45 @@ func (o *Outbox) MarkPublished(keys []string) error {
 		return o.usable()
 	}
 	now := normalTime(o.now())
-	err := o.update(nil, func(tx *bbolt.Tx) error { return markTx(tx, keys, now) })
+	marks := make([]Record, len(keys))
+	for i, k := range keys {
+		marks[i].Key = k
+	}
+	err := o.update(nil, func(tx *bbolt.Tx) error { return markTx(tx, marks, now) })
 	if err != nil {
 		return fmt.Errorf("outbox: mark published: %w", err)
 	}
 	return nil
 }
 
-// markTx marks the pending records of keys published at now, in tx.
-func markTx(tx *bbolt.Tx, keys []string, now time.Time) error {
+// markTx marks the pending records of marks (by Key; Seq, when not zero,
+// spares the lookup by Key) published at now, in tx.
+func markTx(tx *bbolt.Tx, marks []Record, now time.Time) error {
 	b, err := getBuckets(tx)
 	if err != nil {
 		return err
 	}
 	n := int64(0)
-	for _, key := range keys {
-		k := []byte(key)
-		v := b.records.Get(k)
-		if v == nil {
-			continue
-		}
-		r, err := b.load(k, v)
-		if err != nil {
-			return err
-		}
-		if r.State == StatePublished {
-			continue
-		}
-		if got := b.pending.Get(u64(r.Seq)); !bytes.Equal(got, k) {
-			return fmt.Errorf("%w: pending record %q (seq %d) has no pending index entry", ErrCorrupt, key, r.Seq)
+	for _, m := range marks {
+		k := []byte(m.Key)
+		r := Record{Key: m.Key, Seq: m.Seq}
+		// The pending index names the pending record of each Seq: if it
+		// names this Key, the record is pending and needs no lookup in
+		// the records (random keys: a page read each).
+		if m.Seq == 0 || !bytes.Equal(b.pending.Get(u64(m.Seq)), k) {
+			v := b.records.Get(k)
+			if v == nil {
+				continue
+			}
+			if r, err = b.load(k, v); err != nil {
+				return err
+			}
+			if r.State == StatePublished {
+				continue
+			}
+			if got := b.pending.Get(u64(r.Seq)); !bytes.Equal(got, k) {
+				return fmt.Errorf("%w: pending record %q (seq %d) has no pending index entry", ErrCorrupt, m.Key, r.Seq)
+			}
 		}
 		if err := b.pending.Delete(u64(r.Seq)); err != nil {
 			return err

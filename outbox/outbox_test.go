@@ -253,13 +253,16 @@ func TestOutbox_CommitMark(t *testing.T) {
 	o, clk := openTest(t)
 	mustCommit(t, o, recs("a", "b")...)
 	t1 := clk.Advance(time.Second)
-	if _, err := o.CommitMark(recs("c"), []string{"a"}, func(*bbolt.Tx) error { return errBoom }); !errors.Is(err, errBoom) {
+	stored := mustCommit(t, o, recs("a", "b")...) // stored again: returned as they are
+	if _, err := o.CommitMark(recs("c"), stored[:1], func(*bbolt.Tx) error { return errBoom }); !errors.Is(err, errBoom) {
 		t.Fatalf("fn failing: got %v, want errBoom", err)
 	}
 	if r := mustGet(t, o, "a"); r.State != StatePending {
 		t.Fatalf("a marked by a rolled back CommitMark: %+v", r)
 	}
-	out, err := o.CommitMark(recs("c", "b"), []string{"a", "b", "unknown"}, nil)
+	// a by Key and Seq, b by Key alone, a wrong Seq falls back to the Key.
+	marks := []Record{stored[0], {Key: "b"}, {Key: "unknown"}, {Key: "b", Seq: 1}, {Key: "a", Seq: 99}}
+	out, err := o.CommitMark(recs("c", "b"), marks, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +274,7 @@ func TestOutbox_CommitMark(t *testing.T) {
 			t.Errorf("%s: state %s, want %s", key, r.State, want)
 		}
 	}
-	if _, err := o.CommitMark(nil, []string{"c"}, nil); err != nil {
+	if _, err := o.CommitMark(nil, []Record{{Key: "c", Seq: out[0].Seq}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if s := mustStats(t, o); s.Pending != 0 || s.Published != 3 {
