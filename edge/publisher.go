@@ -105,8 +105,9 @@ func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record
 
 // signAll returns the SignatureHeader and ProofHeader values of each
 // record ("" each when there is no signer), computed once per chunk: the
-// one-by-one fallback reuses them. A chunk is signed as one batch: one
-// ed25519 signature of its receipts' hash tree (receipts.ProofHeader).
+// one-by-one fallback reuses them. A chunk is signed as a batch: an
+// ed25519 signature per group of receipts, over their hash tree
+// (receipts.ProofHeader).
 func (p *receiptPublisher) signAll(recs []outbox.Record) (sigs, proofs []string, err error) {
 	sigs, proofs = make([]string, len(recs)), make([]string, len(recs))
 	if p.signer == nil {
@@ -126,10 +127,7 @@ func (p *receiptPublisher) signAll(recs []outbox.Record) (sigs, proofs []string,
 	for i := range recs {
 		data[i] = recs[i].Data
 	}
-	sig, proofs := p.batchSigner.SignBatch(data)
-	for i := range sigs {
-		sigs[i] = sig
-	}
+	sigs, proofs = p.batchSigner.SignBatch(data)
 	return sigs, proofs, nil
 }
 

@@ -31,27 +31,33 @@ func batchData(t *testing.T, n int) [][]byte {
 	return data
 }
 
-// Every receipt of a batch verifies with the batch signature and its own
+// Every receipt of a batch verifies with its group's signature and its own
 // proof, whatever the batch size (odd sizes leave nodes without partner).
-// A batch of one is signed as Sign signs.
+// A group covers up to proofGroup receipts; a group of one is signed as
+// Sign signs.
 func TestSignBatch_EveryReceiptVerifies(t *testing.T) {
 	s, pub := batchSigner(t)
-	for _, n := range []int{1, 2, 3, 5, 8, 13, 256, 1000} {
+	for _, n := range []int{1, 2, 3, 5, 8, 13, 16, 17, 33, 256, 1000} {
 		data := batchData(t, n)
-		sig, proofs := s.SignBatch(data)
-		if len(proofs) != n {
-			t.Fatalf("n=%d: %d proofs", n, len(proofs))
-		}
-		if n == 1 && (proofs[0] != "" || sig != s.Sign(data[0])) {
-			t.Fatalf("n=1: proof %q, signature not Sign's", proofs[0])
+		sigs, proofs := s.SignBatch(data)
+		if len(sigs) != n || len(proofs) != n {
+			t.Fatalf("n=%d: %d signatures, %d proofs", n, len(sigs), len(proofs))
 		}
 		v := NewVerifier()
 		for i := range data {
-			if err := v.Verify(pub, data[i], sig, proofs[i]); err != nil {
+			first := i - i%proofGroup
+			single := first == n-1
+			if single != (proofs[i] == "") || single && sigs[i] != s.Sign(data[i]) {
+				t.Fatalf("n=%d receipt %d: proof %q; signed alone: %v", n, i, proofs[i], single)
+			}
+			if sigs[i] != sigs[first] || i%proofGroup == 0 && i > 0 && sigs[i] == sigs[i-1] {
+				t.Fatalf("n=%d receipt %d: not its group's signature", n, i)
+			}
+			if err := v.Verify(pub, data[i], sigs[i], proofs[i]); err != nil {
 				t.Fatalf("n=%d receipt %d: %v", n, i, err)
 			}
 			// A fresh verifier (no remembered root) agrees.
-			if err := NewVerifier().Verify(pub, data[i], sig, proofs[i]); err != nil {
+			if err := NewVerifier().Verify(pub, data[i], sigs[i], proofs[i]); err != nil {
 				t.Fatalf("n=%d receipt %d, fresh verifier: %v", n, i, err)
 			}
 		}
@@ -65,14 +71,16 @@ func TestSignBatch_TamperingRefused(t *testing.T) {
 	s, pub := batchSigner(t)
 	_, otherPub := batchSigner(t)
 	data := batchData(t, 7)
-	sig, proofs := s.SignBatch(data)
+	sigs, proofs := s.SignBatch(data)
+	sig := sigs[0]
 	v := NewVerifier()
 	if err := v.Verify(pub, data[0], sig, proofs[0]); err != nil {
 		t.Fatal(err)
 	}
 	altered := []byte(strings.Replace(string(data[3]), `"processed"`, `"dead_lettered"`, 1))
 	forged := signingReceipt(t, "not-in-batch")
-	other, _ := s.SignBatch(batchData(t, 7)[:6])
+	others, _ := s.SignBatch(batchData(t, 7)[:6])
+	other := others[0]
 	for _, tc := range []struct {
 		name            string
 		pub, sig, proof string
