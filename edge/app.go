@@ -43,6 +43,9 @@ type App struct {
 	signer nkeys.KeyPair // the edge's receipt-signing key, if configured
 	micro  micro.Service
 	run    *runner
+	// wrote is signalled (without blocking) after each outbox transaction
+	// of the runner: releaseMapped then drops the pages it touched.
+	wrote chan struct{}
 
 	// wrapPublisher, if set before Run, wraps the runner's receipt
 	// publisher, which then publishes every batch alone (fault injection
@@ -85,6 +88,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*App, error) {
 		log:     log.With("site", site.Name, "role", string(site.Role)),
 		metrics: newMetrics(site.Name, string(site.Role)),
 		ready:   make(chan struct{}),
+		wrote:   make(chan struct{}, 1),
 	}
 	a.notReady.Store("starting")
 	return a, nil
@@ -272,6 +276,7 @@ func (a *App) startEdge(ctx context.Context) error {
 		backoff:  newBackoff(cfg.Delivery.Retry),
 		metrics:  a.metrics,
 		log:      a.log.With("component", "runner"),
+		wrote:    a.wrote,
 	}
 	switch cfg.Sink.Type {
 	case "file":
@@ -438,13 +443,18 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	}
 }
 
-// releaseEvery is how often the edge drops its mapping of outbox pages.
-const releaseEvery = 50 * time.Millisecond
+// releaseEvery is how often the edge drops its mapping of outbox pages
+// when the runner writes none (the relay's and the ops endpoints' reads).
+const releaseEvery = time.Second
 
 // releaseMapped keeps only the outbox pages in use resident: with random
-// keys every commit touches new pages of the file's memory map, and
-// without this the edge's resident set grows to the size of the file (see
-// outbox.ReleaseMapped; the pages stay in the page cache).
+// keys every commit touches new pages of the file's memory map (the kernel
+// maps 16 pages around each one read), and without this the edge's
+// resident set grows to the size of the file (see outbox.ReleaseMapped;
+// the pages stay in the page cache). It releases after each of the
+// runner's transactions, off the runner's path: draining a 300k backlog,
+// the mapped outbox pages peaked at 78 MiB this way and at 140-151 MiB
+// with a release every 50 ms.
 func (a *App) releaseMapped(ctx context.Context) {
 	tick := time.NewTicker(releaseEvery)
 	defer tick.Stop()
@@ -452,6 +462,7 @@ func (a *App) releaseMapped(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-a.wrote:
 		case <-tick.C:
 		}
 		if err := a.ob.ReleaseMapped(); err != nil {

@@ -95,6 +95,9 @@ type runner struct {
 	// goroutine with each batch's stage times once it is finished (bench
 	// hook).
 	onBatch func(batchTimes)
+	// wrote, if set, is signalled without blocking after each outbox
+	// transaction (the App then releases the outbox pages it mapped).
+	wrote chan<- struct{}
 }
 
 // publishDepth is how many committed batches may be with the publishers
@@ -496,6 +499,7 @@ func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 	}
 	start := time.Now()
 	stored, err := r.ob.CommitMark(recs, marks, fn)
+	r.signalWrote()
 	if r.txSink != nil && len(evs) > 0 {
 		m.sinkSeconds.Observe(time.Since(start).Seconds())
 	}
@@ -810,11 +814,22 @@ func (r *runner) mark(recs []outbox.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	if _, err := r.ob.CommitMark(nil, recs, nil); err != nil {
+	_, err := r.ob.CommitMark(nil, recs, nil)
+	r.signalWrote()
+	if err != nil {
 		return fmt.Errorf("%w: outbox mark published: %w", ErrFatal, err)
 	}
 	failpoint.Inject(failpoint.EdgeAfterMark)
 	return nil
+}
+
+// signalWrote tells r.wrote, if anyone listens, that an outbox
+// transaction ended.
+func (r *runner) signalWrote() {
+	select {
+	case r.wrote <- struct{}{}:
+	default:
+	}
 }
 
 // finishMarked sends the final acknowledgements of bs, whose PubAck'ed

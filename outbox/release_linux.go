@@ -19,8 +19,9 @@ import (
 // writes with pwrite, never through the map.
 //
 // It runs inside a read transaction, which holds bbolt's remap lock, so
-// the map cannot move or shrink meanwhile. Call it periodically (the edge
-// does every second); it is a no-op where madvise is not available.
+// the map cannot move or shrink meanwhile. Call it after writes and
+// periodically (the edge does after each of its runner's transactions and
+// every second); it is a no-op where madvise is not available.
 func (o *Outbox) ReleaseMapped() error {
 	if err := o.usable(); err != nil {
 		return err
