@@ -143,6 +143,7 @@ type batch struct {
 // batchTimes are a batch's stage times (zero when a stage did not happen).
 type batchTimes struct {
 	Messages int
+	Asked    int       // the fetch asked for this many
 	Fetch    time.Time // the fetch that returned the batch began
 	Fetched  time.Time // fetched and decoded
 	Commit   time.Time // the committer took it
@@ -318,6 +319,11 @@ func (r *runner) fetch(ctx context.Context, permit <-chan struct{}, out chan<- *
 	defer close(out)
 	d := r.cfg.Delivery
 	wait := time.Duration(d.BatchTimeoutMS) * time.Millisecond
+	// size grows to backlog_batch_size after a full fetch (a backlog: one
+	// commit and one receipts batch for more events) and is back to
+	// batch_size after a short one, so a box that keeps up keeps its
+	// latency.
+	size := d.BatchSize
 	for {
 		select {
 		case <-ctx.Done():
@@ -328,8 +334,8 @@ func (r *runner) fetch(ctx context.Context, permit <-chan struct{}, out chan<- *
 			if ctx.Err() != nil {
 				return
 			}
-			start := time.Now()
-			fb, err := r.cons.Fetch(d.BatchSize, jetstream.FetchMaxWait(wait))
+			start, asked := time.Now(), size
+			fb, err := r.cons.Fetch(asked, jetstream.FetchMaxWait(wait))
 			if err != nil {
 				r.log.Warn("fetch failed", "err", err)
 				sleepCtx(ctx, time.Second)
@@ -343,10 +349,15 @@ func (r *runner) fetch(ctx context.Context, permit <-chan struct{}, out chan<- *
 				r.log.Debug("fetch ended", "err", err)
 			}
 			if len(msgs) == 0 {
+				size = d.BatchSize
 				continue
 			}
+			size = d.BatchSize
+			if len(msgs) >= asked {
+				size = d.BacklogBatchSize
+			}
 			b := r.newBatch(msgs)
-			b.times.Fetch = start
+			b.times.Fetch, b.times.Asked = start, asked
 			out <- b
 			break
 		}

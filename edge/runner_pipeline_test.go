@@ -28,7 +28,9 @@ func TestContract_PipelineManyBatches(t *testing.T) {
 		tx := v.tx
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
-			f := newContractSite(t, contractOpts{txSink: tx, configure: func(c *topology.Config) { c.Delivery.BatchSize = 4 }})
+			f := newContractSite(t, contractOpts{txSink: tx, configure: func(c *topology.Config) {
+				c.Delivery.BatchSize, c.Delivery.BacklogBatchSize = 4, 4
+			}})
 			if v.two {
 				f.r.pub = &slowPublisher{next: f.r.pub, delay: 30 * time.Millisecond}
 				f.r.pub2 = &receiptPublisher{js: clientJS(t, f.srv.ClientURL())}
@@ -103,6 +105,41 @@ func TestContract_PipelineManyBatches(t *testing.T) {
 				t.Errorf("%d batches, want %d", len(bts), n/4)
 			}
 		})
+	}
+}
+
+// Under a backlog the fetch grows to backlog_batch_size after a full batch,
+// and is back to batch_size once a fetch comes back short: a box that
+// keeps up fetches (and ACKs) in small batches.
+func TestContract_BacklogBatches(t *testing.T) {
+	f := newContractSite(t, contractOpts{txSink: true, configure: func(c *topology.Config) {
+		c.Delivery.BatchSize, c.Delivery.BacklogBatchSize = 4, 10
+	}})
+	var mu sync.Mutex
+	var got [][2]int // asked, messages
+	f.r.onBatch = func(bt batchTimes) { mu.Lock(); got = append(got, [2]int{bt.Asked, bt.Messages}); mu.Unlock() }
+	const n = 44 // 4, then 10 while full: 4 + 4×10
+	f.publish(ids(n, "bl")...)
+	f.start()
+	published := func(want int) {
+		checkFor(t, 20*time.Second, func() error {
+			if st := f.outboxStats(); st.Published != want {
+				return fmt.Errorf("published %d of %d", st.Published, want)
+			}
+			return nil
+		})
+	}
+	published(n)
+	// The backlog is gone (a fetch came back short): the next fetch asks
+	// for batch_size again.
+	f.publish(ids(1, "late")...)
+	published(n + 1)
+	f.stop()
+	mu.Lock()
+	defer mu.Unlock()
+	want := [][2]int{{4, 4}, {10, 10}, {10, 10}, {10, 10}, {10, 10}, {4, 1}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("batches (asked, got) %v, want %v", got, want)
 	}
 }
 

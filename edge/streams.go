@@ -166,7 +166,7 @@ func sinkConsumerConfig(cfg *topology.Config) jetstream.ConsumerConfig {
 		MaxAckPending: d.MaxAckPending,
 		MaxDeliver:    -1,
 		// A pull request may ask for a whole batch at once.
-		MaxRequestBatch: d.BatchSize,
+		MaxRequestBatch: d.BacklogBatchSize,
 	}
 	// With max_deliver_action dead_letter the runner enforces the limit
 	// itself (a DLQ publish failing on the last delivery must not let the

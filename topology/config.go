@@ -144,6 +144,12 @@ type DeliveryConfig struct {
 	Consumer string `json:"consumer,omitempty"`
 	// BatchSize is the fetch batch. Zero value means 256. At most 1000.
 	BatchSize int `json:"batch_size,omitempty"`
+	// BacklogBatchSize is the fetch batch while there is a backlog: after
+	// a fetch came back full, the next one asks for this many (one outbox
+	// transaction and one receipts batch for all), until one comes back
+	// short. At least BatchSize, at most 1000. Zero value means twice
+	// BatchSize, at most 1000.
+	BacklogBatchSize int `json:"backlog_batch_size,omitempty"`
 	// BatchTimeoutMS is the most a fetch waits to fill a batch. Zero means 50.
 	BatchTimeoutMS int `json:"batch_timeout_ms,omitempty"`
 	// AckWait is the consumer's AckWait. Zero value means 30s.
@@ -315,6 +321,7 @@ func (d *DeliveryConfig) setDefaults() {
 	setString(&d.AckPolicy, AckPolicyAfterSinkCommit)
 	setString(&d.Consumer, "leafline-sink")
 	setInt(&d.BatchSize, 256)
+	setInt(&d.BacklogBatchSize, min(2*d.BatchSize, 1000))
 	setInt(&d.BatchTimeoutMS, 50)
 	setDuration(&d.AckWait, 30*time.Second)
 	setInt(&d.MaxAckPending, 4096)

@@ -41,6 +41,8 @@ func TestConfig_Validate_Bad(t *testing.T) {
 		{"ack early", "", func(c *Config) { c.Delivery.AckPolicy = "early" }, "delivery.ack_policy", `"early" would ACK before the work is durable`},
 		{"consumer name", "", func(c *Config) { c.Delivery.Consumer = "sink.1" }, "delivery.consumer", `contains "."`},
 		{"batch size", "", func(c *Config) { c.Delivery.BatchSize = 1001 }, "delivery.batch_size", "1001 is outside 1..1000"},
+		{"backlog batch below batch", "", func(c *Config) { c.Delivery.BacklogBatchSize = 100 }, "delivery.backlog_batch_size", "100 is outside delivery.batch_size..1000 (256..1000)"},
+		{"backlog batch above 1000", "", func(c *Config) { c.Delivery.BacklogBatchSize = 1001 }, "delivery.backlog_batch_size", "1001 is outside"},
 		{"batch timeout", "", func(c *Config) { c.Delivery.BatchTimeoutMS = 60001 }, "delivery.batch_timeout_ms", "outside 1..60000"},
 		{"ack wait short", "", func(c *Config) { c.Delivery.AckWait = Duration(500 * time.Millisecond) }, "delivery.ack_wait", "500ms is outside 1s..1h"},
 		{"ack wait long", "", func(c *Config) { c.Delivery.AckWait = Duration(2 * time.Hour) }, "delivery.ack_wait", "outside 1s..1h"},

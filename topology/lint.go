@@ -41,10 +41,10 @@ func Lint(c *Config) []Warning {
 	if isSite && site.Role == RoleEdge {
 		d := c.Delivery
 		if w := c.Sink.WorstWrite.D(); w > 0 && !d.InProgress.Enabled {
-			if need := time.Duration(d.BatchSize) * w; d.AckWait.D() < need {
+			if need := time.Duration(d.BacklogBatchSize) * w; d.AckWait.D() < need {
 				out = append(out, Warning{"delivery.ack_wait", fmt.Sprintf(
-					"%s is shorter than delivery.batch_size × sink.worst_write (%d × %s = %s): a slow batch is redelivered while it is still being written, and each redelivery writes it again; raise ack_wait, lower batch_size, or enable delivery.in_progress",
-					d.AckWait.D(), d.BatchSize, w, need)})
+					"%s is shorter than delivery.backlog_batch_size × sink.worst_write (%d × %s = %s): a slow batch is redelivered while it is still being written, and each redelivery writes it again; raise ack_wait, lower the batch sizes, or enable delivery.in_progress",
+					d.AckWait.D(), d.BacklogBatchSize, w, need)})
 			}
 		}
 	}

@@ -483,6 +483,9 @@ func (d *DeliveryConfig) validate(p *problems, deadLetter bool) {
 	}
 	p.name("delivery.consumer", d.Consumer, maxConsumerName)
 	batchOK := p.inRange("delivery.batch_size", d.BatchSize, 1, 1000)
+	if batchOK && (d.BacklogBatchSize < d.BatchSize || d.BacklogBatchSize > 1000) {
+		p.add("delivery.backlog_batch_size", "%d is outside delivery.batch_size..1000 (%d..1000)", d.BacklogBatchSize, d.BatchSize)
+	}
 	p.inRange("delivery.batch_timeout_ms", d.BatchTimeoutMS, 1, 60000)
 	if w := d.AckWait.D(); w < time.Second || w > time.Hour {
 		p.add("delivery.ack_wait", "%s is outside 1s..1h", w)
