@@ -453,7 +453,7 @@ const releaseEvery = time.Second
 // resident set grows to the size of the file (see outbox.ReleaseMapped;
 // the pages stay in the page cache). It releases after each of the
 // runner's transactions, off the runner's path: draining a 300k backlog,
-// the mapped outbox pages peaked at 78 MiB this way and at 140-151 MiB
+// the mapped outbox pages peaked at 122 MiB this way and at 140-151 MiB
 // with a release every 50 ms.
 func (a *App) releaseMapped(ctx context.Context) {
 	tick := time.NewTicker(releaseEvery)

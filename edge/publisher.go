@@ -109,13 +109,13 @@ func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record
 // ed25519 signature per group of receipts, over their hash tree
 // (receipts.ProofHeader).
 func (p *receiptPublisher) signAll(recs []outbox.Record) (sigs, proofs []string, err error) {
-	sigs, proofs = make([]string, len(recs)), make([]string, len(recs))
 	if p.signer == nil {
-		return sigs, proofs, nil
+		return make([]string, len(recs)), make([]string, len(recs)), nil
 	}
 	p.signOnce.Do(func() { p.batchSigner, _ = receipts.NewSigner(p.signer) })
 	if p.batchSigner == nil {
 		// No seed: the key pair itself says why it cannot sign.
+		sigs, proofs = make([]string, len(recs)), make([]string, len(recs))
 		for i := range recs {
 			if sigs[i], err = receipts.Sign(p.signer, recs[i].Data); err != nil {
 				return nil, nil, wrapPublish(err)

@@ -51,6 +51,19 @@
 // that a dead_lettered receipt is not swallowed by an earlier processed one
 // (or the reverse): the completion service must see the conflict to count it.
 //
+// # Signatures
+//
+// An edge with a signing key signs its receipts (SignatureHeader); L1
+// verifies them against the site's public key (ServiceConfig.Verify) and
+// quarantines any that is unsigned, forged or altered. A receipt is signed
+// on its own, or as one of a group of up to 16 of an atomic batch: the
+// signature then covers the root of a SHA-256 tree of the group's
+// receipts, and the receipt carries its path to the root (ProofHeader).
+// Either way each receipt verifies alone, with nothing but its own bytes
+// and headers; no change to a receipt, its proof or its count verifies
+// (short of a SHA-256 second preimage). A Verifier checks both kinds and
+// verifies each group's signature once.
+//
 // # KV keys
 //
 // The completion of an event lives under KVKey(event_id) =
