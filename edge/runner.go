@@ -286,7 +286,8 @@ func (r *runner) commitLoop(ctx context.Context, in <-chan *batch, permit chan<-
 			}
 			continue
 		}
-		if in != nil && inflight-1 < publishDepth {
+		// b came back: there is room for a fetched batch to carry its mark.
+		if in != nil {
 			select {
 			case nb, ok := <-in:
 				if !ok {
