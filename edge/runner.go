@@ -130,9 +130,11 @@ type batch struct {
 	stopProgress func()
 	// withRec indexes the items whose receipt was committed.
 	withRec []int
-	// pending are the receipts that the publisher publishes (stored
-	// pending by this or an earlier delivery), each once.
-	pending []outbox.Record
+	// pending are the receipts that a publisher publishes (stored pending
+	// by this or an earlier delivery), each once; publishing indexes the
+	// items whose receipt is among them.
+	pending    []outbox.Record
+	publishing []int
 	// published: pending were all PubAck'ed.
 	published bool
 	// permitted: the fetcher got this batch's permit to fetch the next one.
@@ -554,6 +556,11 @@ func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 			b.pending = append(b.pending, it.rec)
 		}
 	}
+	for _, i := range b.withRec {
+		if seen[items[i].rec.Key] {
+			b.publishing = append(b.publishing, i)
+		}
+	}
 	failpoint.Inject(failpoint.EdgeAfterOutboxCommit)
 	return back, nil
 }
@@ -763,14 +770,8 @@ func (r *runner) dlqRecord(it *item) DLQRecord {
 // ACK); the relay retries the receipts.
 func (r *runner) publishBatch(ctx context.Context, b *batch, pub outbox.Publisher) {
 	items, pending := b.items, b.pending
-	seen := make(map[string]bool, len(pending))
-	for _, rec := range pending {
-		seen[rec.Key] = true
-	}
-	for _, i := range b.withRec {
-		if seen[items[i].rec.Key] {
-			r.step("receipt_publish", &items[i])
-		}
+	for _, i := range b.publishing {
+		r.step("receipt_publish", &items[i])
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.Outbox.PublishTimeout.D())
 	start := time.Now()
@@ -788,10 +789,8 @@ func (r *runner) publishBatch(ctx context.Context, b *batch, pub outbox.Publishe
 	}
 	b.published = true
 	b.times.PubAck = time.Now()
-	for _, i := range b.withRec {
-		if seen[items[i].rec.Key] {
-			r.step("receipt_puback", &items[i])
-		}
+	for _, i := range b.publishing {
+		r.step("receipt_puback", &items[i])
 	}
 	failpoint.Inject(failpoint.EdgeAfterPubAck)
 	r.metrics.receiptsPublished.Add(float64(len(pending)))

@@ -4,7 +4,6 @@ package outbox
 
 import (
 	"fmt"
-
 	"syscall"
 
 	"go.etcd.io/bbolt"
