@@ -1202,13 +1202,6 @@ func benchRSSRun(b *testing.B, n int, payload []byte) benchRow {
 		peakFile = max(peakFile, benchStatusKB(pid, "RssFile"))
 		heap, sys := benchGoMem(fmt.Sprintf("http://127.0.0.1:%d/metrics", opsPort))
 		peakHeap, peakGoSys = max(peakHeap, heap), max(peakGoSys, sys)
-		if heap >= peakHeap {
-			if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", opsPort)); err == nil {
-				data, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				_ = os.WriteFile("/tmp/prof/r.heap", data, 0o644)
-			}
-		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		c, err := js.Consumer(cctx, "L2A", env.ls.Configs["edge1"].Delivery.Consumer)
