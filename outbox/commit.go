@@ -42,9 +42,9 @@ func (o *Outbox) Commit(recs []Record, fn func(tx *bbolt.Tx) error) ([]Record, e
 // then it runs fn and stores recs. published are records as Commit
 // returned them: a record whose Seq is still pending under its Key is
 // marked without a lookup by Key; any other is looked up by Key, as
-// MarkPublished does. A record of recs whose Key
-// is marked here is returned published. If fn fails, nothing is stored and
-// nothing marked. Errors are fatal, as for Commit.
+// MarkPublished does. A record of recs whose Key is marked here is
+// returned published. If fn fails, nothing is stored and nothing marked.
+// Errors are fatal, as for Commit.
 //
 // The edge's runner marks the batches PubAck'ed meanwhile in the commit of
 // the next batch, where each mark used to cost a transaction of its own.
@@ -61,10 +61,12 @@ func (o *Outbox) CommitMark(recs []Record, published []Record, fn func(tx *bbolt
 	created := normalTime(o.now())
 	inCallback := false
 	err := o.update(&inCallback, func(tx *bbolt.Tx) error {
-		if len(published) > 0 {
-			if err := markTx(tx, published, created); err != nil {
-				return err
-			}
+		b, err := getBuckets(tx)
+		if err != nil {
+			return err
+		}
+		if err := b.mark(published, created); err != nil {
+			return err
 		}
 		if fn != nil {
 			inCallback = true
@@ -73,10 +75,6 @@ func (o *Outbox) CommitMark(recs []Record, published []Record, fn func(tx *bbolt
 			if err != nil {
 				return &callbackError{err}
 			}
-		}
-		b, err := getBuckets(tx)
-		if err != nil {
-			return err
 		}
 		first := make(map[string]int, len(recs))
 		added := int64(0)
@@ -143,20 +141,22 @@ func (o *Outbox) MarkPublished(keys []string) error {
 	for i, k := range keys {
 		marks[i].Key = k
 	}
-	err := o.update(nil, func(tx *bbolt.Tx) error { return markTx(tx, marks, now) })
+	err := o.update(nil, func(tx *bbolt.Tx) error {
+		b, err := getBuckets(tx)
+		if err != nil {
+			return err
+		}
+		return b.mark(marks, now)
+	})
 	if err != nil {
 		return fmt.Errorf("outbox: mark published: %w", err)
 	}
 	return nil
 }
 
-// markTx marks the pending records of marks (by Key; Seq, when not zero,
-// spares the lookup by Key) published at now, in tx.
-func markTx(tx *bbolt.Tx, marks []Record, now time.Time) error {
-	b, err := getBuckets(tx)
-	if err != nil {
-		return err
-	}
+// mark marks the pending records of marks (by Key; Seq, when not zero,
+// spares the lookup by Key) published at now.
+func (b buckets) mark(marks []Record, now time.Time) error {
 	n := int64(0)
 	for _, m := range marks {
 		k := []byte(m.Key)
@@ -169,6 +169,7 @@ func markTx(tx *bbolt.Tx, marks []Record, now time.Time) error {
 			if v == nil {
 				continue
 			}
+			var err error
 			if r, err = b.load(k, v); err != nil {
 				return err
 			}
