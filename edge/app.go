@@ -441,6 +441,7 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	if a.svc != nil {
 		g.Go(func() error { return a.svc.Run(ctx) })
 	}
+	g.Go(func() error { a.trimStreams(ctx); return nil })
 }
 
 // releaseEvery is how often the edge drops its mapping of outbox pages

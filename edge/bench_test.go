@@ -515,11 +515,13 @@ func (env *benchEnv) open(edge string) {
 	close(env.gates[edge])
 }
 
+// count is how many messages a stream has stored so far: its last
+// sequence, since the streams after L1A delete what the next hop took.
 func (env *benchEnv) count(site, stream string) func() uint64 {
 	return func() uint64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		return streamMsgs(ctx, env.js[site], stream)
+		return streamStored(ctx, env.js[site], stream)
 	}
 }
 

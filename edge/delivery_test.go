@@ -519,7 +519,7 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 	edge := ls.App("edge1")
 	ejs := clientJS(t, edge.ClientURL())
 	checkFor(t, 30*time.Second, func() error {
-		if n := streamMsgs(context.Background(), ejs, "L2A"); n != 12 {
+		if n := streamStored(context.Background(), ejs, "L2A"); n != 12 {
 			return fmt.Errorf("L2A has %d of 12", n)
 		}
 		return nil

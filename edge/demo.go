@@ -146,13 +146,13 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		res.Published += len(bad)
 		say("published %d bad events (payload above the edge's max_message_bytes); dlq=%t ack_confirmation=%t", len(bad), o.DeadLetter, o.AckConfirm)
 	}
-	if err := waitFor(ctx, 30*time.Second, func() bool { return streamMsgs(ctx, ejs, t.Events.EdgeStream) >= uint64(first) }); err != nil {
+	if err := waitFor(ctx, 30*time.Second, func() bool { return streamStored(ctx, ejs, t.Events.EdgeStream) >= uint64(first) }); err != nil {
 		return res, fmt.Errorf("events did not reach the edge: %w", err)
 	}
 
 	ls.Links["edge1"].Cut()
 	cutAt := time.Now()
-	say("link edge1<->hub CUT for %s; edge1 had %d events in %s", o.Cut, streamMsgs(ctx, ejs, t.Events.EdgeStream), t.Events.EdgeStream)
+	say("link edge1<->hub CUT for %s; edge1 had received %d events in %s", o.Cut, streamStored(ctx, ejs, t.Events.EdgeStream), t.Events.EdgeStream)
 	n, err = publishEvents(ctx, js, o.Events-first, &ids)
 	res.Published += n
 	if err != nil {
@@ -161,7 +161,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	say("published %d more events at l1 while the link is cut", n)
 	sleepCtx(ctx, time.Until(cutAt.Add(o.Cut)))
 	processed, _ := CountStored(edge.Outbox().DB())
-	say("during the cut: edge1 processed %d events, holds %d receipts in %s; l1 applied %d completions",
+	say("during the cut: edge1 processed %d events, holds %d receipts for the hub in %s; l1 applied %d completions",
 		processed, streamMsgs(ctx, ejs, t.Receipts.EdgeStream), t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
 	say("l1 summary during the cut: %s", summaryLine(ctx, l1))
 	ls.Links["edge1"].Restore()
@@ -288,12 +288,24 @@ func publishBad(ctx context.Context, js jetstream.JetStream, n int, ids *[]strin
 	return n, nil
 }
 
+// streamMsgs is how many messages a stream holds now (0 if it does not
+// exist): in a trimmed stream, about those not yet taken.
 func streamMsgs(ctx context.Context, js jetstream.JetStream, name string) uint64 {
 	s, err := js.Stream(ctx, name)
 	if err != nil {
 		return 0
 	}
 	return s.CachedInfo().State.Msgs
+}
+
+// streamStored is how many messages a stream has stored so far, taken or
+// not: its last sequence, which trimming does not lower.
+func streamStored(ctx context.Context, js jetstream.JetStream, name string) uint64 {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return 0
+	}
+	return s.CachedInfo().State.LastSeq
 }
 
 // waitFor polls cond every 50ms until it holds, ctx ends, or d passes.

@@ -10,9 +10,10 @@
 // # Streams
 //
 // Each box creates the streams it owns on startup and reconciles them on
-// restart: it updates in place, and never deletes, recreates or purges. A
+// restart: it updates in place, and never deletes or recreates a stream. A
 // change that would need that (retention, storage, discard policy) is a
-// startup error wrapping ErrIncompatible.
+// startup error wrapping ErrIncompatible. The only messages a box deletes
+// are those every taker has (trimming, below).
 //
 //	forward:  L1A@l1 → HA@hub → L2A@edge           (per-edge subject filter)
 //	reverse:  RE@edge → RH@hub → R1@l1              (RE: leafline.receipts.<site>.>)
@@ -22,6 +23,26 @@
 // downstream site, and the downstream stream binds to it by name. Every
 // stream is DiscardNew: when full, publishes fail and sourcing waits; nothing
 // old is ever dropped.
+//
+// Only L1A keeps everything (the origin: L1's tracker and redrive read it),
+// and the DLQ (for operators). Every other stream keeps only what is in
+// flight, so that a box never stops because its streams filled with what
+// the next hop already has. Once a second each box purges, from each
+// stream it owns, the messages up to the lowest ACK floor of the durable
+// consumers that take them (trim.go):
+//
+//   - L2A: the sink runner, which ACKs after its commit and the receipt's
+//     PubAck (or after the DLQ record's);
+//   - R1: the completion service, which ACKs after its KV write;
+//   - RE, RH, HA: the next hop's source consumers (one per sourced edge on
+//     HA), whose ACKs are the downstream's flow-control replies, which
+//     carry only sequences it has stored.
+//
+// A consumer with nothing pending and nothing unACKed has taken everything
+// up to the last sequence read before its info; a consumer that does not
+// exist holds the whole stream. The streams keep limits retention: a purge
+// by sequence drops whole blocks, where work-queue retention deletes one
+// message per ACK (measured: it halved the runner's rate under a backlog).
 //
 // # The edge's guarantee: commit first, ACK last
 //

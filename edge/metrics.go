@@ -32,6 +32,7 @@ type Metrics struct {
 	outboxPending     prometheus.Gauge
 	sourceLag         *prometheus.GaugeVec
 	sourceActive      *prometheus.GaugeVec
+	trimmed           *prometheus.CounterVec
 
 	storageFull, storageFree, jetstreamEnabled prometheus.Gauge
 
@@ -69,6 +70,7 @@ func newMetrics(site, role string) *Metrics {
 	m.upstreamConnected = f.gauge("upstream_connected", "1 when the upstream leafnode link is connected.")
 	m.outboxPending = f.gauge("outbox_pending", "Receipts committed to the outbox and not yet PubAck'ed.")
 	m.sourceLag = f.gaugeVec("source_lag", "Messages the sourced stream is behind its source.", "stream", "source")
+	m.trimmed = f.counterVec("stream_trimmed_messages_total", "Messages deleted from a stream after every consumer that takes them had them.", "stream")
 	m.sourceActive = f.gaugeVec("source_last_active_seconds", "Seconds since the source last delivered or heartbeated.", "stream", "source")
 	m.storageFull = f.gauge("storage_full", "1 while the box is stopped because its storage is full (nothing is ACKed); it restarts itself when space is freed.")
 	m.storageFree = f.gauge("storage_free_bytes", "Bytes available on the filesystem of the box's data dir.")
@@ -119,6 +121,12 @@ func (f factory) counter(name, help string) prometheus.Counter {
 
 func (f factory) counterFunc(name, help string, fn func() float64) {
 	f.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help, ConstLabels: f.labels}, fn))
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help, ConstLabels: f.labels}, labels)
+	f.reg.MustRegister(c)
+	return c
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {

@@ -1,0 +1,96 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// The streams after L1A keep only what is in flight: each box trims from
+// its streams what their takers have taken, so several times
+// max_stream_bytes pass through the hub's and the edges' streams without
+// filling them, nothing is lost on the way, and once everything is
+// completed those streams are empty.
+//
+// The events are published before the hub exists, so HA receives them all
+// while its edges are not connected yet: its trimming must wait for them.
+func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
+	const (
+		events   = 4000
+		payload  = 1024
+		maxBytes = 1 << 20 // per stream at the hub and the edges
+	)
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Edges: 2, Logger: testLogger(t),
+		Configure: func(c *topology.Config) {
+			if c.Site != "l1" {
+				c.JetStream.MaxStreamBytes = maxBytes
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := ls.Start(ctx, "l1"); err != nil {
+		t.Fatal(err)
+	}
+	js := clientJS(t, ls.App("l1").ClientURL())
+	ids := publishData(t, js, "flow", events, []byte(strings.Repeat("x", payload)))
+	for _, name := range []string{"hub", "edge1", "edge2"} {
+		if _, err := ls.Start(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLinks(t, ls)
+	started := time.Now()
+	if in := uint64(events * payload); in < 3*maxBytes {
+		t.Fatalf("only %d bytes of events: not several times a stream's %d", in, maxBytes)
+	}
+	waitCompleted(t, ls, ids, "edge1", "edge2")
+	t.Logf("%d events completed at 2 edges in %.1fs", events, time.Since(started).Seconds())
+
+	// Once everything is completed, every stream but L1A drains to empty.
+	jss := map[string]jetstream.JetStream{}
+	for _, site := range []string{"l1", "hub", "edge1", "edge2"} {
+		jss[site] = clientJS(t, ls.App(site).ClientURL())
+	}
+	type at struct{ site, stream string }
+	empty := []at{{"hub", "HA"}, {"hub", "RH"}, {"edge1", "L2A"}, {"edge1", "RE"}, {"edge2", "L2A"}, {"edge2", "RE"}, {"l1", "R1"}}
+	checkFor(t, 30*time.Second, func() error {
+		for _, s := range empty {
+			st := streamState(t, jss[s.site], s.site, s.stream)
+			if st.Msgs != 0 {
+				return fmt.Errorf("%s@%s holds %d messages (last seq %d)", s.stream, s.site, st.Msgs, st.LastSeq)
+			}
+		}
+		return nil
+	})
+	// Everything went through them: each held far more than fits at once.
+	for _, s := range empty {
+		st := streamState(t, jss[s.site], s.site, s.stream)
+		if st.LastSeq < events {
+			t.Fatalf("%s@%s stored %d messages, want at least %d", s.stream, s.site, st.LastSeq, events)
+		}
+	}
+	if st := streamState(t, jss["l1"], "l1", "L1A"); st.Msgs != events {
+		t.Fatalf("L1A holds %d events, want all %d (the origin keeps everything)", st.Msgs, events)
+	}
+}
+
+func streamState(t *testing.T, js jetstream.JetStream, site, stream string) jetstream.StreamState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("%s@%s: %v", stream, site, err)
+	}
+	return s.CachedInfo().State
+}

@@ -1,0 +1,168 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// trimEvery is how often a box deletes from its streams what their takers
+// have taken.
+const trimEvery = time.Second
+
+// trimPlan names a stream the box owns and the durable consumers that take
+// its messages: the box's own (the sink runner on L2A, the completion
+// service on R1) or the next hops' source consumers (RE, RH, HA). Each
+// ACKs a message only once it is safe elsewhere: the sink runner after its
+// commit and the receipt's PubAck, the completion service after its KV
+// write, a source consumer when the downstream's flow-control reply says
+// it has stored it (AckFlowControl).
+type trimPlan struct {
+	stream    string
+	consumers []string
+}
+
+// trimPlans lists the streams of a site that are trimmed. L1A is not: it
+// is the origin, which L1's tracker and redrive read. Neither is the DLQ,
+// which is for operators.
+func trimPlans(cfg *topology.Config, site *topology.Site) []trimPlan {
+	t := cfg.Topology
+	up, _ := t.Site(site.Upstream)
+	switch site.Role {
+	case topology.RoleL1:
+		return []trimPlan{{t.Receipts.L1Stream, []string{cfg.Completion.Consumer}}}
+	case topology.RoleHub:
+		var edges []string
+		for _, e := range t.Downstream(site.Name) {
+			if !e.Direct() {
+				edges = append(edges, topology.SourceConsumerName(e.Name))
+			}
+		}
+		return []trimPlan{
+			{t.Events.HubStream, edges},
+			{t.Receipts.HubStream, []string{topology.SourceConsumerName(up.Name)}},
+		}
+	case topology.RoleEdge:
+		p := []trimPlan{{t.Receipts.EdgeStream, []string{topology.SourceConsumerName(up.Name)}}}
+		if !site.Direct() {
+			p = append(p, trimPlan{t.Events.EdgeStream, []string{cfg.Delivery.Consumer}})
+		}
+		return p
+	}
+	return nil
+}
+
+// trimBound returns the highest stream sequence up to which every
+// consumer of p has taken every message it will ever be given, given the
+// stream's last sequence read before, or 0.
+//
+// For each consumer that is the ACK floor: every message at or below it is
+// ACKed. A consumer with nothing pending and nothing unACKed has taken
+// everything stored before its info was read, which includes everything up
+// to last; that matters for a filtered consumer, whose ACK floor stays at
+// the last message of its own subjects. A consumer that does not exist
+// takes nothing: the stream is then not trimmed at all, so that a stream
+// keeps everything until its takers exist.
+func trimBound(ctx context.Context, s jetstream.Stream, p trimPlan, last uint64) (uint64, error) {
+	if len(p.consumers) == 0 {
+		return 0, nil
+	}
+	bound := last
+	for _, name := range p.consumers {
+		ci, err := takerInfo(ctx, s, name)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("consumer %s: %w", name, err)
+		}
+		if ci.NumPending == 0 && ci.NumAckPending == 0 {
+			continue
+		}
+		bound = min(bound, ci.AckFloor.Stream)
+	}
+	return bound, nil
+}
+
+// takerInfo reads a durable consumer's info, pull (the box's own) or
+// push (a source consumer).
+func takerInfo(ctx context.Context, s jetstream.Stream, name string) (*jetstream.ConsumerInfo, error) {
+	c, err := s.Consumer(ctx, name)
+	if err == nil {
+		return c.CachedInfo(), nil
+	}
+	if !errors.Is(err, jetstream.ErrNotPullConsumer) {
+		return nil, err
+	}
+	pc, err := s.PushConsumer(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return pc.CachedInfo(), nil
+}
+
+// trim deletes from p's stream every message up to trimBound and returns
+// how many it deleted. It purges by sequence, so the server drops whole
+// blocks at once instead of one message per ACK. Only trim deletes from
+// these streams, always a prefix, so the messages up to bound are the
+// sequences from the first one on.
+//
+// A purge makes nats-server (v2.15.2) forget which of a consumer's
+// messages it was about to redeliver at once (a NAK without delay, an
+// expired AckWait): they stay pending, unACKed and above the purge, and
+// come again when their AckWait expires. That delays them; it loses
+// nothing. The sink runner NAKs with a delay, which is not affected.
+func trim(ctx context.Context, js jetstream.JetStream, p trimPlan) (uint64, error) {
+	s, err := js.Stream(ctx, p.stream)
+	if err != nil {
+		return 0, err
+	}
+	st := s.CachedInfo().State
+	if st.Msgs == 0 {
+		return 0, nil
+	}
+	bound, err := trimBound(ctx, s, p, st.LastSeq)
+	if err != nil || bound < st.FirstSeq {
+		return 0, err
+	}
+	if err := s.Purge(ctx, jetstream.WithPurgeSequence(bound+1)); err != nil {
+		return 0, err
+	}
+	return bound + 1 - st.FirstSeq, nil
+}
+
+// trimStreams runs trim on the site's streams every trimEvery until ctx
+// ends. A failure is logged and retried on the next round: trimming late
+// only costs room.
+func (a *App) trimStreams(ctx context.Context) {
+	plans := trimPlans(a.cfg, a.site)
+	tick := time.NewTicker(trimEvery)
+	defer tick.Stop()
+	failing := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, p := range plans {
+			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			n, err := trim(tctx, a.js, p)
+			cancel()
+			if err != nil {
+				if !failing[p.stream] && ctx.Err() == nil {
+					a.log.Warn("stream trim failed; retrying", "stream", p.stream, "err", err)
+				}
+				failing[p.stream] = true
+				continue
+			}
+			failing[p.stream] = false
+			a.metrics.trimmed.WithLabelValues(p.stream).Add(float64(n))
+		}
+	}
+}

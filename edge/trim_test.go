@@ -1,0 +1,115 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// trim deletes only what every taker has ACKed: nothing before the takers
+// exist, nothing at or after an unACKed or NAKed message, and what a
+// filtered taker never gets only once the other has ACKed it too.
+func TestTrim_OnlyWhatEveryTakerACKed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := standaloneJS(t)
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"},
+		Storage: jetstream.FileStorage, Discard: jetstream.DiscardNew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// seqs 1..20: a, b, a, b, …
+	for i := 0; i < 20; i++ {
+		if _, err := js.Publish(ctx, fmt.Sprintf("s.%c", "ab"[i%2]), []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := trimPlan{stream: "S", consumers: []string{"ca", "cb"}}
+	mustTrim := func(want uint64) {
+		t.Helper()
+		n, err := trim(ctx, js, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Fatalf("trimmed %d, want %d", n, want)
+		}
+	}
+	first := func() uint64 {
+		t.Helper()
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.FirstSeq
+	}
+
+	mustTrim(0) // no taker exists yet
+	consumer := func(name, filter string) jetstream.Consumer {
+		c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, FilterSubject: filter,
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ca := consumer("ca", "s.a")
+	mustTrim(0) // cb does not exist yet
+	cb := consumer("cb", "s.b")
+	mustTrim(0) // nothing ACKed
+
+	take := func(c jetstream.Consumer, n int, act func(i int, m jetstream.Msg) error) {
+		t.Helper()
+		i := 0
+		for try := 0; i < n && try < 10; try++ {
+			b, err := c.Fetch(n-i, jetstream.FetchMaxWait(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for m := range b.Messages() {
+				if err := act(i, m); err != nil {
+					t.Fatal(err)
+				}
+				i++
+			}
+		}
+		if i != n {
+			t.Fatalf("fetched %d, want %d", i, n)
+		}
+	}
+	ack := func(_ int, m jetstream.Msg) error { return m.DoubleAck(ctx) }
+	take(ca, 10, ack) // every a: seqs 1, 3, …, 19
+	// b: seqs 2, 4, 6 ACKed, 8 NAKed, 10 ACKed, 12… not delivered.
+	take(cb, 5, func(i int, m jetstream.Msg) error {
+		if i == 3 {
+			return m.Nak()
+		}
+		return m.DoubleAck(ctx)
+	})
+	// cb's ACK floor is 7, just below its NAKed 8 (7 is ca's, taken):
+	// seqs 1..7 go, the NAKed 8 and everything after it stay.
+	mustTrim(7)
+	if f := first(); f != 8 {
+		t.Fatalf("first seq %d after trim, want 8", f)
+	}
+	mustTrim(0)
+
+	// cb takes the rest: 12…20, and the NAKed 8 again, after AckWait (a
+	// purge drops the server's queue of messages to redeliver at once;
+	// they stay pending, and come again when their AckWait expires).
+	take(cb, 6, ack)
+	mustTrim(13) // 8..20: both have taken everything
+	if info, _ := s.Info(ctx); info.State.Msgs != 0 {
+		t.Fatalf("%d messages left", info.State.Msgs)
+	}
+	// A new message waits for its taker again.
+	if _, err := js.Publish(ctx, "s.b", nil); err != nil {
+		t.Fatal(err)
+	}
+	mustTrim(0)
+	take(cb, 1, ack)
+	mustTrim(1)
+}
