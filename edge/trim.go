@@ -136,6 +136,36 @@ func trim(ctx context.Context, js jetstream.JetStream, p trimPlan) (uint64, erro
 	return bound + 1 - st.FirstSeq, nil
 }
 
+// Trimmed is what one trim pass deleted from one stream.
+type Trimmed struct {
+	Stream string
+	Msgs   uint64
+}
+
+// Trim deletes, once, from each stream of the config's site that is
+// trimmed, the messages every taker of it has ACKed, as a running box does
+// every second. It is for a site whose server leafline does not run (a
+// stock nats-server provisioned with Provision). It stops at the first
+// stream it cannot trim and returns what it did before.
+func Trim(ctx context.Context, js jetstream.JetStream, cfg *topology.Config) ([]Trimmed, error) {
+	if cfg == nil || cfg.Topology == nil {
+		return nil, errors.New("edge: configuration has no topology")
+	}
+	site, ok := cfg.Topology.Site(cfg.Site)
+	if !ok {
+		return nil, errors.New("edge: site " + cfg.Site + " is not in the topology")
+	}
+	var out []Trimmed
+	for _, p := range trimPlans(cfg, site) {
+		n, err := trim(ctx, js, p)
+		if err != nil {
+			return out, fmt.Errorf("stream %s: %w", p.stream, err)
+		}
+		out = append(out, Trimmed{p.stream, n})
+	}
+	return out, nil
+}
+
 // trimStreams runs trim on the site's streams every trimEvery until ctx
 // ends. A failure is logged and retried on the next round: trimming late
 // only costs room.

@@ -47,6 +47,7 @@ func init() {
 		{"metrics", "--config FILE [--json] [--url URL]", "print the running box's leafline_* metrics as a table or JSON", cmdMetrics},
 		{"topology", "render|permissions|certs [flags]", "render a site's nats-server config, print a link's permissions, or create a private CA, certificates and nkeys", cmdTopology},
 		{"provision", "--config FILE [--server URL] [--creds FILE] [--lint-only]", "create a site's streams and consumers on a stock nats-server, then lint them live", cmdProvision},
+		{"trim", "--config FILE [--server URL] [--creds FILE] [--every INTERVAL]", "delete from a stock nats-server site's streams what their takers have ACKed (a box does it itself)", cmdTrim},
 		{"outbox", "check|inspect --config FILE [--json]", "verify the edge's outbox file, or count pending and published receipts (box stopped)", cmdOutbox},
 	}
 }
