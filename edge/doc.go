@@ -40,7 +40,8 @@
 //
 // A consumer with nothing pending and nothing unACKed has taken everything
 // up to the last sequence read before its info; a consumer that does not
-// exist holds the whole stream. The streams keep limits retention: a purge
+// exist holds the whole stream. A consumer that an operator adds to one of
+// these streams is not waited for. The streams keep limits retention: a purge
 // by sequence drops whole blocks, where work-queue retention deletes one
 // message per ACK (measured: it halved the runner's rate under a backlog).
 //

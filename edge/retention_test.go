@@ -31,6 +31,9 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 			if c.Site != "l1" {
 				c.JetStream.MaxStreamBytes = maxBytes
 			}
+			// Batches well below a stream's size: a receipt batch that
+			// does not fit waits for the runner's retry.
+			c.Delivery.BatchSize, c.Delivery.BacklogBatchSize = 64, 128
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +56,18 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 	if in := uint64(events * payload); in < 3*maxBytes {
 		t.Fatalf("only %d bytes of events: not several times a stream's %d", in, maxBytes)
 	}
+	// Streams this small flow in bursts: a source consumer sends its
+	// flow control, whose replies are its ACKs, once 1 to 16 MiB are in
+	// flight (its window grows from 2 to 32 MiB) or after a second idle,
+	// so a full 1 MiB stream waits for the idle heartbeat at every hop.
+	// (At the 1 GiB default the window comes first.) 35-45s here; allow
+	// for a slow machine.
+	checkFor(t, 4*time.Minute, func() error {
+		if got := ls.App("l1").Completions().Stats().Applied; got < 2*events {
+			return fmt.Errorf("applied %d of %d", got, 2*events)
+		}
+		return nil
+	})
 	waitCompleted(t, ls, ids, "edge1", "edge2")
 	t.Logf("%d events completed at 2 edges in %.1fs", events, time.Since(started).Seconds())
 
@@ -77,6 +92,12 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 		st := streamState(t, jss[s.site], s.site, s.stream)
 		if st.LastSeq < events {
 			t.Fatalf("%s@%s stored %d messages, want at least %d", s.stream, s.site, st.LastSeq, events)
+		}
+	}
+	// The boxes count what they trimmed: everything, on each stream.
+	for _, s := range empty {
+		if n := counterValue(t, ls.App(s.site).metrics.trimmed.WithLabelValues(s.stream)); n < events {
+			t.Fatalf("%s@%s: leafline_stream_trimmed_messages_total %v, want at least %d", s.stream, s.site, n, events)
 		}
 	}
 	if st := streamState(t, jss["l1"], "l1", "L1A"); st.Msgs != events {

@@ -22,6 +22,10 @@ func (w Warning) String() string {
 	return w.Path + ": " + w.Msg
 }
 
+// minSmoothStreamBytes is the smallest max_stream_bytes Lint accepts
+// quietly (see the warning).
+const minSmoothStreamBytes = 64 << 20
+
 // Lint reports the risky settings of a loaded box config and of its
 // topology (see Topology.Lint). Call it after LoadConfig: it assumes
 // defaults are filled and the config is valid.
@@ -33,6 +37,11 @@ func Lint(c *Config) []Warning {
 	if !c.JetStream.Durable() {
 		out = append(out, Warning{"jetstream.sync_interval", fmt.Sprintf(
 			"%s: a PubAck then means the page cache, and a power cut can lose acknowledged events and receipts; use \"always\"", c.JetStream.SyncInterval)})
+	}
+	if b := c.JetStream.MaxStreamBytes; b > 0 && b < minSmoothStreamBytes {
+		out = append(out, Warning{"jetstream.max_stream_bytes", fmt.Sprintf(
+			"%d is below %d (64 MiB): a next hop ACKs what it stored with its flow-control replies, once 1 to 16 MiB are in flight or after a second idle, and a stream can only be trimmed up to those ACKs; a smaller stream fills before them and its link moves in bursts of one stream a second",
+			b, int64(minSmoothStreamBytes))})
 	}
 	site, isSite := (*Site)(nil), false
 	if c.Topology != nil {

@@ -288,6 +288,10 @@ func TestLint(t *testing.T) {
 	if ws := Lint(c); len(ws) != 0 {
 		t.Fatalf("with in_progress heartbeats: %v", ws)
 	}
+	c.JetStream.MaxStreamBytes = 16 << 20
+	if ws := Lint(c); len(ws) != 1 || !has(ws, "jetstream.max_stream_bytes", "16777216 is below 67108864 (64 MiB)") {
+		t.Fatalf("16 MiB streams: %v", ws)
+	}
 }
 
 func TestLintStreams(t *testing.T) {

@@ -188,6 +188,9 @@ phase:
 	drainS, complete := drain(ctx, o, obs, states, rec)
 	rec.info("drain: %s after %.1fs", map[bool]string{true: "complete", false: "INCOMPLETE"}[complete], drainS)
 	_ = drainStart
+	if complete {
+		reportStreams(context.WithoutCancel(ctx), c, rec)
+	}
 
 	// Final read of the whole history, and the metrics.
 	stopWatch()
@@ -369,4 +372,56 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 		}
 	}
 	fmt.Fprintln(w, res.FinalLine)
+}
+
+// trimmedStreams are the streams each role's box trims (the default names
+// of the topology the driver writes).
+var trimmedStreams = map[string][]string{"l1": {"R1"}, "hub": {"HA", "RH"}, "edge": {"L2A", "RE"}}
+
+// reportStreams says, once everything is completed, how much each trimmed
+// stream still holds of what it stored: the boxes delete what the next hop
+// has, so after a few seconds that is nothing, whatever the faults did.
+func reportStreams(ctx context.Context, c *cluster, rec *recorder) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var parts []string
+		held := uint64(0)
+		for _, n := range c.order {
+			b := c.boxes[n]
+			for _, name := range trimmedStreams[b.role] {
+				msgs, last, err := streamCounts(ctx, b.natsAddr, name)
+				if err != nil {
+					parts = append(parts, fmt.Sprintf("%s@%s: %v", name, b.name, err))
+					continue
+				}
+				held += msgs
+				parts = append(parts, fmt.Sprintf("%s@%s %d/%d", name, b.name, msgs, last))
+			}
+		}
+		if held == 0 || time.Now().After(deadline) {
+			rec.info("trimmed streams after the drain (held/stored): %s", strings.Join(parts, ", "))
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func streamCounts(ctx context.Context, addr, stream string) (msgs, last uint64, err error) {
+	nc, err := nats.Connect("nats://"+addr, nats.Name("chaos-streams"))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, 0, err
+	}
+	st := s.CachedInfo().State
+	return st.Msgs, st.LastSeq, nil
 }
