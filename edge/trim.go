@@ -72,38 +72,28 @@ func trimBound(ctx context.Context, s jetstream.Stream, p trimPlan, last uint64)
 	if len(p.consumers) == 0 {
 		return 0, nil
 	}
+	// One listing reads every consumer of the stream, pull (the box's
+	// own) or push (a source consumer).
+	infos := map[string]*jetstream.ConsumerInfo{}
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		infos[ci.Name] = ci
+	}
+	if err := l.Err(); err != nil {
+		return 0, fmt.Errorf("consumers: %w", err)
+	}
 	bound := last
 	for _, name := range p.consumers {
-		ci, err := takerInfo(ctx, s, name)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		ci, ok := infos[name]
+		switch {
+		case !ok:
 			return 0, nil
-		}
-		if err != nil {
-			return 0, fmt.Errorf("consumer %s: %w", name, err)
-		}
-		if ci.NumPending == 0 && ci.NumAckPending == 0 {
+		case ci.NumPending == 0 && ci.NumAckPending == 0:
 			continue
 		}
 		bound = min(bound, ci.AckFloor.Stream)
 	}
 	return bound, nil
-}
-
-// takerInfo reads a durable consumer's info, pull (the box's own) or
-// push (a source consumer).
-func takerInfo(ctx context.Context, s jetstream.Stream, name string) (*jetstream.ConsumerInfo, error) {
-	c, err := s.Consumer(ctx, name)
-	if err == nil {
-		return c.CachedInfo(), nil
-	}
-	if !errors.Is(err, jetstream.ErrNotPullConsumer) {
-		return nil, err
-	}
-	pc, err := s.PushConsumer(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return pc.CachedInfo(), nil
 }
 
 // trim deletes from p's stream every message up to trimBound and returns
