@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/topology"
 )
 
 // cmdProvision creates, or updates in place, a site's streams and consumers
@@ -18,25 +21,14 @@ import (
 // incompatible existing stream stops it with the reason.
 func cmdProvision(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("provision", stderr)
-	path := fs.String("config", "", "the site's box config `FILE` (names the site and the topology)")
-	server := fs.String("server", "", "the site's NATS `URL` (default: the config's nats.listen)")
-	creds := fs.String("creds", "", "a .creds `FILE` to authenticate with")
+	sf := addSiteFlags(fs)
 	lintOnly := fs.Bool("lint-only", false, "change nothing; only report what the live streams lack")
 	if !parse(fs, args, 0, stderr) {
 		return exitUsage
 	}
-	cfg, ok := loadConfig(fs, *path, stderr)
-	if !ok {
-		return exitUsage
-	}
-	var opts []nats.Option
-	if *creds != "" {
-		opts = append(opts, nats.UserCredentials(*creds))
-	}
-	nc, js, err := connect(cfg, *server, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
-		return exitFailure
+	cfg, nc, js, code := sf.open(fs, stderr)
+	if code != exitOK {
+		return code
 	}
 	defer nc.Close()
 	url := nc.ConnectedUrlRedacted()
@@ -61,4 +53,37 @@ func cmdProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return exitFailure
 	}
 	return exitOK
+}
+
+// siteFlags are the flags of a command that acts on a site's own server
+// (provision, trim).
+type siteFlags struct {
+	path, server, creds *string
+}
+
+func addSiteFlags(fs *flag.FlagSet) siteFlags {
+	return siteFlags{
+		path:   fs.String("config", "", "the site's box config `FILE` (names the site and the topology)"),
+		server: fs.String("server", "", "the site's NATS `URL` (default: the config's nats.listen)"),
+		creds:  fs.String("creds", "", "a .creds `FILE` to authenticate with"),
+	}
+}
+
+// open loads the config and connects to the site's server. On failure it
+// has said why on stderr, and returns the exit code.
+func (f siteFlags) open(fs *flag.FlagSet, stderr io.Writer) (*topology.Config, *nats.Conn, jetstream.JetStream, int) {
+	cfg, ok := loadConfig(fs, *f.path, stderr)
+	if !ok {
+		return nil, nil, nil, exitUsage
+	}
+	var opts []nats.Option
+	if *f.creds != "" {
+		opts = append(opts, nats.UserCredentials(*f.creds))
+	}
+	nc, js, err := connect(cfg, *f.server, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return nil, nil, nil, exitFailure
+	}
+	return cfg, nc, js, exitOK
 }

@@ -30,6 +30,29 @@ func stockServer(t *testing.T, domain string) *server.Server {
 	return s
 }
 
+// editStream changes a live stream's config as an operator would by hand,
+// and returns a client of the server and the stream.
+func editStream(t *testing.T, url, name string, edit func(*jetstream.StreamConfig)) (jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.CachedInfo().Config
+	edit(&c)
+	if _, err := js.UpdateStream(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	return js, s
+}
+
 func runProvision(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := cmdProvision(context.Background(), args, &out, &errb)
@@ -57,22 +80,7 @@ func TestProvision_StockServer(t *testing.T) {
 
 	// An operator switches the receipts stream to DiscardOld by hand: the
 	// lint says why that loses receipts, and provision refuses to touch it.
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx := context.Background()
-	s, err := js.Stream(ctx, "RH")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := s.CachedInfo().Config
-	c.Discard = jetstream.DiscardOld
-	if _, err := js.UpdateStream(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	editStream(t, url, "RH", func(c *jetstream.StreamConfig) { c.Discard = jetstream.DiscardOld })
 	if code, out, _ := runProvision("--config", hubCfg, "--server", url, "--lint-only"); code != exitFailure || !strings.Contains(out, "stream RH") {
 		t.Fatalf("lint of a DiscardOld receipts stream: code %d\n%s", code, out)
 	}

@@ -6,8 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/leafline/leafline/edge"
 )
 
@@ -16,9 +14,7 @@ import (
 // that leafline runs does this itself.
 func cmdTrim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("trim", stderr)
-	path := fs.String("config", "", "the site's box config `FILE` (names the site and the topology)")
-	server := fs.String("server", "", "the site's NATS `URL` (default: the config's nats.listen)")
-	creds := fs.String("creds", "", "a .creds `FILE` to authenticate with")
+	sf := addSiteFlags(fs)
 	every := fs.Duration("every", 0, "trim again after each `INTERVAL` until interrupted (0: once)")
 	if !parse(fs, args, 0, stderr) {
 		return exitUsage
@@ -27,18 +23,9 @@ func cmdTrim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: --every: must not be negative, got %s\n", fs.Name(), *every)
 		return exitUsage
 	}
-	cfg, ok := loadConfig(fs, *path, stderr)
-	if !ok {
-		return exitUsage
-	}
-	var opts []nats.Option
-	if *creds != "" {
-		opts = append(opts, nats.UserCredentials(*creds))
-	}
-	nc, js, err := connect(cfg, *server, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
-		return exitFailure
+	cfg, nc, js, code := sf.open(fs, stderr)
+	if code != exitOK {
+		return code
 	}
 	defer nc.Close()
 	for {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -33,22 +32,8 @@ func TestTrim_StockServer(t *testing.T) {
 	}
 
 	// Five receipts reach RH; L1's source consumer has not taken them.
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, s := editStream(t, url, "RH", func(c *jetstream.StreamConfig) { c.Subjects = []string{"test.rh"} })
 	ctx := context.Background()
-	s, err := js.Stream(ctx, "RH")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := s.CachedInfo().Config
-	c.Subjects = []string{"test.rh"}
-	if _, err := js.UpdateStream(ctx, c); err != nil {
-		t.Fatal(err)
-	}
 	for range 5 {
 		if _, err := js.Publish(ctx, "test.rh", []byte("r")); err != nil {
 			t.Fatal(err)
