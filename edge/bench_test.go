@@ -521,7 +521,7 @@ func (env *benchEnv) count(site, stream string) func() uint64 {
 	return func() uint64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		return streamStored(ctx, env.js[site], stream)
+		return streamState(ctx, env.js[site], stream).LastSeq
 	}
 }
 
@@ -1565,7 +1565,7 @@ func benchForward(b *testing.B, n int) []benchRow {
 			Consumer: &jetstream.StreamConsumerSource{Name: "src", DeliverSubject: "gdeliver.src"}}}}); err != nil {
 		b.Fatal(err)
 	}
-	if err := waitFor(ctx, 30*time.Minute, func() bool { return streamMsgs(ctx, hjs, "GRH") >= uint64(n) }); err != nil {
+	if err := waitFor(ctx, 30*time.Minute, func() bool { return streamState(ctx, hjs, "GRH").Msgs >= uint64(n) }); err != nil {
 		b.Fatal(err)
 	}
 	rows = append(rows, ph.end("g", "hop edge->hub: durable sourcing (SyncAlways)", n, nil, "as leafline's links; 1 fsync per msg"))

@@ -146,13 +146,13 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		res.Published += len(bad)
 		say("published %d bad events (payload above the edge's max_message_bytes); dlq=%t ack_confirmation=%t", len(bad), o.DeadLetter, o.AckConfirm)
 	}
-	if err := waitFor(ctx, 30*time.Second, func() bool { return streamStored(ctx, ejs, t.Events.EdgeStream) >= uint64(first) }); err != nil {
+	if err := waitFor(ctx, 30*time.Second, func() bool { return streamState(ctx, ejs, t.Events.EdgeStream).LastSeq >= uint64(first) }); err != nil {
 		return res, fmt.Errorf("events did not reach the edge: %w", err)
 	}
 
 	ls.Links["edge1"].Cut()
 	cutAt := time.Now()
-	say("link edge1<->hub CUT for %s; edge1 had received %d events in %s", o.Cut, streamStored(ctx, ejs, t.Events.EdgeStream), t.Events.EdgeStream)
+	say("link edge1<->hub CUT for %s; edge1 had received %d events in %s", o.Cut, streamState(ctx, ejs, t.Events.EdgeStream).LastSeq, t.Events.EdgeStream)
 	n, err = publishEvents(ctx, js, o.Events-first, &ids)
 	res.Published += n
 	if err != nil {
@@ -162,7 +162,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	sleepCtx(ctx, time.Until(cutAt.Add(o.Cut)))
 	processed, _ := CountStored(edge.Outbox().DB())
 	say("during the cut: edge1 processed %d events, holds %d receipts for the hub in %s; l1 applied %d completions",
-		processed, streamMsgs(ctx, ejs, t.Receipts.EdgeStream), t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
+		processed, streamState(ctx, ejs, t.Receipts.EdgeStream).Msgs, t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
 	say("l1 summary during the cut: %s", summaryLine(ctx, l1))
 	ls.Links["edge1"].Restore()
 	restoredAt := time.Now()
@@ -200,7 +200,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	say("l1 status API: curl http://%s/v1/summary ; curl http://%s%s", l1.OpsAddr(), l1.OpsAddr(), receipts.EventPath(ids[0]))
 	if len(bad) > 0 {
 		say("bad events: %d reported as dead_lettered at l1 (of %d); DLQ stream %s holds %d records",
-			res.DeadLettered, len(bad), ls.Configs["edge1"].DeadLetter.Stream, streamMsgs(ctx, ejs, ls.Configs["edge1"].DeadLetter.Stream))
+			res.DeadLettered, len(bad), ls.Configs["edge1"].DeadLetter.Stream, streamState(ctx, ejs, ls.Configs["edge1"].DeadLetter.Stream).Msgs)
 	}
 	return res, nil
 }
@@ -288,24 +288,16 @@ func publishBad(ctx context.Context, js jetstream.JetStream, n int, ids *[]strin
 	return n, nil
 }
 
-// streamMsgs is how many messages a stream holds now (0 if it does not
-// exist): in a trimmed stream, about those not yet taken.
-func streamMsgs(ctx context.Context, js jetstream.JetStream, name string) uint64 {
+// streamState is a stream's state (zero if it cannot be read): Msgs is
+// what it holds now (in a trimmed stream, about what is not yet taken),
+// LastSeq how many messages it has stored so far, which trimming does not
+// lower.
+func streamState(ctx context.Context, js jetstream.JetStream, name string) jetstream.StreamState {
 	s, err := js.Stream(ctx, name)
 	if err != nil {
-		return 0
+		return jetstream.StreamState{}
 	}
-	return s.CachedInfo().State.Msgs
-}
-
-// streamStored is how many messages a stream has stored so far, taken or
-// not: its last sequence, which trimming does not lower.
-func streamStored(ctx context.Context, js jetstream.JetStream, name string) uint64 {
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		return 0
-	}
-	return s.CachedInfo().State.LastSeq
+	return s.CachedInfo().State
 }
 
 // waitFor polls cond every 50ms until it holds, ctx ends, or d passes.

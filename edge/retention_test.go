@@ -80,7 +80,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 	empty := []at{{"hub", "HA"}, {"hub", "RH"}, {"edge1", "L2A"}, {"edge1", "RE"}, {"edge2", "L2A"}, {"edge2", "RE"}, {"l1", "R1"}}
 	checkFor(t, 30*time.Second, func() error {
 		for _, s := range empty {
-			st := streamState(t, jss[s.site], s.site, s.stream)
+			st := mustStreamState(t, jss[s.site], s.site, s.stream)
 			if st.Msgs != 0 {
 				return fmt.Errorf("%s@%s holds %d messages (last seq %d)", s.stream, s.site, st.Msgs, st.LastSeq)
 			}
@@ -89,7 +89,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 	})
 	// Everything went through them: each held far more than fits at once.
 	for _, s := range empty {
-		st := streamState(t, jss[s.site], s.site, s.stream)
+		st := mustStreamState(t, jss[s.site], s.site, s.stream)
 		if st.LastSeq < events {
 			t.Fatalf("%s@%s stored %d messages, want at least %d", s.stream, s.site, st.LastSeq, events)
 		}
@@ -100,12 +100,12 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 			t.Fatalf("%s@%s: leafline_stream_trimmed_messages_total %v, want at least %d", s.stream, s.site, n, events)
 		}
 	}
-	if st := streamState(t, jss["l1"], "l1", "L1A"); st.Msgs != events {
+	if st := mustStreamState(t, jss["l1"], "l1", "L1A"); st.Msgs != events {
 		t.Fatalf("L1A holds %d events, want all %d (the origin keeps everything)", st.Msgs, events)
 	}
 }
 
-func streamState(t *testing.T, js jetstream.JetStream, site, stream string) jetstream.StreamState {
+func mustStreamState(t *testing.T, js jetstream.JetStream, site, stream string) jetstream.StreamState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

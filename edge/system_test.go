@@ -259,7 +259,7 @@ func TestSystem_LinkCut(t *testing.T) {
 
 	first := publishN(t, l1js, "before", 300)
 	checkFor(t, 30*time.Second, func() error {
-		if n := streamStored(ctx, ejs, "L2A"); n < 300 {
+		if n := streamState(ctx, ejs, "L2A").LastSeq; n < 300 {
 			return fmt.Errorf("L2A has received %d", n)
 		}
 		return nil
@@ -275,12 +275,12 @@ func TestSystem_LinkCut(t *testing.T) {
 	// The edge processes everything it has while cut: 300 receipts held
 	// locally in RE (the hub cannot take them).
 	checkFor(t, 30*time.Second, func() error {
-		if n := streamMsgs(ctx, ejs, "RE"); n < 300 {
+		if n := streamState(ctx, ejs, "RE").Msgs; n < 300 {
 			return fmt.Errorf("RE holds %d receipts", n)
 		}
 		return nil
 	})
-	if n := streamStored(ctx, ejs, "L2A"); n != 300 {
+	if n := streamState(ctx, ejs, "L2A").LastSeq; n != 300 {
 		t.Fatalf("L2A has received %d events by the end of the cut, want 300", n)
 	}
 	ls.Links["edge1"].Restore()

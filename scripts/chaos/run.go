@@ -382,6 +382,19 @@ var trimmedStreams = map[string][]string{"l1": {"R1"}, "hub": {"HA", "RH"}, "edg
 // stream still holds of what it stored: the boxes delete what the next hop
 // has, so after a few seconds that is nothing, whatever the faults did.
 func reportStreams(ctx context.Context, c *cluster, rec *recorder) {
+	js := map[string]jetstream.JetStream{}
+	for _, n := range c.order {
+		nc, err := nats.Connect("nats://"+c.boxes[n].natsAddr, nats.Name("chaos-streams"))
+		if err != nil {
+			rec.info("trimmed streams: %s: %v", n, err)
+			continue
+		}
+		defer nc.Close()
+		if js[n], err = jetstream.New(nc); err != nil {
+			rec.info("trimmed streams: %s: %v", n, err)
+			delete(js, n)
+		}
+	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		var parts []string
@@ -389,13 +402,13 @@ func reportStreams(ctx context.Context, c *cluster, rec *recorder) {
 		for _, n := range c.order {
 			b := c.boxes[n]
 			for _, name := range trimmedStreams[b.role] {
-				msgs, last, err := streamCounts(ctx, b.natsAddr, name)
+				st, err := streamState(ctx, js[n], name)
 				if err != nil {
 					parts = append(parts, fmt.Sprintf("%s@%s: %v", name, b.name, err))
 					continue
 				}
-				held += msgs
-				parts = append(parts, fmt.Sprintf("%s@%s %d/%d", name, b.name, msgs, last))
+				held += st.Msgs
+				parts = append(parts, fmt.Sprintf("%s@%s %d/%d", name, b.name, st.Msgs, st.LastSeq))
 			}
 		}
 		if held == 0 || time.Now().After(deadline) {
@@ -406,22 +419,15 @@ func reportStreams(ctx context.Context, c *cluster, rec *recorder) {
 	}
 }
 
-func streamCounts(ctx context.Context, addr, stream string) (msgs, last uint64, err error) {
-	nc, err := nats.Connect("nats://"+addr, nats.Name("chaos-streams"))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return 0, 0, err
+func streamState(ctx context.Context, js jetstream.JetStream, stream string) (jetstream.StreamState, error) {
+	if js == nil {
+		return jetstream.StreamState{}, errors.New("no connection")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		return 0, 0, err
+		return jetstream.StreamState{}, err
 	}
-	st := s.CachedInfo().State
-	return st.Msgs, st.LastSeq, nil
+	return s.CachedInfo().State, nil
 }
