@@ -59,6 +59,10 @@ type OpsConfig struct {
 	Listen string `json:"listen,omitempty"`
 	// AllowRemote permits a non-loopback Listen address.
 	AllowRemote bool `json:"allow_remote,omitempty"`
+	// Pprof serves Go's runtime profiles under /debug/pprof/ (heap, CPU,
+	// goroutines) on Listen. Off by default: it is for diagnosing memory
+	// or CPU use on a box, and a CPU profile costs while it runs.
+	Pprof bool `json:"pprof,omitempty"`
 }
 
 // JetStreamConfig holds the embedded server's storage settings.

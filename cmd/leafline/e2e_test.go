@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -156,6 +157,7 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 		if site == "edge1" {
 			// Small batches so that the kill lands mid-stream.
 			cfg["delivery"] = map[string]any{"batch_size": 8}
+			cfg["ops"].(map[string]any)["pprof"] = true
 		}
 		writeJSONFile(t, p.cfg, cfg)
 		procs[site] = p
@@ -167,6 +169,18 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 	})
 	for _, site := range []string{"l1", "hub", "edge1"} {
 		procs[site].start()
+	}
+	// ops.pprof serves the runtime's profiles where it is set, only there.
+	for site, want := range map[string]int{"edge1": http.StatusOK, "hub": http.StatusNotFound} {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?debug=1", procs[site].ops))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusOK && !strings.Contains(string(body), "heap profile")) {
+			t.Fatalf("%s: GET /debug/pprof/heap: %d (want %d) %.80q", site, resp.StatusCode, want, body)
+		}
 	}
 
 	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", procs["l1"].nats))
