@@ -105,9 +105,11 @@ var (
 	benchBatch    = flag.Int("leafline.batch", 0, "bench: delivery.batch_size for every edge (0: the default); a non-default value is printed in the banner")
 	benchRSSAge   = flag.Duration("leafline.rss-age", 0, "bench: wait this long after the RSS preload before starting the edge process (older than the 2m duplicate window: no dedupe map rebuilt for the backlog)")
 	benchRSSBin   = flag.String("leafline.rss-bin", "", "bench: binary to run for (r) instead of building ./cmd/leafline (must accept run --config FILE)")
+	benchRSSProf  = flag.String("leafline.rss-profile", "", "bench: write the edge process's heap profile (ops.pprof), taken when its Go heap peaked during (r), to this file")
 	benchRSSLimit = flag.String("leafline.rss-memlimit", "", "bench: GOMEMLIMIT for the edge process of (r), e.g. 200MiB (the Go runtime's soft memory limit; empty: unset)")
 	benchUnsigned = flag.Bool("leafline.unsigned", false, "bench: LocalOptions.UnsignedReceipts (default: signed receipts, as LocalSystem)")
 	benchInsecure = flag.Bool("leafline.insecure", false, "bench: LocalOptions.Insecure (default: mutual TLS links, as LocalSystem)")
+	benchIDs      = flag.String("leafline.ids", "random", "bench: event ids, random (uniform: every receipt and stored event lands on its own B+tree page) or time (UUIDv7-like, 10 per millisecond: they append)")
 	benchOnly     = flag.String("leafline.only", "", "bench: comma-separated phases to run (k,g,s,a,b,c,d,f,e,r; x only when named); empty runs all but x")
 )
 
@@ -596,7 +598,16 @@ func benchPayload(n int) []byte {
 // benchID names event i: unique, deterministic, and in random order like
 // the UUIDv4 ids of real producers (a bijective 64-bit mix of i), so that
 // the store sink's and the outbox's B+trees see random inserts.
+// benchID names event i of a phase: uniformly random-looking, or with
+// -leafline.ids time like a UUIDv7 minted at 10 events per millisecond
+// (the time first, then random bits). Both are a bijection of i.
 func benchID(prefix string) func(int) string {
+	if *benchIDs == "time" {
+		return func(i int) string {
+			ms, r := uint64(0x019ad3c00000)+uint64(i)/10, benchMix(uint64(i))
+			return fmt.Sprintf("%s-%08x-%04x-7%03x-%04x-%012x", prefix, ms>>16, ms&0xffff, uint64(i)%10, 0x8000|(r>>48)&0x3fff, r&0xffffffffffff)
+		}
+	}
 	return func(i int) string { return fmt.Sprintf("%s-%016x", prefix, benchMix(uint64(i))) }
 }
 
@@ -616,6 +627,9 @@ func BenchmarkLeafline(b *testing.B) {
 	if testing.Short() {
 		b.Skip("bench: not in -short")
 	}
+	if *benchIDs != "random" && *benchIDs != "time" {
+		b.Fatalf("-leafline.ids %q: want random or time", *benchIDs)
+	}
 	ctx := context.Background()
 	out := os.Stdout
 	B := *benchBacklog
@@ -628,8 +642,8 @@ func BenchmarkLeafline(b *testing.B) {
 		return strings.Join(strings.Fields(string(l))[:3], " ")
 	}
 	fmt.Fprintf(out, "bench: leafline, GOMAXPROCS=%d, NumCPU=%d, loadavg at start %s\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), load())
-	fmt.Fprintf(out, "bench: backlog=%d size=%dB file=%d naive=%d drain=%d e2e=%d probe=%d rss=%d; signed receipts=%t, mutual TLS links=%t, edge batch_size=%s\n",
-		B, len(payload), F, *benchNaive, D, E, S, *benchRSS, !*benchUnsigned, !*benchInsecure, map[bool]string{true: "default", false: strconv.Itoa(*benchBatch)}[*benchBatch == 0])
+	fmt.Fprintf(out, "bench: backlog=%d size=%dB file=%d naive=%d drain=%d e2e=%d probe=%d rss=%d ids=%s; signed receipts=%t, mutual TLS links=%t, edge batch_size=%s\n",
+		B, len(payload), F, *benchNaive, D, E, S, *benchRSS, *benchIDs, !*benchUnsigned, !*benchInsecure, map[bool]string{true: "default", false: strconv.Itoa(*benchBatch)}[*benchBatch == 0])
 
 	// Phases without servers first, on a quiet process.
 	if benchOn("k") {
@@ -1142,6 +1156,7 @@ func benchRSSRun(b *testing.B, n int, payload []byte) benchRow {
 	cfg.Log.Level = "warn"
 	opsPort := benchFreePort(b)
 	cfg.Ops.Listen = fmt.Sprintf("127.0.0.1:%d", opsPort)
+	cfg.Ops.Pprof = *benchRSSProf != ""
 	cfg.TopologyFile = "topology.json"
 	tdata, err := json.MarshalIndent(env.ls.Topology, "", "  ")
 	if err != nil {
@@ -1197,12 +1212,17 @@ func benchRSSRun(b *testing.B, n int, payload []byte) benchRow {
 	})
 	cpu0 := benchProcCPU(pid)
 	var peakRSS, peakAnon, peakFile, peakHeap, peakGoSys int64
+	var lastProf time.Time
 	var drained time.Time
 	env.waitUntil("edge process drained", 60*time.Minute, func() bool {
 		peakRSS = max(peakRSS, benchStatusKB(pid, "VmRSS"))
 		peakAnon = max(peakAnon, benchStatusKB(pid, "RssAnon"))
 		peakFile = max(peakFile, benchStatusKB(pid, "RssFile"))
 		heap, sys := benchGoMem(fmt.Sprintf("http://127.0.0.1:%d/metrics", opsPort))
+		if *benchRSSProf != "" && heap > peakHeap && time.Since(lastProf) > 2*time.Second {
+			lastProf = time.Now()
+			benchFetch(b, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", opsPort), *benchRSSProf)
+		}
 		peakHeap, peakGoSys = max(peakHeap, heap), max(peakGoSys, sys)
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -1227,6 +1247,23 @@ func benchRSSRun(b *testing.B, n int, payload []byte) benchRow {
 		dur: drained.Sub(start), cpu: cpu, rssKB: hwm,
 		note: fmt.Sprintf("child VmHWM; sampled max MiB: VmRSS %.0f RssAnon %.0f RssFile %.0f go_heap_inuse %.0f go_sys %.0f; time incl. startup%s",
 			float64(peakRSS)/1024, float64(peakAnon)/1024, float64(peakFile)/1024, float64(peakHeap)/(1<<20), float64(peakGoSys)/(1<<20), limitNote)}
+}
+
+// benchFetch writes the body of GET url to path.
+func benchFetch(b *testing.B, url, path string) {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // benchGoMem reads go_memstats_heap_inuse_bytes and go_memstats_sys_bytes

@@ -238,7 +238,7 @@ func publishEvents(ctx context.Context, js jetstream.JetStream, n int, ids *[]st
 				return acked, err
 			}
 		}
-		id := uuid.NewString()
+		id := uuid.Must(uuid.NewV7()).String() // time-ordered: see doc.go, "Event ids"
 		m := nats.NewMsg(fmt.Sprintf("events.demo.%d", i%8))
 		m.Header.Set(jetstream.MsgIDHeader, id)
 		m.Data = fmt.Appendf(nil, `{"event_id":%q,"n":%d}`, id, i)

@@ -40,7 +40,18 @@
 //
 // Receipts are published with Nats-Msg-Id = Receipt.MsgID():
 //
-//	"rcpt-" + hex(sha256(event_id + "\x00" + processor + "\x00" + status))
+//	"rcpt-" + ordered64(event_id[:24]) + "." + ordered64(sha256(event_id + "\x00" + processor + "\x00" + status))
+//
+// ordered64 is unpadded base64 over an alphabet in ASCII order; an id is
+// at most 5+32+1+43 = 81 bytes. The hash names the assertion. The prefix,
+// the event id's first 24 bytes, only makes ids sort as the event ids do:
+// the edge's outbox appends the receipts of time-ordered ids instead of
+// scattering them over its B+tree. Releases before this one used
+// "rcpt-" + hex(sha256(…)) alone: across an upgrade, a receipt that both
+// releases publish (an event redelivered after it) gets two ids, so
+// neither the edge's outbox nor the receipts stream's duplicate window
+// sees the repeat, and L1 counts it as a duplicate. Nothing is lost or
+// applied twice.
 //
 // The id names the assertion, not the message. It leaves out receipt_id and
 // processed_at because a processor that re-processes a redelivered event

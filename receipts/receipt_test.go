@@ -2,7 +2,9 @@ package receipts
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +41,7 @@ func TestStatus_Valid(t *testing.T) {
 	}
 }
 
-var msgIDRe = regexp.MustCompile(`^rcpt-[0-9a-f]{64}$`)
+var msgIDRe = regexp.MustCompile(`^rcpt-[-0-9A-Za-z_]{0,32}\.[-0-9A-Za-z_]{43}$`)
 
 func TestMsgID(t *testing.T) {
 	a := New("evt-1", "L1A", "edge-1", "site-1", StatusProcessed, time.Now())
@@ -51,9 +53,9 @@ func TestMsgID(t *testing.T) {
 	if a.ReceiptID == b.ReceiptID || a.MsgID() != b.MsgID() {
 		t.Fatal("MsgID depends on receipt_id, processed_at, site, origin or reason")
 	}
-	// Stable across processes, restarts and releases: a golden value
-	// (sha256 of "evt-1\x00edge-1\x00processed").
-	const goldenMsgID = "rcpt-1c3cf0ffc30af3e65f306e50af6c781f3228919509e0fbe5ecc20068379d0c72"
+	// Stable across processes and restarts: a golden value ("evt-1", then
+	// sha256 of "evt-1\x00edge-1\x00processed" = 1c3cf0ff…, in ordered64).
+	const goldenMsgID = "rcpt-OMOoAI3.62nkzwB9wyOUB5tFfqls6n7cZOJ8sEj_vB7-P2TS267"
 	if got := (Receipt{EventID: "evt-1", Processor: "edge-1", Status: StatusProcessed}).MsgID(); got != goldenMsgID {
 		t.Errorf("MsgID changed: %s, want %s", got, goldenMsgID)
 	}
@@ -68,6 +70,36 @@ func TestMsgID(t *testing.T) {
 		}
 	}
 }
+
+// MsgIDs sort as the event ids they start with do, so that the edge's
+// outbox appends the receipts of time-ordered ids.
+func TestMsgID_KeepsEventOrder(t *testing.T) {
+	var ids, msgIDs []string
+	for i := range 5000 {
+		// Sorted ids of mixed shapes: a UUIDv7-like time prefix, and ids
+		// longer than the prefix that MsgID keeps.
+		id := fmt.Sprintf("%012x-7%03x-%s", 0x0193a5f27c1e+i/7, i%7*311, strings.Repeat("z", i%40))
+		ids = append(ids, id)
+		msgIDs = append(msgIDs, Receipt{EventID: id, Processor: "edge-1", Status: StatusProcessed}.MsgID())
+	}
+	if !slices.IsSorted(ids) {
+		t.Fatal("the test's ids are not sorted")
+	}
+	for i := 1; i < len(msgIDs); i++ {
+		if msgIDs[i-1] > msgIDs[i] && prefix(ids[i-1]) != prefix(ids[i]) {
+			t.Fatalf("%q < %q but their MsgIDs %q > %q", ids[i-1], ids[i], msgIDs[i-1], msgIDs[i])
+		}
+	}
+	// Past the prefix only the hash tells ids apart, and it does.
+	long := strings.Repeat("a", 100)
+	a := Receipt{EventID: long + "1", Processor: "edge-1", Status: StatusProcessed}.MsgID()
+	b := Receipt{EventID: long + "2", Processor: "edge-1", Status: StatusProcessed}.MsgID()
+	if a == b || a[:strings.IndexByte(a, '.')] != b[:strings.IndexByte(b, '.')] || !msgIDRe.MatchString(a) {
+		t.Fatalf("long ids: %q, %q", a, b)
+	}
+}
+
+func prefix(id string) string { return id[:min(len(id), msgIDPrefixLen)] }
 
 func TestKVKey_Form(t *testing.T) {
 	keyRe := regexp.MustCompile(`^e\.[A-Za-z0-9_-]+$`)

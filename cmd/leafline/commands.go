@@ -243,7 +243,7 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	path := fs.String("config", "", "L1 box config `FILE`")
 	server := fs.String("server", "", "NATS `URL` (default: the config's nats.listen)")
 	count := fs.Int("count", 1, "number of events")
-	id := fs.String("event-id", "", "event_id (only with --count 1; default: a new uuid per event)")
+	id := fs.String("event-id", "", "event_id (only with --count 1; default: a new time-ordered UUIDv7 per event)")
 	subject := fs.String("subject", "", "subject (default: the first origin subject with its wildcard replaced by \"cli\")")
 	data := fs.String("data", "", "payload (default: a JSON object holding the event_id)")
 	if !parse(fs, args, 0, stderr) {
@@ -280,7 +280,7 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	for i := 0; i < *count; i++ {
 		eid := *id
 		if eid == "" {
-			eid = uuid.NewString()
+			eid = uuid.Must(uuid.NewV7()).String() // time-ordered, as the README advises
 		}
 		m := nats.NewMsg(subj)
 		m.Header.Set(jetstream.MsgIDHeader, eid)
