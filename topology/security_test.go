@@ -292,6 +292,11 @@ func TestLint(t *testing.T) {
 	if ws := Lint(c); len(ws) != 1 || !has(ws, "jetstream.max_stream_bytes", "16777216 is below 67108864 (64 MiB)") {
 		t.Fatalf("16 MiB streams: %v", ws)
 	}
+	c.JetStream.MaxStreamBytes = 0
+	c.Outbox.PublishTimeout = Duration(9 * time.Second)
+	if ws := Lint(c); len(ws) != 1 || !has(ws, "receipts.duplicate_window", "10s is shorter than outbox.publish_timeout + 2s (11s)") {
+		t.Fatalf("a receipts window shorter than the relay's retry: %v", ws)
+	}
 }
 
 func TestLintStreams(t *testing.T) {
