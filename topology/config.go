@@ -25,6 +25,13 @@ type Config struct {
 	Site string `json:"site"`
 	// DataDir holds the JetStream store and the bbolt file. Required.
 	DataDir string `json:"data_dir"`
+	// MemoryLimitBytes is the Go runtime's soft memory limit for the
+	// box's process (runtime/debug.SetMemoryLimit, as GOMEMLIMIT): the
+	// collector runs sooner as the process nears it, at the cost of CPU.
+	// It bounds the heap, mostly the embedded server's caches and
+	// duplicate windows, on a box with little memory. Zero means none
+	// (GOMEMLIMIT from the environment still applies). At least 64 MiB.
+	MemoryLimitBytes int64 `json:"memory_limit_bytes,omitempty"`
 
 	NATS       NATSConfig       `json:"nats,omitempty"`
 	Ops        OpsConfig        `json:"ops,omitempty"`

@@ -17,6 +17,8 @@ func TestConfig_Validate_Bad(t *testing.T) {
 		{"missing site", "", func(c *Config) { c.Site = "" }, "site", "required"},
 		{"missing data_dir", "", func(c *Config) { c.DataDir = "" }, "data_dir", "required"},
 		{"unknown site", "", func(c *Config) { c.Site = "edge3" }, "site", `unknown site "edge3"; the topology has l1, hub, edge1, edge2`},
+		{"memory limit negative", "", func(c *Config) { c.MemoryLimitBytes = -1 }, "memory_limit_bytes", "must be 0 (none) or at least 67108864 (64 MiB), got -1"},
+		{"memory limit tiny", "", func(c *Config) { c.MemoryLimitBytes = 1 << 20 }, "memory_limit_bytes", "got 1048576"},
 		{"ops remote", "", func(c *Config) { c.Ops.Listen = "0.0.0.0:18224" }, "ops.listen", "not a loopback address; set ops.allow_remote"},
 		{"ops every interface", "", func(c *Config) { c.Ops.Listen = ":18224" }, "ops.listen", "empty host"},
 		{"ops no port", "", func(c *Config) { c.Ops.Listen = "localhost" }, "ops.listen", "not host:port"},

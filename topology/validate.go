@@ -383,6 +383,9 @@ func (c *Config) validateLocal(p *problems) {
 	if c.DataDir == "" {
 		p.add("data_dir", "required")
 	}
+	if m := c.MemoryLimitBytes; m < 0 || (m > 0 && m < minMemoryLimit) {
+		p.add("memory_limit_bytes", "must be 0 (none) or at least %d (64 MiB), got %d", minMemoryLimit, m)
+	}
 	c.validateListeners(p)
 	c.validateJetStream(p)
 	if c.Leafnode.ReconnectInterval <= 0 {
@@ -424,6 +427,10 @@ func (c *Config) validateListeners(p *problems) {
 		p.add("ops.listen", "%s is not a loopback address; set ops.allow_remote to expose metrics and the status API beyond this machine", what)
 	}
 }
+
+// minMemoryLimit is the smallest memory_limit_bytes accepted: below it the
+// collector would run without pause while a box drains a backlog.
+const minMemoryLimit = 64 << 20
 
 func (c *Config) validateJetStream(p *problems) {
 	j := c.JetStream

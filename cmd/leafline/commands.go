@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -139,6 +140,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := newLogger(cfg.Log, stderr)
+	if cfg.MemoryLimitBytes > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimitBytes)
+		log.Info("memory limit set", "bytes", cfg.MemoryLimitBytes)
+	}
 	app, err := edge.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)

@@ -158,6 +158,7 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 			// Small batches so that the kill lands mid-stream.
 			cfg["delivery"] = map[string]any{"batch_size": 8}
 			cfg["ops"].(map[string]any)["pprof"] = true
+			cfg["memory_limit_bytes"] = 192 << 20
 		}
 		writeJSONFile(t, p.cfg, cfg)
 		procs[site] = p
@@ -169,6 +170,10 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 	})
 	for _, site := range []string{"l1", "hub", "edge1"} {
 		procs[site].start()
+	}
+	// memory_limit_bytes is the process's Go memory limit.
+	if got := metric(t, procs["edge1"].ops, "go_gc_gomemlimit_bytes"); got != 192<<20 {
+		t.Fatalf("edge1: go_gc_gomemlimit_bytes = %v, want %d", got, 192<<20)
 	}
 	// ops.pprof serves the runtime's profiles where it is set, only there.
 	for site, want := range map[string]int{"edge1": http.StatusOK, "hub": http.StatusNotFound} {
