@@ -8,7 +8,7 @@ import (
 const defaultDuplicateWindow = 2 * time.Minute
 
 // defaultReceiptsDuplicateWindow is the edge receipts stream's window.
-const defaultReceiptsDuplicateWindow = 10 * time.Second
+const defaultReceiptsDuplicateWindow = 30 * time.Second
 
 // AckPolicyAfterSinkCommit is the only accepted delivery.ack_policy: a
 // message is ACKed only after its sink commit and its receipt's PubAck.

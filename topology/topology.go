@@ -64,11 +64,15 @@ type Receipts struct {
 	// DuplicateWindow is the Nats-Msg-Id window of each edge's receipts
 	// stream. It absorbs the republish of a receipt whose PubAck was slow
 	// or lost (the relay republishes what is pending after 2s, each try
-	// bounded by outbox.publish_timeout); a later copy goes up and L1
-	// counts it as a duplicate. The server keeps about 200 bytes per
-	// receipt in the window, and up to three times the window's receipts
-	// until it compacts its list (nats-server 2.15): at an edge draining
-	// 10k receipts a second a 30s window held 116 MiB. Zero means 10s.
+	// bounded by outbox.publish_timeout, and again while the stream is
+	// full); a later copy goes up and L1 counts it as a duplicate. The
+	// server keeps about 200 bytes per receipt in the window, and up to
+	// three times the window's receipts until it compacts its list
+	// (nats-server 2.15): at an edge draining 10k receipts a second a 30s
+	// window held 116 MiB. A 10s window was tried: with full receipts
+	// streams the copies it let through filled them further, and
+	// TestSystem_StreamsKeepOnlyWhatIsInFlight went from 43s to over
+	// 4 minutes. Zero means 30s.
 	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
 }
 
