@@ -595,12 +595,11 @@ func benchPayload(n int) []byte {
 	return p[:min(len(p), max(n, 0))]
 }
 
-// benchID names event i: unique, deterministic, and in random order like
-// the UUIDv4 ids of real producers (a bijective 64-bit mix of i), so that
-// the store sink's and the outbox's B+trees see random inserts.
-// benchID names event i of a phase: uniformly random-looking, or with
-// -leafline.ids time like a UUIDv7 minted at 10 events per millisecond
-// (the time first, then random bits). Both are a bijection of i.
+// benchID names event i of a phase: unique and deterministic. By default
+// in random order like UUIDv4 ids (a bijective 64-bit mix of i), so that
+// the store sink's and the outbox's B+trees see random inserts; with
+// -leafline.ids time like UUIDv7 ids minted at 10 a millisecond (the time,
+// a counter, then random bits), which they append.
 func benchID(prefix string) func(int) string {
 	if *benchIDs == "time" {
 		return func(i int) string {
