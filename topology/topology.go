@@ -69,10 +69,10 @@ type Receipts struct {
 	// server keeps about 200 bytes per receipt in the window, and up to
 	// three times the window's receipts until it compacts its list
 	// (nats-server 2.15): at an edge draining 10k receipts a second a 30s
-	// window held 116 MiB. A 10s window was tried: with full receipts
-	// streams the copies it let through filled them further, and
-	// TestSystem_StreamsKeepOnlyWhatIsInFlight went from 43s to over
-	// 4 minutes. Zero means 30s.
+	// window held over 100 MiB of its heap. A 10s window was tried: with
+	// full receipts streams the copies it let through filled them
+	// further, and TestSystem_StreamsKeepOnlyWhatIsInFlight went from 43s
+	// to over 4 minutes. Zero means 30s.
 	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
 }
 
