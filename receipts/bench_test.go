@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"flag"
 	"fmt"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func preload(b *testing.B, js jetstream.JetStream, n int) {
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			b.Fatal(err)
 		}
-		if i%4096 == 0 {
+		if i%1024 == 0 {
 			<-js.PublishAsyncComplete()
 		}
 	}
@@ -74,14 +75,23 @@ func rawConsume(b *testing.B, js jetstream.JetStream, name string, n int) time.D
 //     pending event (read, compare-and-set, two index removals: 4 round trips).
 //
 //     go test ./receipts/ -run '^$' -bench Apply100k -benchtime=1x
+//
+// -receipts.n sets the count; with -receipts.sync-always the server
+// fsyncs every write, as leafline's boxes do; -receipts.lanes sets the
+// receipts consumer's InFlight and BatchSize.
 func BenchmarkApply100k(b *testing.B) {
-	const n = 100_000
-	b.Run("receipts-first", func(b *testing.B) { benchApply(b, n, false) })
-	b.Run("origin-first", func(b *testing.B) { benchApply(b, n, true) })
+	b.Run("receipts-first", func(b *testing.B) { benchApply(b, *benchN, false) })
+	b.Run("origin-first", func(b *testing.B) { benchApply(b, *benchN, true) })
 }
 
+var (
+	benchN          = flag.Int("receipts.n", 100_000, "BenchmarkApply100k: receipts per run")
+	benchSyncAlways = flag.Bool("receipts.sync-always", false, "BenchmarkApply100k: the server fsyncs every write")
+	benchLanes      = flag.Int("receipts.lanes", 0, "BenchmarkApply100k: ServiceConfig.InFlight and BatchSize (0: the defaults)")
+)
+
 func benchApply(b *testing.B, n int, originFirst bool) {
-	srv, js := startJS(b)
+	srv, js := startJSSync(b, *benchSyncAlways)
 	createR1(b, js)
 	if originFirst {
 		createL1A(b, js, jetstream.LimitsPolicy)
@@ -94,7 +104,7 @@ func benchApply(b *testing.B, n int, originFirst bool) {
 			if _, err := js.PublishMsgAsync(m); err != nil {
 				b.Fatal(err)
 			}
-			if i%4096 == 0 {
+			if i%1024 == 0 {
 				<-js.PublishAsyncComplete()
 			}
 		}
@@ -122,6 +132,7 @@ func benchApply(b *testing.B, n int, originFirst bool) {
 		}
 		cfg := testConfig(connectJS(b, srv))
 		cfg.Consumer, cfg.Bucket = fmt.Sprintf("bench-%d", i), bucket
+		cfg.InFlight, cfg.BatchSize = *benchLanes, *benchLanes
 		svc, err := NewService(cfg)
 		if err != nil {
 			b.Fatal(err)

@@ -15,8 +15,15 @@ import (
 // connected JetStream context. Everything is cleaned up with the test.
 func startJS(t testing.TB) (*server.Server, jetstream.JetStream) {
 	t.Helper()
+	return startJSSync(t, false)
+}
+
+// startJSSync is startJS with the server's SyncAlways set to syncAlways.
+func startJSSync(t testing.TB, syncAlways bool) (*server.Server, jetstream.JetStream) {
+	t.Helper()
 	s, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		SyncAlways: syncAlways,
 	})
 	if err != nil {
 		t.Fatalf("new server: %v", err)
