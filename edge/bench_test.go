@@ -106,7 +106,7 @@ var (
 	benchRSSAge   = flag.Duration("leafline.rss-age", 0, "bench: wait this long after the RSS preload before starting the edge process (older than the 2m duplicate window: no dedupe map rebuilt for the backlog)")
 	benchRSSBin   = flag.String("leafline.rss-bin", "", "bench: binary to run for (r) instead of building ./cmd/leafline (must accept run --config FILE)")
 	benchRSSProf  = flag.String("leafline.rss-profile", "", "bench: write the edge process's heap profile (ops.pprof), taken when its Go heap peaked during (r), to this file")
-	benchRSSLimit = flag.String("leafline.rss-memlimit", "", "bench: GOMEMLIMIT for the edge process of (r), e.g. 200MiB (the Go runtime's soft memory limit; empty: unset)")
+	benchRSSLimit = flag.String("leafline.rss-memlimit", "", "bench: GOMEMLIMIT for the edge process of (r), e.g. 200MiB or off (it replaces the edge default of memory_limit_bytes, 192 MiB; empty: that default)")
 	benchUnsigned = flag.Bool("leafline.unsigned", false, "bench: LocalOptions.UnsignedReceipts (default: signed receipts, as LocalSystem)")
 	benchInsecure = flag.Bool("leafline.insecure", false, "bench: LocalOptions.Insecure (default: mutual TLS links, as LocalSystem)")
 	benchIDs      = flag.String("leafline.ids", "random", "bench: event ids, random (uniform: every receipt and stored event lands on its own B+tree page) or time (UUIDv7-like, 10 per millisecond: they append)")

@@ -17,7 +17,7 @@ func TestConfig_Validate_Bad(t *testing.T) {
 		{"missing site", "", func(c *Config) { c.Site = "" }, "site", "required"},
 		{"missing data_dir", "", func(c *Config) { c.DataDir = "" }, "data_dir", "required"},
 		{"unknown site", "", func(c *Config) { c.Site = "edge3" }, "site", `unknown site "edge3"; the topology has l1, hub, edge1, edge2`},
-		{"memory limit negative", "", func(c *Config) { c.MemoryLimitBytes = -1 }, "memory_limit_bytes", "must be 0 (none) or at least 67108864 (64 MiB), got -1"},
+		{"memory limit negative", "", func(c *Config) { c.MemoryLimitBytes = -2 }, "memory_limit_bytes", "must be 0 (the role's default), -1 (none) or at least 67108864 (64 MiB), got -2"},
 		{"memory limit tiny", "", func(c *Config) { c.MemoryLimitBytes = 1 << 20 }, "memory_limit_bytes", "got 1048576"},
 		{"ops remote", "", func(c *Config) { c.Ops.Listen = "0.0.0.0:18224" }, "ops.listen", "not a loopback address; set ops.allow_remote"},
 		{"ops every interface", "", func(c *Config) { c.Ops.Listen = ":18224" }, "ops.listen", "empty host"},
@@ -142,4 +142,26 @@ func TestParseConfig_LocalOnly(t *testing.T) {
 	wantProblem(t, err, "box.json", "topology", "required")
 	wantProblem(t, err, "box.json", "site", `contains " "`)
 	wantProblem(t, err, "box.json", "data_dir", "required")
+}
+
+func TestConfig_MemoryLimit(t *testing.T) {
+	tests := []struct {
+		set  int64
+		role Role
+		want int64
+	}{
+		{0, RoleEdge, DefaultEdgeMemoryLimit},
+		{0, RoleHub, 0},
+		{0, RoleL1, 0},
+		{-1, RoleEdge, 0},
+		{-1, RoleL1, 0},
+		{256 << 20, RoleEdge, 256 << 20},
+		{256 << 20, RoleHub, 256 << 20},
+	}
+	for _, tt := range tests {
+		c := Config{MemoryLimitBytes: tt.set}
+		if got := c.MemoryLimit(tt.role); got != tt.want {
+			t.Errorf("memory_limit_bytes %d, role %s: MemoryLimit = %d, want %d", tt.set, tt.role, got, tt.want)
+		}
+	}
 }

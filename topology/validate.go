@@ -383,8 +383,8 @@ func (c *Config) validateLocal(p *problems) {
 	if c.DataDir == "" {
 		p.add("data_dir", "required")
 	}
-	if m := c.MemoryLimitBytes; m < 0 || (m > 0 && m < minMemoryLimit) {
-		p.add("memory_limit_bytes", "must be 0 (none) or at least %d (64 MiB), got %d", minMemoryLimit, m)
+	if m := c.MemoryLimitBytes; m < -1 || (m > 0 && m < minMemoryLimit) {
+		p.add("memory_limit_bytes", "must be 0 (the role's default), -1 (none) or at least %d (64 MiB), got %d", minMemoryLimit, m)
 	}
 	c.validateListeners(p)
 	c.validateJetStream(p)

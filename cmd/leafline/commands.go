@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -129,6 +130,26 @@ func newLogger(cfg topology.LogConfig, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// applyMemoryLimit sets the process's Go memory limit per the config
+// (topology.Config.MemoryLimit); GOMEMLIMIT in the environment replaces a
+// role's default, not a limit the config names.
+func applyMemoryLimit(cfg *topology.Config, log *slog.Logger) {
+	var role topology.Role
+	if s, ok := cfg.Topology.Site(cfg.Site); ok {
+		role = s.Role
+	}
+	limit := cfg.MemoryLimit(role)
+	switch {
+	case cfg.MemoryLimitBytes == 0 && os.Getenv("GOMEMLIMIT") != "":
+		log.Info("memory limit from GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
+	case limit > 0:
+		debug.SetMemoryLimit(limit)
+		log.Info("memory limit set", "bytes", limit, "default", cfg.MemoryLimitBytes == 0)
+	case cfg.MemoryLimitBytes < 0:
+		debug.SetMemoryLimit(math.MaxInt64)
+	}
+}
+
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run", stderr)
 	path := fs.String("config", "", "box config `FILE`")
@@ -140,10 +161,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := newLogger(cfg.Log, stderr)
-	if cfg.MemoryLimitBytes > 0 {
-		debug.SetMemoryLimit(cfg.MemoryLimitBytes)
-		log.Info("memory limit set", "bytes", cfg.MemoryLimitBytes)
-	}
+	applyMemoryLimit(cfg, log)
 	app, err := edge.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
 )
 
 // buildBinary builds leafline once per test run.
@@ -65,6 +68,9 @@ func (p *proc) start() {
 		p.t.Fatal(err)
 	}
 	p.cmd = exec.Command(p.bin, "run", "--config", p.cfg)
+	// The boxes' memory limits come from their configs, not from the
+	// environment the tests run in.
+	p.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMEMLIMIT=") })
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
@@ -158,7 +164,6 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 			// Small batches so that the kill lands mid-stream.
 			cfg["delivery"] = map[string]any{"batch_size": 8}
 			cfg["ops"].(map[string]any)["pprof"] = true
-			cfg["memory_limit_bytes"] = 192 << 20
 		}
 		writeJSONFile(t, p.cfg, cfg)
 		procs[site] = p
@@ -171,9 +176,12 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 	for _, site := range []string{"l1", "hub", "edge1"} {
 		procs[site].start()
 	}
-	// memory_limit_bytes is the process's Go memory limit.
-	if got := metric(t, procs["edge1"].ops, "go_gc_gomemlimit_bytes"); got != 192<<20 {
-		t.Fatalf("edge1: go_gc_gomemlimit_bytes = %v, want %d", got, 192<<20)
+	// memory_limit_bytes is the process's Go memory limit: by default
+	// 192 MiB on an edge box, none on a hub.
+	for site, want := range map[string]float64{"edge1": topology.DefaultEdgeMemoryLimit, "hub": math.MaxInt64} {
+		if got := metric(t, procs[site].ops, "go_gc_gomemlimit_bytes"); got != want {
+			t.Fatalf("%s: go_gc_gomemlimit_bytes = %v, want %v", site, got, want)
+		}
 	}
 	// ops.pprof serves the runtime's profiles where it is set, only there.
 	for site, want := range map[string]int{"edge1": http.StatusOK, "hub": http.StatusNotFound} {
