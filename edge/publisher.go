@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,28 +46,49 @@ type receiptPublisher struct {
 // message" error code.
 const jsErrAtomicDuplicate jetstream.ErrorCode = 10201
 
+// Publish publishes recs in chunks of at most maxAtomicBatch. When it
+// fails after some records were PubAck'ed (earlier chunks, or some of a
+// chunk published one by one), its error wraps an *outbox.PartialError
+// that names them, so that they are marked and not published again.
 func (p *receiptPublisher) Publish(ctx context.Context, recs []outbox.Record) error {
-	for len(recs) > 0 {
-		n := min(len(recs), maxAtomicBatch)
-		if err := p.publishChunk(ctx, recs[:n]); err != nil {
-			return err
+	for done := 0; done < len(recs); {
+		n := min(len(recs)-done, maxAtomicBatch)
+		acked, err := p.publishChunk(ctx, recs[done:done+n])
+		if err != nil {
+			if done+len(acked) == 0 {
+				return err
+			}
+			if p.onPubAck != nil {
+				p.onPubAck(len(acked))
+			}
+			published := make([]int, 0, done+len(acked))
+			for i := range done {
+				published = append(published, i)
+			}
+			for _, i := range acked {
+				published = append(published, done+i)
+			}
+			return &outbox.PartialError{Published: published, Err: err}
 		}
 		if p.onPubAck != nil {
 			p.onPubAck(n)
 		}
-		recs = recs[n:]
+		done += n
 	}
 	return nil
 }
 
-func (p *receiptPublisher) publishChunk(ctx context.Context, recs []outbox.Record) error {
+// publishChunk publishes recs as one atomic batch, or one by one after the
+// server found a duplicate in it. On error, acked holds the indexes of the
+// records PubAck'ed all the same (only one by one).
+func (p *receiptPublisher) publishChunk(ctx context.Context, recs []outbox.Record) (acked []int, err error) {
 	sigs, proofs, err := p.signAll(recs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(recs) == 1 {
 		_, err := p.js.PublishMsg(ctx, p.msg(recs[0], sigs[0], proofs[0]))
-		return wrapPublish(err)
+		return nil, wrapPublish(err)
 	}
 	msgs := make([]*nats.Msg, len(recs))
 	for i, r := range recs {
@@ -78,29 +100,36 @@ func (p *receiptPublisher) publishChunk(ctx context.Context, recs []outbox.Recor
 		// PublishMsgBatch has put its batch headers on msgs: build them again.
 		return p.publishEach(ctx, recs, sigs, proofs)
 	}
-	return wrapPublish(err)
+	return nil, wrapPublish(err)
 }
 
-// publishEach publishes records one by one, pipelined, and waits for all.
-func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record, sigs, proofs []string) error {
+// publishEach publishes records one by one, pipelined, and waits for every
+// answer; with an error (the first), acked holds the indexes of the
+// records that were PubAck'ed all the same.
+func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record, sigs, proofs []string) (acked []int, err error) {
 	futs := make([]jetstream.PubAckFuture, 0, len(recs))
 	for i, r := range recs {
-		f, err := p.js.PublishMsgAsync(p.msg(r, sigs[i], proofs[i]))
-		if err != nil {
-			return wrapPublish(err)
+		f, perr := p.js.PublishMsgAsync(p.msg(r, sigs[i], proofs[i]))
+		if perr != nil {
+			err = perr
+			break
 		}
 		futs = append(futs, f)
 	}
-	for _, f := range futs {
+	for i, f := range futs {
 		select {
 		case <-f.Ok():
-		case err := <-f.Err():
-			return wrapPublish(err)
+			acked = append(acked, i)
+		case ferr := <-f.Err():
+			err = cmp.Or(err, ferr)
 		case <-ctx.Done():
-			return wrapPublish(ctx.Err())
+			return acked, wrapPublish(cmp.Or(err, ctx.Err()))
 		}
 	}
-	return nil
+	if err != nil {
+		return acked, wrapPublish(err)
+	}
+	return nil, nil
 }
 
 // signAll returns the SignatureHeader and ProofHeader values of each

@@ -137,6 +137,10 @@ type batch struct {
 	publishing []int
 	// published: pending were all PubAck'ed.
 	published bool
+	// acked: of pending, those PubAck'ed by a publish that failed for
+	// others. They are marked all the same, so that the relay does not
+	// publish them again; the batch is held as when none was.
+	acked []outbox.Record
 	// permitted: the fetcher got this batch's permit to fetch the next one.
 	permitted bool
 	times     batchTimes
@@ -781,7 +785,8 @@ func (r *runner) publishBatch(ctx context.Context, b *batch, pub outbox.Publishe
 	r.metrics.pubAckSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		r.metrics.receiptPublishErrors.Inc()
-		r.log.Warn("receipt publish failed; messages stay unacked, relay retries", "receipts", len(pending), "err", err)
+		b.acked = outbox.PartiallyPublished(pending, err)
+		r.log.Warn("receipt publish failed; messages stay unacked, relay retries", "receipts", len(pending), "pubacked", len(b.acked), "err", err)
 		for _, i := range b.withRec {
 			items[i].hold = err
 		}
@@ -808,12 +813,15 @@ func (r *runner) markAndFinish(ctx context.Context, bs []*batch) error {
 	return nil
 }
 
-// publishedRecs are the receipts bs PubAck'ed.
+// publishedRecs are the receipts bs PubAck'ed (of a held batch, those a
+// failed publish PubAck'ed all the same).
 func publishedRecs(bs []*batch) []outbox.Record {
 	var recs []outbox.Record
 	for _, b := range bs {
 		if b.published {
 			recs = append(recs, b.pending...)
+		} else {
+			recs = append(recs, b.acked...)
 		}
 	}
 	return recs

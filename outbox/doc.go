@@ -108,9 +108,11 @@
 // Prune well behind the redelivery horizon of the source streams.
 //
 // The Publisher must be idempotent by Key: set Nats-Msg-Id to Record.Key.
-// The stream's duplicate window (the edge's receipts stream: 30s by
+// The stream's duplicate window (the edge's receipts stream: 10s by
 // default) covers fast republishing only; the completion service's KV
-// dedupe covers the rest.
+// dedupe covers the rest. A Publisher that fails after storing some
+// records names them with a *PartialError: the relay (and the edge's
+// runner) mark those at once rather than publish them again later.
 //
 // The Commit callback runs inside the write transaction and must not call
 // methods of the Outbox (that would deadlock bbolt).

@@ -87,14 +87,6 @@ func mustGet(t testing.TB, o *Outbox, key string) Record {
 	return r
 }
 
-func keysOf(rs []Record) []string {
-	out := make([]string, len(rs))
-	for i := range rs {
-		out[i] = rs[i].Key
-	}
-	return out
-}
-
 func mustStats(t testing.TB, o *Outbox) Stats {
 	t.Helper()
 	s, err := o.Stats()

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -11,9 +12,44 @@ import (
 // has been PubAck'ed (a duplicate ack counts as success). It is called with
 // records that may already have been published: it must set the message id
 // (Nats-Msg-Id) to Record.Key so that the stream, and every consumer after
-// it, can drop the duplicates.
+// it, can drop the duplicates. A Publisher that PubAck'ed some records
+// before it failed should say which with a *PartialError.
 type Publisher interface {
 	Publish(ctx context.Context, recs []Record) error
+}
+
+// PartialError is a Publish error that names the records that were
+// PubAck'ed all the same: Published holds their indexes in the slice given
+// to Publish. The Relay marks those published at once. Left pending, they
+// would be published again on the next try, and a try after the stream's
+// duplicate window (the Relay backs off up to 30s while a full stream
+// refuses) stores a copy, which fills the stream further.
+type PartialError struct {
+	Published []int
+	Err       error
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("%d records published, then: %v", len(e.Published), e.Err)
+}
+
+func (e *PartialError) Unwrap() error { return e.Err }
+
+// PartiallyPublished returns the records of recs that err, a Publish
+// error, says were PubAck'ed: none unless it wraps a *PartialError.
+// Indexes outside recs are ignored.
+func PartiallyPublished(recs []Record, err error) []Record {
+	var partial *PartialError
+	if !errors.As(err, &partial) {
+		return nil
+	}
+	var out []Record
+	for _, i := range partial.Published {
+		if i >= 0 && i < len(recs) {
+			out = append(out, recs[i])
+		}
+	}
+	return out
 }
 
 // RelayConfig configures a Relay. Zero (or negative) values mean the
@@ -92,8 +128,8 @@ func (r *Relay) Kick() {
 //
 // A Publish error is logged, reported to OnError and retried: the next look
 // waits Interval doubled per consecutive failure, capped at 30s (or
-// Interval, if larger). A batch is marked only as a whole: after a partial
-// failure all of it is published again. An error from the Outbox (Pending
+// Interval, if larger). After a failure only the records a *PartialError
+// names are marked; the rest of the batch is published again. An error from the Outbox (Pending
 // or MarkPublished: bbolt, ErrCorrupt, ErrClosed) is fatal: Run returns it.
 //
 // The runner and the Relay may publish the same record concurrently when
@@ -163,20 +199,39 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 	err = r.p.Publish(pctx, recs)
 	cancel()
 	if err != nil {
+		if err := r.mark(keysOf(PartiallyPublished(recs, err))); err != nil {
+			return len(recs), err
+		}
 		return len(recs), &publishError{fmt.Errorf("outbox relay: publish %d records (first key %q): %w", len(recs), recs[0].Key, err)}
 	}
-	keys := make([]string, len(recs))
-	for i := range recs {
-		keys[i] = recs[i].Key
-	}
-	if err := r.o.MarkPublished(keys); err != nil {
-		return len(recs), fmt.Errorf("outbox relay: %w", err)
+	if err := r.mark(keysOf(recs)); err != nil {
+		return len(recs), err
 	}
 	r.cfg.Logger.Debug("outbox relay: republished", "records", len(recs))
-	if r.cfg.OnPublished != nil {
-		r.cfg.OnPublished(len(recs))
-	}
 	return len(recs), nil
+}
+
+// mark marks keys published; an error is the Outbox's, and fatal.
+func (r *Relay) mark(keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := r.o.MarkPublished(keys); err != nil {
+		return fmt.Errorf("outbox relay: %w", err)
+	}
+	if r.cfg.OnPublished != nil {
+		r.cfg.OnPublished(len(keys))
+	}
+	return nil
+}
+
+// keysOf returns the keys of rs.
+func keysOf(rs []Record) []string {
+	out := make([]string, len(rs))
+	for i := range rs {
+		out[i] = rs[i].Key
+	}
+	return out
 }
 
 // backoff returns the wait after the given number of consecutive failures.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,6 +150,59 @@ func TestRelay_RetriesAfterFailureThenMarks(t *testing.T) {
 	}
 	if bytes.Contains([]byte(out), []byte("SECRET")) {
 		t.Errorf("record Data logged:\n%s", out)
+	}
+}
+
+// A publish that fails after some PubAcks marks those: the next try
+// publishes only the rest, so a copy cannot outlive the duplicate window.
+func TestRelay_MarksWhatAPartialFailurePublished(t *testing.T) {
+	o, clk := openTest(t)
+	mustCommit(t, o, rec("a"), rec("b"), rec("c"))
+	clk.Advance(time.Minute)
+
+	var tries atomic.Int64
+	p := &fakePublisher{hook: func(ctx context.Context, recs []Record) error {
+		if tries.Add(1) == 1 {
+			// 7 is out of range: ignored.
+			return &PartialError{Published: []int{0, 2, 7}, Err: errors.New("maximum bytes exceeded")}
+		}
+		return nil
+	}}
+	var published atomic.Int64
+	r := NewRelay(o, p, RelayConfig{Interval: time.Millisecond, OnPublished: func(n int) { published.Add(int64(n)) }, Logger: slog.New(slog.DiscardHandler)})
+	stop, _ := startRelay(t, r)
+	waitAllPublished(t, o)
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.calls) != 2 || !slices.Equal(keysOf(p.calls[0]), []string{"a", "b", "c"}) || !slices.Equal(keysOf(p.calls[1]), []string{"b"}) {
+		var got [][]string
+		for _, c := range p.calls {
+			got = append(got, keysOf(c))
+		}
+		t.Fatalf("publisher saw %v; want [[a b c] [b]]", got)
+	}
+	if published.Load() != 3 {
+		t.Errorf("OnPublished total %d, want 3", published.Load())
+	}
+}
+
+func TestPartiallyPublished(t *testing.T) {
+	recs := []Record{rec("a"), rec("b")}
+	for _, tt := range []struct {
+		err  error
+		want []string
+	}{
+		{nil, []string{}},
+		{errors.New("no PubAck"), []string{}},
+		{&PartialError{Published: []int{1}, Err: errors.New("full")}, []string{"b"}},
+		{fmt.Errorf("wrapped: %w", &PartialError{Published: []int{-1, 0, 2}}), []string{"a"}},
+	} {
+		if got := keysOf(PartiallyPublished(recs, tt.err)); !slices.Equal(got, tt.want) {
+			t.Errorf("PartiallyPublished(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }
 
