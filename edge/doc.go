@@ -61,7 +61,7 @@
 //     left unpublished is republished by the relay;
 //   - the receipt's Nats-Msg-Id depends only on (event_id, processor,
 //     status), so a republish inside the receipts stream's duplicate window
-//     (receipts.duplicate_window, 30s) is dropped by the stream, and one
+//     (receipts.duplicate_window, 10s) is dropped by the stream, and one
 //     after it is absorbed by L1's completion store;
 //   - the streams that only source (HA, L2A, RH, R1) keep no duplicate
 //     window: a copy a hop delivers twice is stored twice, and the next

@@ -64,15 +64,14 @@ type Receipts struct {
 	// DuplicateWindow is the Nats-Msg-Id window of each edge's receipts
 	// stream. It absorbs the republish of a receipt whose PubAck was slow
 	// or lost (the relay republishes what is pending after 2s, each try
-	// bounded by outbox.publish_timeout, and again while the stream is
-	// full); a later copy goes up and L1 counts it as a duplicate. The
-	// server keeps about 200 bytes per receipt in the window, and up to
-	// three times the window's receipts until it compacts its list
-	// (nats-server 2.15): at an edge draining 10k receipts a second a 30s
-	// window held over 100 MiB of its heap. A 10s window was tried: with
-	// full receipts streams the copies it let through filled them
-	// further, and TestSystem_StreamsKeepOnlyWhatIsInFlight went from 43s
-	// to over 4 minutes. Zero means 30s.
+	// bounded by outbox.publish_timeout); a later copy goes up and L1
+	// counts it as a duplicate. A publish that fails part-way marks what
+	// it stored (outbox.PartialError), so a full stream does not make
+	// copies of those. The server keeps about 200 bytes per receipt in
+	// the window, and up to three times the window's receipts until it
+	// compacts its list (nats-server 2.15): draining 1M events under the
+	// edge's default memory limit, a 30s window cost 24% of the rate, a
+	// 10s window nothing. Zero means 10s.
 	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
 }
 
