@@ -293,8 +293,8 @@ func TestLint(t *testing.T) {
 		t.Fatalf("16 MiB streams: %v", ws)
 	}
 	c.JetStream.MaxStreamBytes = 0
-	c.Outbox.PublishTimeout = Duration(29 * time.Second)
-	if ws := Lint(c); len(ws) != 1 || !has(ws, "receipts.duplicate_window", "30s is shorter than outbox.publish_timeout + 2s (31s)") {
+	c.Outbox.PublishTimeout = Duration(9 * time.Second)
+	if ws := Lint(c); len(ws) != 1 || !has(ws, "receipts.duplicate_window", "10s is shorter than outbox.publish_timeout + 2s (11s)") {
 		t.Fatalf("a receipts window shorter than the relay's retry: %v", ws)
 	}
 }
