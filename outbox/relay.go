@@ -129,8 +129,9 @@ func (r *Relay) Kick() {
 // A Publish error is logged, reported to OnError and retried: the next look
 // waits Interval doubled per consecutive failure, capped at 30s (or
 // Interval, if larger). After a failure only the records a *PartialError
-// names are marked; the rest of the batch is published again. An error from the Outbox (Pending
-// or MarkPublished: bbolt, ErrCorrupt, ErrClosed) is fatal: Run returns it.
+// names are marked; the rest of the batch is published again. An error
+// from the Outbox (Pending or MarkPublished: bbolt, ErrCorrupt, ErrClosed)
+// is fatal: Run returns it.
 //
 // The runner and the Relay may publish the same record concurrently when
 // the runner is slower than MinAge; that is harmless (see Publisher).
