@@ -61,7 +61,8 @@ type RelayConfig struct {
 	Timeout   time.Duration // per Publish call; zero = 5s
 	Logger    *slog.Logger  // nil = slog.Default(); Data is never logged
 	// OnPublished, if set, is called with the number of records marked
-	// published after each successful batch (metrics hook).
+	// published each time the relay marks some: a whole batch, or what a
+	// *PartialError named (metrics hook).
 	OnPublished func(n int)
 	// OnError, if set, is called with every Publish error (metrics hook).
 	OnError func(err error)
