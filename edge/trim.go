@@ -102,7 +102,7 @@ func trimBound(ctx context.Context, s jetstream.Stream, p trimPlan, last uint64)
 // these streams, always a prefix, so the messages up to bound are the
 // sequences from the first one on.
 //
-// A purge makes nats-server (v2.15.2) forget which of a consumer's
+// A purge makes nats-server (v2.15.3) forget which of a consumer's
 // messages it was about to redeliver at once (a NAK without delay, an
 // expired AckWait): they stay pending, unACKed and above the purge, and
 // come again when their AckWait expires. That delays them; it loses
