@@ -36,7 +36,10 @@
 //   - R1: the completion service, which ACKs after its KV write;
 //   - RE, RH, HA: the next hop's source consumers (one per sourced edge on
 //     HA), whose ACKs are the downstream's flow-control replies, which
-//     carry only sequences it has stored.
+//     carry only sequences it has stored. That holds from nats-server
+//     2.15.3 (and 2.14.10), which go.mod requires: v2.15.2 could, after a
+//     consumer reset, reply with sequences it had skipped, and trimming
+//     then deleted them (ServerVersionWarning names such a stock server).
 //
 // A consumer with nothing pending and nothing unACKed has taken everything
 // up to the last sequence read before its info; a consumer that does not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -100,5 +101,34 @@ func LiveWarnings(ctx context.Context, js jetstream.JetStream, cfg *topology.Con
 		}
 		live = append(live, s.CachedInfo().Config)
 	}
-	return append(out, topology.LintStreams(StreamFacts(cfg, live), consumedSubjects(cfg, site))...), nil
+	out = append(out, topology.LintStreams(StreamFacts(cfg, live), consumedSubjects(cfg, site))...)
+	if w, ok := ServerVersionWarning(js.Conn().ConnectedServerVersion()); ok {
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// ServerVersionWarning warns about a stock nats-server, of version v as its
+// INFO reports it, whose durable sourcing can acknowledge messages it never
+// stored: every release before 2.14.10, and 2.15 before 2.15.3. After a
+// source consumer reset such a server counted deliveries made before the
+// reset, dropped a newer one without asking for it again, and took the
+// reset reply's delivered sequence as stored; its flow-control replies
+// then ACKed what the next hop skipped, trimming deleted it, and only
+// L1's redrive brought it back. A pre-release counts as its release; a
+// version it cannot read gets no warning.
+func ServerVersionWarning(v string) (topology.Warning, bool) {
+	var major, minor, patch int
+	core, _, _ := strings.Cut(strings.TrimPrefix(v, "v"), "-")
+	if _, err := fmt.Sscanf(core, "%d.%d.%d", &major, &minor, &patch); err != nil {
+		return topology.Warning{}, false
+	}
+	fixed := major > 2 || major == 2 && (minor > 15 || minor == 15 && patch >= 3 || minor == 14 && patch >= 10)
+	if fixed {
+		return topology.Warning{}, false
+	}
+	return topology.Warning{
+		Path: "nats-server " + v,
+		Msg:  "its durable sourcing can acknowledge messages it never stored (fixed in 2.14.10 and 2.15.3); trimming then deletes them and only L1's redrive brings them back: upgrade the server",
+	}, true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,6 +151,33 @@ func TestRefused_ClassifiesUpdateErrors(t *testing.T) {
 		err := refused(e)
 		if errors.Is(err, ErrIncompatible) || !errors.Is(err, e) {
 			t.Errorf("%v: got %v, want the cause and not ErrIncompatible", e, err)
+		}
+	}
+}
+
+// Stock servers whose durable sourcing can ACK what it skipped are named;
+// the fixed releases, later ones and unreadable versions are not.
+func TestServerVersionWarning(t *testing.T) {
+	for v, want := range map[string]bool{
+		"2.15.2":        true,
+		"v2.15.0":       true,
+		"2.14.9":        true,
+		"2.12.4":        true,
+		"1.4.1":         true,
+		"2.15.3-RC.1":   false,
+		"2.15.3":        false,
+		"2.14.10":       false,
+		"2.16.0":        false,
+		"3.0.0":         false,
+		"":              false,
+		"not-a-version": false,
+	} {
+		w, got := ServerVersionWarning(v)
+		if got != want {
+			t.Errorf("%q: warned %v, want %v", v, got, want)
+		}
+		if got && !strings.Contains(w.String(), "nats-server "+v+": ") || got && !strings.Contains(w.Msg, "2.15.3") {
+			t.Errorf("%q: warning %q does not name the version and the fix", v, w)
 		}
 	}
 }

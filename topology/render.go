@@ -42,9 +42,11 @@ func envToken(s string) string {
 }
 
 // Render returns a nats-server configuration file for the named site, so
-// that an operator can run a stock nats-server (2.14 or later) in place of
-// leafline's embedded one, for the hub or L1; leafline edges work against
-// it unchanged.
+// that an operator can run a stock nats-server in place of leafline's
+// embedded one, for the hub or L1; leafline edges work against it
+// unchanged. It needs 2.15.3 or later (2.14.10 in the 2.14 line): the
+// durable sourcing of earlier releases can skip messages (see
+// edge.ServerVersionWarning).
 //
 // It holds the server name, the client listener, JetStream (the site's
 // domain, store_dir and sync_interval: always), the feature flags the link

@@ -41,7 +41,7 @@ func topologyUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: leafline topology SUBCOMMAND [flags]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "  render      (--config FILE | --topology FILE) [--site NAME]")
-	fmt.Fprintln(w, "              print the site's nats-server configuration (stock nats-server >= 2.14)")
+	fmt.Fprintln(w, "              print the site's nats-server configuration (stock nats-server >= 2.15.3 or 2.14.10)")
 	fmt.Fprintln(w, "  permissions (--config FILE | --topology FILE) --site NAME")
 	fmt.Fprintln(w, "              print, as JSON, what the site may send and receive across its upstream link")
 	fmt.Fprintln(w, "  certs       --topology FILE --dir DIR [--host H]... [--validity D] [BOX_CONFIG...]")

@@ -28,6 +28,9 @@ func cmdTrim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer nc.Close()
+	if w, ok := edge.ServerVersionWarning(nc.ConnectedServerVersion()); ok {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", fs.Name(), w)
+	}
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		done, err := edge.Trim(tctx, js, cfg)
