@@ -430,6 +430,7 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 		g.Go(func() error { return a.run.run(ctx) })
 		relay := outbox.NewRelay(a.ob, &receiptPublisher{js: a.js, signer: a.signer}, outbox.RelayConfig{
 			Interval:    a.cfg.Outbox.RelayInterval.D(),
+			MinAge:      topology.RelayMinAge,
 			Timeout:     a.cfg.Outbox.PublishTimeout.D(),
 			Logger:      a.log.With("component", "relay"),
 			OnPublished: func(n int) { a.metrics.relayPublished.Add(float64(n)) },

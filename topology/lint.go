@@ -26,9 +26,10 @@ func (w Warning) String() string {
 // quietly (see the warning).
 const minSmoothStreamBytes = 64 << 20
 
-// relayMinAge is how long a receipt stays pending before the edge's outbox
-// relay republishes it (outbox.RelayConfig.MinAge's default).
-const relayMinAge = 2 * time.Second
+// RelayMinAge is how long a receipt stays pending before the edge's outbox
+// relay republishes it: the box passes it as outbox.RelayConfig.MinAge,
+// and Lint weighs the receipts duplicate window against it.
+const RelayMinAge = 2 * time.Second
 
 // Lint reports the risky settings of a loaded box config and of its
 // topology (see Topology.Lint). Call it after LoadConfig: it assumes
@@ -52,10 +53,10 @@ func Lint(c *Config) []Warning {
 		site, isSite = c.Topology.Site(c.Site)
 	}
 	if isSite && site.Role == RoleEdge {
-		if w, need := c.Topology.Receipts.DuplicateWindow.D(), c.Outbox.PublishTimeout.D()+relayMinAge; w < need {
+		if w, need := c.Topology.Receipts.DuplicateWindow.D(), c.Outbox.PublishTimeout.D()+RelayMinAge; w < need {
 			out = append(out, Warning{"receipts.duplicate_window", fmt.Sprintf(
 				"%s is shorter than outbox.publish_timeout + %s (%s): the relay's republish of a receipt whose PubAck is slow can pass the window, and L1 then counts a duplicate; raise the window (it costs memory at the edge) or lower publish_timeout",
-				w, relayMinAge, need)})
+				w, RelayMinAge, need)})
 		}
 		d := c.Delivery
 		if w := c.Sink.WorstWrite.D(); w > 0 && !d.InProgress.Enabled {
