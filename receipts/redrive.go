@@ -20,9 +20,9 @@ const RedriveHeader = "Leafline-Redrive"
 // The redrive is the end-to-end repair of the event and receipt paths.
 // Every hop between L1 and an edge is a JetStream source whose own
 // bookkeeping decides what was delivered; if a hop skips a message (the
-// chaos runs saw nats-server durable sourcing do so after an L1 restart
-// during a long link cut), nothing below L1 can notice. L1 can: the event
-// stays pending for that processor.
+// chaos runs saw nats-server v2.15.2's durable sourcing do so after a
+// source consumer reset, which v2.15.3 fixed), nothing below L1 can
+// notice. L1 can: the event stays pending for that processor.
 //
 // So every RedriveAfter/4 the service lists the overdue events and
 // redrives each one that is
