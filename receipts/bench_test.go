@@ -14,11 +14,20 @@ import (
 // publishes and waits for every PubAck.
 func preload(b *testing.B, js jetstream.JetStream, n int) {
 	b.Helper()
-	for i := 0; i < n; i++ {
+	publishAll(b, js, n, func(i int) *nats.Msg {
 		r := testReceipt(fmt.Sprintf("bench-%07d", i))
 		m := &nats.Msg{Subject: receiptsSubject, Data: mustEncode(b, r), Header: nats.Header{}}
 		m.Header.Set(jetstream.MsgIDHeader, r.MsgID())
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		return m
+	})
+}
+
+// publishAll publishes msg(i) for i below n with async publishes, at most
+// 1024 awaiting their PubAck, and waits for every PubAck.
+func publishAll(b *testing.B, js jetstream.JetStream, n int, msg func(i int) *nats.Msg) {
+	b.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := js.PublishMsgAsync(msg(i)); err != nil {
 			b.Fatal(err)
 		}
 		if i%1024 == 0 {
@@ -28,7 +37,7 @@ func preload(b *testing.B, js jetstream.JetStream, n int) {
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-time.After(time.Minute):
-		b.Fatal("preload did not complete")
+		b.Fatal("publishes did not complete")
 	}
 }
 
@@ -98,17 +107,11 @@ func benchApply(b *testing.B, n int, originFirst bool) {
 		if _, err := js.CreateStream(testCtx(b), jetstream.StreamConfig{Name: "RX", Subjects: []string{"unused.receipts"}}); err != nil {
 			b.Fatal(err)
 		}
-		for i := 0; i < n; i++ {
+		publishAll(b, js, n, func(i int) *nats.Msg {
 			m := &nats.Msg{Subject: "events.b", Header: nats.Header{}}
 			m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("bench-%07d", i))
-			if _, err := js.PublishMsgAsync(m); err != nil {
-				b.Fatal(err)
-			}
-			if i%1024 == 0 {
-				<-js.PublishAsyncComplete()
-			}
-		}
-		<-js.PublishAsyncComplete()
+			return m
+		})
 	}
 	preload(b, js, n)
 	var raw, svcDur, originDur time.Duration
