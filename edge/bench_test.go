@@ -103,6 +103,7 @@ var (
 	benchProfile  = flag.String("leafline.profile", "", "bench: write a CPU profile per phase into this directory")
 	benchFwd      = flag.Int("leafline.fwd", 20_000, "bench: receipts for the sourcing-vs-forwarder hop experiment (g)")
 	benchBatch    = flag.Int("leafline.batch", 0, "bench: delivery.batch_size for every edge (0: the default); a non-default value is printed in the banner")
+	benchBBatch   = flag.Int("leafline.backlog-batch", 0, "bench: delivery.backlog_batch_size for every edge (0: the default, twice batch_size up to 1000); a non-default value is printed in the banner")
 	benchRSSAge   = flag.Duration("leafline.rss-age", 0, "bench: wait this long after the RSS preload before starting the edge process (older than the 2m duplicate window: no dedupe map rebuilt for the backlog)")
 	benchRSSBin   = flag.String("leafline.rss-bin", "", "bench: binary to run for (r) instead of building ./cmd/leafline (must accept run --config FILE)")
 	benchRSSProf  = flag.String("leafline.rss-profile", "", "bench: write the edge process's heap profile (ops.pprof), taken when its Go heap peaked during (r), to this file")
@@ -112,6 +113,14 @@ var (
 	benchIDs      = flag.String("leafline.ids", "random", "bench: event ids, random (uniform: every receipt and stored event lands on its own B+tree page) or time (UUIDv7-like, 10 per millisecond: they append)")
 	benchOnly     = flag.String("leafline.only", "", "bench: comma-separated phases to run (k,g,s,a,b,c,d,f,e,r; x only when named); empty runs all but x")
 )
+
+// benchSetting prints a size flag: "default" for 0.
+func benchSetting(n int) string {
+	if n == 0 {
+		return "default"
+	}
+	return strconv.Itoa(n)
+}
 
 func benchOn(phase string) bool {
 	if *benchOnly == "" {
@@ -441,6 +450,9 @@ func newBenchEnv(b *testing.B, dir string, edges int, filters map[string]string,
 		if *benchBatch > 0 {
 			c.Delivery.BatchSize = *benchBatch
 		}
+		if *benchBBatch > 0 {
+			c.Delivery.BacklogBatchSize = *benchBBatch
+		}
 	}})
 	if err != nil {
 		b.Fatal(err)
@@ -641,8 +653,8 @@ func BenchmarkLeafline(b *testing.B) {
 		return strings.Join(strings.Fields(string(l))[:3], " ")
 	}
 	fmt.Fprintf(out, "bench: leafline, GOMAXPROCS=%d, NumCPU=%d, loadavg at start %s\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), load())
-	fmt.Fprintf(out, "bench: backlog=%d size=%dB file=%d naive=%d drain=%d e2e=%d probe=%d rss=%d ids=%s; signed receipts=%t, mutual TLS links=%t, edge batch_size=%s\n",
-		B, len(payload), F, *benchNaive, D, E, S, *benchRSS, *benchIDs, !*benchUnsigned, !*benchInsecure, map[bool]string{true: "default", false: strconv.Itoa(*benchBatch)}[*benchBatch == 0])
+	fmt.Fprintf(out, "bench: backlog=%d size=%dB file=%d naive=%d drain=%d e2e=%d probe=%d rss=%d ids=%s; signed receipts=%t, mutual TLS links=%t, edge batch_size=%s backlog_batch_size=%s\n",
+		B, len(payload), F, *benchNaive, D, E, S, *benchRSS, *benchIDs, !*benchUnsigned, !*benchInsecure, benchSetting(*benchBatch), benchSetting(*benchBBatch))
 
 	// Phases without servers first, on a quiet process.
 	if benchOn("k") {
