@@ -280,7 +280,7 @@ func TestLint(t *testing.T) {
 	c.Sink.WorstWrite = Duration(200 * time.Millisecond)
 	c.JetStream.SyncInterval = "1s"
 	ws = Lint(c)
-	if !has(ws, "delivery.ack_wait", "backlog_batch_size × sink.worst_write (512 × 200ms = 1m42.4s)") || !has(ws, "jetstream.sync_interval", "power cut") {
+	if !has(ws, "delivery.ack_wait", "backlog_batch_size × sink.worst_write (1000 × 200ms = 3m20s)") || !has(ws, "jetstream.sync_interval", "power cut") {
 		t.Fatalf("config lint: %v", ws)
 	}
 	c.Delivery.InProgress.Enabled = true
