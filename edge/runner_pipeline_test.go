@@ -167,7 +167,7 @@ func interruptedPipeline(t *testing.T, prefix string, interrupt func(f *contract
 	var f *contractSite
 	var once sync.Once
 	f = newContractSite(t, contractOpts{
-		configure: func(c *topology.Config) { c.Delivery.BatchSize = 4 },
+		configure: func(c *topology.Config) { c.Delivery.BatchSize, c.Delivery.BacklogBatchSize = 4, 4 },
 		hold: func(ev Event) {
 			if ev.ID == prefix+"-9" {
 				once.Do(func() { interrupt(f) })

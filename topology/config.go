@@ -163,10 +163,13 @@ type DeliveryConfig struct {
 	// transaction and one receipts batch for all), until one comes back
 	// short. At least BatchSize, at most 1000 (the receipts of a batch go
 	// out as one atomic batch, whose server limit is 1000). Zero value
-	// means 1000: each atomic batch costs its server a fixed few
-	// milliseconds (it is staged in a store of its own on disk), and the
-	// outbox commit a transaction, so a backlog drains fastest in the
-	// largest batches; the events behind a backlog wait for it anyway.
+	// means, with the store sink, 1000: a batch is one transaction
+	// whatever its size, and one atomic receipts batch, which its server
+	// stages in a store of its own on disk (a fixed few milliseconds), so
+	// a backlog drains fastest in the largest batches, and the events
+	// behind a backlog wait for it anyway. With the file sink (an fsync
+	// per event, so a batch takes as long as its events), twice
+	// BatchSize, at most 1000.
 	BacklogBatchSize int `json:"backlog_batch_size,omitempty"`
 	// BatchTimeoutMS is the most a fetch waits to fill a batch. Zero means 50.
 	BatchTimeoutMS int `json:"batch_timeout_ms,omitempty"`
@@ -334,7 +337,7 @@ func (c *Config) SetDefaults() {
 		c.EventID.Header = "Nats-Msg-Id"
 	}
 	setInt(&c.EventID.MaxLength, 512)
-	c.Delivery.setDefaults()
+	c.Delivery.setDefaults(c.Sink.Type)
 	if c.Site != "" {
 		setString(&c.DeadLetter.Subject, "leafline.dlq."+c.Site)
 	}
@@ -354,11 +357,14 @@ func (c *Config) SetDefaults() {
 	setString(&c.Log.Format, "text")
 }
 
-func (d *DeliveryConfig) setDefaults() {
+func (d *DeliveryConfig) setDefaults(sinkType string) {
 	setString(&d.AckPolicy, AckPolicyAfterSinkCommit)
 	setString(&d.Consumer, "leafline-sink")
 	setInt(&d.BatchSize, 256)
-	setInt(&d.BacklogBatchSize, 1000)
+	if sinkType == "store" {
+		setInt(&d.BacklogBatchSize, 1000)
+	}
+	setInt(&d.BacklogBatchSize, min(2*d.BatchSize, 1000))
 	setInt(&d.BatchTimeoutMS, 50)
 	setDuration(&d.AckWait, 30*time.Second)
 	setInt(&d.MaxAckPending, 4096)

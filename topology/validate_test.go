@@ -159,6 +159,7 @@ func TestConfig_SetDefaults(t *testing.T) {
 		{"delivery.ack_policy", c.Delivery.AckPolicy, "after_sink_commit"},
 		{"delivery.consumer", c.Delivery.Consumer, "leafline-sink"},
 		{"delivery.batch_size", c.Delivery.BatchSize, 256},
+		{"delivery.backlog_batch_size", c.Delivery.BacklogBatchSize, 1000},
 		{"delivery.batch_timeout_ms", c.Delivery.BatchTimeoutMS, 50},
 		{"delivery.ack_wait", c.Delivery.AckWait.String(), "30s"},
 		{"delivery.max_ack_pending", c.Delivery.MaxAckPending, 4096},
@@ -204,6 +205,31 @@ func TestConfig_SetDefaults(t *testing.T) {
 	j.SetDefaults()
 	if j.EventID.Header != "" || j.DeadLetter.Subject != "" || j.Sink.Dir != "" {
 		t.Errorf("defaults derived from unset fields: %+v %+v %+v", j.EventID, j.DeadLetter, j.Sink)
+	}
+}
+
+// The backlog batch follows the sink: a store sink commits a batch in one
+// transaction whatever its size; a file sink fsyncs each event, so its
+// batches stay near batch_size; a value that is set is kept.
+func TestConfig_SetDefaults_BacklogBatch(t *testing.T) {
+	for _, tc := range []struct {
+		sink           string
+		batch, backlog int
+		want           int
+	}{
+		{"store", 0, 0, 1000},
+		{"store", 100, 0, 1000},
+		{"store", 0, 300, 300},
+		{"file", 0, 0, 512},
+		{"file", 100, 0, 200},
+		{"file", 700, 0, 1000},
+		{"file", 0, 900, 900},
+	} {
+		c := &Config{Sink: SinkConfig{Type: tc.sink}, Delivery: DeliveryConfig{BatchSize: tc.batch, BacklogBatchSize: tc.backlog}}
+		c.SetDefaults()
+		if got := c.Delivery.BacklogBatchSize; got != tc.want {
+			t.Errorf("sink %s, batch_size %d, backlog_batch_size %d: default %d, want %d", tc.sink, tc.batch, tc.backlog, got, tc.want)
+		}
 	}
 }
 
