@@ -103,7 +103,7 @@ var (
 	benchProfile  = flag.String("leafline.profile", "", "bench: write a CPU profile per phase into this directory")
 	benchFwd      = flag.Int("leafline.fwd", 20_000, "bench: receipts for the sourcing-vs-forwarder hop experiment (g)")
 	benchBatch    = flag.Int("leafline.batch", 0, "bench: delivery.batch_size for every edge (0: the default); a non-default value is printed in the banner")
-	benchBBatch   = flag.Int("leafline.backlog-batch", 0, "bench: delivery.backlog_batch_size for every edge (0: the default, twice batch_size up to 1000); a non-default value is printed in the banner")
+	benchBBatch   = flag.Int("leafline.backlog-batch", 0, "bench: delivery.backlog_batch_size for every edge (0: the default, 1000 with the store sink, twice batch_size with the file sink); a non-default value is printed in the banner")
 	benchRSSAge   = flag.Duration("leafline.rss-age", 0, "bench: wait this long after the RSS preload before starting the edge process (older than the 2m duplicate window: no dedupe map rebuilt for the backlog)")
 	benchRSSBin   = flag.String("leafline.rss-bin", "", "bench: binary to run for (r) instead of building ./cmd/leafline (must accept run --config FILE)")
 	benchRSSProf  = flag.String("leafline.rss-profile", "", "bench: write the edge process's heap profile (ops.pprof), taken when its Go heap peaked during (r), to this file")

@@ -181,3 +181,44 @@ func TestServerVersionWarning(t *testing.T) {
 		}
 	}
 }
+
+// A box upgraded from a release whose backlog batch default was 512 finds
+// its sink consumer asking at most 512 per pull: reconcile raises it to
+// the store sink's 1000 in place, keeping the consumer and its state.
+func TestReconcile_RaisesSinkConsumerRequestBatch(t *testing.T) {
+	ctx := context.Background()
+	p := edgePlan(t)
+	js := standaloneJS(t)
+	var sink *consumerPlan
+	for i := range p.consumers {
+		if p.consumers[i].stream == "L2A" {
+			sink = &p.consumers[i]
+		}
+	}
+	if sink == nil || sink.cfg.MaxRequestBatch != 1000 {
+		t.Fatalf("sink consumer plan %+v: want MaxRequestBatch 1000", sink)
+	}
+	for _, s := range p.streams {
+		if _, err := js.CreateStream(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := sink.cfg
+	old.MaxRequestBatch = 512
+	created, err := js.CreateConsumer(ctx, sink.stream, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reconcile(ctx, js, p); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	cons, err := js.Consumer(ctx, sink.stream, old.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := cons.CachedInfo()
+	if info.Config.MaxRequestBatch != 1000 || !info.Created.Equal(created.CachedInfo().Created) {
+		t.Fatalf("after reconcile: max_request_batch %d, created %v (was %v): want 1000, the same consumer",
+			info.Config.MaxRequestBatch, info.Created, created.CachedInfo().Created)
+	}
+}
