@@ -357,14 +357,20 @@ func (c *Config) SetDefaults() {
 	setString(&c.Log.Format, "text")
 }
 
+// maxBatchSize bounds delivery.batch_size and backlog_batch_size: a
+// batch's receipts go out as one atomic batch, and nats-server takes at
+// most 1000 messages in one.
+const maxBatchSize = 1000
+
 func (d *DeliveryConfig) setDefaults(sinkType string) {
 	setString(&d.AckPolicy, AckPolicyAfterSinkCommit)
 	setString(&d.Consumer, "leafline-sink")
 	setInt(&d.BatchSize, 256)
+	backlog := min(2*d.BatchSize, maxBatchSize) // file sink: an fsync per event
 	if sinkType == "store" {
-		setInt(&d.BacklogBatchSize, 1000)
+		backlog = maxBatchSize // one transaction per batch, whatever its size
 	}
-	setInt(&d.BacklogBatchSize, min(2*d.BatchSize, 1000))
+	setInt(&d.BacklogBatchSize, backlog)
 	setInt(&d.BatchTimeoutMS, 50)
 	setDuration(&d.AckWait, 30*time.Second)
 	setInt(&d.MaxAckPending, 4096)

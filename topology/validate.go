@@ -489,9 +489,9 @@ func (d *DeliveryConfig) validate(p *problems, deadLetter bool) {
 		p.add("delivery.ack_policy", "%s; leafline ACKs only after the sink commit and receipt PubAck (want %q)", why, AckPolicyAfterSinkCommit)
 	}
 	p.name("delivery.consumer", d.Consumer, maxConsumerName)
-	batchOK := p.inRange("delivery.batch_size", d.BatchSize, 1, 1000)
-	if batchOK && (d.BacklogBatchSize < d.BatchSize || d.BacklogBatchSize > 1000) {
-		p.add("delivery.backlog_batch_size", "%d is outside delivery.batch_size..1000 (%d..1000)", d.BacklogBatchSize, d.BatchSize)
+	batchOK := p.inRange("delivery.batch_size", d.BatchSize, 1, maxBatchSize)
+	if batchOK && (d.BacklogBatchSize < d.BatchSize || d.BacklogBatchSize > maxBatchSize) {
+		p.add("delivery.backlog_batch_size", "%d is outside delivery.batch_size..%d (%d..%d)", d.BacklogBatchSize, maxBatchSize, d.BatchSize, maxBatchSize)
 	}
 	p.inRange("delivery.batch_timeout_ms", d.BatchTimeoutMS, 1, 60000)
 	if w := d.AckWait.D(); w < time.Second || w > time.Hour {
