@@ -59,7 +59,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -86,6 +85,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 	"go.etcd.io/bbolt"
 
+	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
@@ -1317,12 +1317,11 @@ func benchProcCPU(pid string) time.Duration {
 }
 
 func benchFreePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := loopback.FreePorts(1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // benchSigning: (k) the CPU cost of signing receipts at the edge

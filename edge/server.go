@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -132,15 +133,34 @@ func startServer(opts *server.Options, log *slog.Logger) (*server.Server, error)
 	}
 	s.SetLoggerV2(sl, false, false, false)
 	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
+	if err := waitReady(s, sl, 30*time.Second); err != nil {
 		s.Shutdown()
-		return nil, fmt.Errorf("nats-server: not ready after 30s (is %s:%d in use?)", opts.Host, opts.Port)
+		return nil, err
 	}
 	if !s.JetStreamEnabled() {
 		s.Shutdown()
 		return nil, fmt.Errorf("nats-server: JetStream did not start (store dir %s)", opts.StoreDir)
 	}
 	return s, nil
+}
+
+// waitReady waits until the server listens on all its ports. A listener
+// that cannot bind (a port in use) is fatal to the server, which logs it
+// and never becomes ready: that line is returned at once, naming the port,
+// rather than after the whole timeout.
+func waitReady(s *server.Server, sl *serverLog, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if s.ReadyForConnections(50 * time.Millisecond) {
+			return nil
+		}
+		if msg := sl.fatal.Load(); msg != nil {
+			return fmt.Errorf("nats-server: %s", *msg)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nats-server: not listening after %s", timeout)
+		}
+	}
 }
 
 // upstreamConnected reports whether the server's solicited (upstream)
@@ -161,10 +181,12 @@ func upstreamConnected(s *server.Server) bool {
 // serverLog routes the embedded server's log lines to slog. Server notices
 // are logged at debug level: they are many and describe the server, not
 // leafline; warnings and errors keep their level. It also remembers the
-// last error of the upstream leafnode link (see linkstatus.go).
+// last error of the upstream leafnode link (see linkstatus.go), and the
+// first fatal error, which stops the server from starting (see waitReady).
 type serverLog struct {
-	log  *slog.Logger
-	link linkStatus
+	log   *slog.Logger
+	link  linkStatus
+	fatal atomic.Pointer[string]
 }
 
 func (l *serverLog) Noticef(format string, v ...any) {
@@ -187,7 +209,11 @@ func (l *serverLog) Warnf(format string, v ...any) {
 
 const plaintextPasswordWarning = "Plaintext passwords detected, use nkeys or bcrypt"
 
-func (l *serverLog) Fatalf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.fatal.CompareAndSwap(nil, &msg)
+	l.log.Error(msg)
+}
 func (l *serverLog) Errorf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
 	l.link.observeError(msg)

@@ -3,7 +3,6 @@ package receipts
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/internal/loopback"
 )
 
 // startCluster runs an in-process 3-node JetStream cluster and returns its
@@ -19,14 +20,9 @@ import (
 // harmlessly at cleanup.
 func startCluster(t *testing.T) []*server.Server {
 	t.Helper()
-	ports := make([]int, 3)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+	ports, err := loopback.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var routes []string
 	for _, p := range ports {
