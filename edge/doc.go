@@ -41,9 +41,11 @@
 //     consumer reset, reply with sequences it had skipped, and trimming
 //     then deleted them (ServerVersionWarning names such a stock server).
 //
-// A consumer with nothing pending and nothing unACKed has taken everything
-// up to the last sequence read before its info; a consumer that does not
-// exist holds the whole stream. A consumer that an operator adds to one of
+// A consumer with nothing unACKed has taken everything up to its
+// delivered sequence and, if filtered, up to the next message of its
+// subjects in the stream; its pending count is never trusted, since
+// nats-server counts a stored message as pending only after the PubAck. A
+// consumer that does not exist holds the whole stream. A consumer that an operator adds to one of
 // these streams is not waited for. The streams keep limits retention: a purge
 // by sequence drops whole blocks, where work-queue retention deletes one
 // message per ACK (measured: it halved the runner's rate under a backlog).

@@ -58,16 +58,10 @@ func trimPlans(cfg *topology.Config, site *topology.Site) []trimPlan {
 }
 
 // trimBound returns the highest stream sequence up to which every
-// consumer of p has taken every message it will ever be given, given the
-// stream's last sequence read before, or 0.
-//
-// For each consumer that is the ACK floor: every message at or below it is
-// ACKed. A consumer with nothing pending and nothing unACKed has taken
-// everything stored before its info was read, which includes everything up
-// to last; that matters for a filtered consumer, whose ACK floor stays at
-// the last message of its own subjects. A consumer that does not exist
-// takes nothing: the stream is then not trimmed at all, so that a stream
-// keeps everything until its takers exist.
+// consumer of p has taken every message it will ever be given (takenUpTo),
+// given the stream's last sequence read before, or 0. A consumer that does
+// not exist takes nothing: the stream is then not trimmed at all, so that
+// a stream keeps everything until its takers exist.
 func trimBound(ctx context.Context, s jetstream.Stream, p trimPlan, last uint64) (uint64, error) {
 	if len(p.consumers) == 0 {
 		return 0, nil
@@ -85,15 +79,58 @@ func trimBound(ctx context.Context, s jetstream.Stream, p trimPlan, last uint64)
 	bound := last
 	for _, name := range p.consumers {
 		ci, ok := infos[name]
-		switch {
-		case !ok:
+		if !ok {
 			return 0, nil
-		case ci.NumPending == 0 && ci.NumAckPending == 0:
-			continue
 		}
-		bound = min(bound, ci.AckFloor.Stream)
+		taken, err := takenUpTo(ctx, s, ci, last)
+		if err != nil {
+			return 0, fmt.Errorf("consumer %s: %w", name, err)
+		}
+		bound = min(bound, taken)
 	}
 	return bound, nil
+}
+
+// takenUpTo returns the highest stream sequence up to which the consumer
+// has taken every message it will ever be given, at most last.
+//
+// With messages unACKed (or NAKed), that is its ACK floor. With none, it
+// has taken every message up to its delivered stream sequence: it was
+// given and ACKed each of its own, and passed over the others. A filtered
+// consumer is also never given the messages after that up to the next one
+// of its subjects, which is looked up in the stream; that matters for a
+// quiet edge's consumer on HA, whose ACK floor stays at the last message
+// of its own subjects.
+//
+// The consumer's pending count is not used: nats-server signals a stored
+// message to the stream's consumers asynchronously, so a consumer can read
+// as having nothing pending while the stream already holds a message for
+// it. Trimming on that count deleted such a message before it was given
+// (TestTrim_NewMessageNotYetCounted).
+func takenUpTo(ctx context.Context, s jetstream.Stream, ci *jetstream.ConsumerInfo, last uint64) (uint64, error) {
+	if ci.NumAckPending > 0 {
+		return min(ci.AckFloor.Stream, last), nil
+	}
+	taken := ci.Delivered.Stream
+	filters := ci.Config.FilterSubjects
+	if ci.Config.FilterSubject != "" {
+		filters = []string{ci.Config.FilterSubject}
+	}
+	if taken >= last || len(filters) == 0 {
+		return min(taken, last), nil
+	}
+	next := last + 1
+	for _, f := range filters {
+		m, err := s.GetMsg(ctx, taken+1, jetstream.WithGetMsgSubject(f))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return 0, fmt.Errorf("next message on %s: %w", f, err)
+		default:
+			next = min(next, m.Sequence)
+		}
+	}
+	return next - 1, nil
 }
 
 // trim deletes from p's stream every message up to trimBound and returns

@@ -9,18 +9,26 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// trim deletes only what every taker has ACKed: nothing before the takers
-// exist, nothing at or after an unACKed or NAKed message, and what a
-// filtered taker never gets only once the other has ACKed it too.
-func TestTrim_OnlyWhatEveryTakerACKed(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// trimmedStream creates stream S on s.> on a standalone server, as the
+// box's streams are: a file stream that refuses new messages when full.
+func trimmedStream(ctx context.Context, t *testing.T) (jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
 	js := standaloneJS(t)
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"},
 		Storage: jetstream.FileStorage, Discard: jetstream.DiscardNew})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js, s
+}
+
+// trim deletes only what every taker has ACKed: nothing before the takers
+// exist, nothing at or after an unACKed or NAKed message, and what a
+// filtered taker never gets only once the other has ACKed it too.
+func TestTrim_OnlyWhatEveryTakerACKed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, s := trimmedStream(ctx, t)
 	// seqs 1..20: a, b, a, b, …
 	for i := 0; i < 20; i++ {
 		if _, err := js.Publish(ctx, fmt.Sprintf("s.%c", "ab"[i%2]), []byte{byte(i)}); err != nil {
@@ -117,4 +125,54 @@ func TestTrim_OnlyWhatEveryTakerACKed(t *testing.T) {
 	mustTrim(0)
 	take(cb, 1, ack)
 	mustTrim(1)
+}
+
+// A message just stored is not trimmed before its taker is given it, even
+// when the taker had taken everything before and nats-server has not yet
+// counted the new message as pending for it (it signals its consumers
+// after the PubAck). Each round publishes one message, trims at once,
+// then takes it. Trimming on the pending count failed here within a few
+// hundred rounds.
+func TestTrim_NewMessageNotYetCounted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	js, s := trimmedStream(ctx, t)
+	consumers := map[string]jetstream.Consumer{}
+	for _, f := range []string{"s.a", "s.b"} {
+		name := "c" + f[2:]
+		c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, FilterSubject: f,
+			AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		consumers[f] = c
+	}
+	p := trimPlan{stream: "S", consumers: []string{"ca", "cb"}}
+	const rounds = 1000
+	for i := range rounds {
+		subj := fmt.Sprintf("s.%c", "ab"[i%2])
+		if _, err := js.Publish(ctx, subj, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := trim(ctx, js, p); err != nil || n != 0 {
+			t.Fatalf("round %d: trimmed %d (%v) before the taker of %s was given it", i, n, err, subj)
+		}
+		b, err := consumers[subj].Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for m := range b.Messages() {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got++
+		}
+		if got != 1 {
+			t.Fatalf("round %d: fetched %d of %s, want 1", i, got, subj)
+		}
+		if n, err := trim(ctx, js, p); err != nil || n != 1 {
+			t.Fatalf("round %d: trimmed %d (%v) once %s was taken, want 1", i, n, err, subj)
+		}
+	}
 }
