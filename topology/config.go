@@ -307,13 +307,17 @@ func (j JetStreamConfig) Durable() bool { return j.SyncInterval == "always" }
 // keeps up never comes near it.
 const DefaultEdgeMemoryLimit = 192 << 20
 
-// MemoryLimit returns the memory limit of a box of the given role per
-// MemoryLimitBytes, without the environment: 0 for none.
-func (c *Config) MemoryLimit(role Role) int64 {
-	switch {
-	case c.MemoryLimitBytes > 0:
-		return c.MemoryLimitBytes
-	case c.MemoryLimitBytes == 0 && role == RoleEdge:
+// MemoryLimit returns the box's memory limit per MemoryLimitBytes, without
+// the environment: 0 for none. The default depends on the site's role in
+// the topology (an edge's is DefaultEdgeMemoryLimit).
+func (c *Config) MemoryLimit() int64 {
+	if c.MemoryLimitBytes != 0 {
+		return max(c.MemoryLimitBytes, 0)
+	}
+	if c.Topology == nil {
+		return 0
+	}
+	if s, ok := c.Topology.Site(c.Site); ok && s.Role == RoleEdge {
 		return DefaultEdgeMemoryLimit
 	}
 	return 0

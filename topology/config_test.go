@@ -157,10 +157,14 @@ func TestConfig_MemoryLimit(t *testing.T) {
 		{-1, RoleL1, 0},
 		{256 << 20, RoleEdge, 256 << 20},
 		{256 << 20, RoleHub, 256 << 20},
+		{0, "", 0}, // a site the topology does not name
 	}
 	for _, tt := range tests {
-		c := Config{MemoryLimitBytes: tt.set}
-		if got := c.MemoryLimit(tt.role); got != tt.want {
+		c := Config{MemoryLimitBytes: tt.set, Site: "box", Topology: &Topology{}}
+		if tt.role != "" {
+			c.Topology.Sites = []Site{{Name: "box", Role: tt.role}}
+		}
+		if got := c.MemoryLimit(); got != tt.want {
 			t.Errorf("memory_limit_bytes %d, role %s: MemoryLimit = %d, want %d", tt.set, tt.role, got, tt.want)
 		}
 	}

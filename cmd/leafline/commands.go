@@ -134,11 +134,7 @@ func newLogger(cfg topology.LogConfig, w io.Writer) *slog.Logger {
 // (topology.Config.MemoryLimit); GOMEMLIMIT in the environment replaces a
 // role's default, not a limit the config names.
 func applyMemoryLimit(cfg *topology.Config, log *slog.Logger) {
-	var role topology.Role
-	if s, ok := cfg.Topology.Site(cfg.Site); ok {
-		role = s.Role
-	}
-	limit := cfg.MemoryLimit(role)
+	limit := cfg.MemoryLimit()
 	switch {
 	case cfg.MemoryLimitBytes == 0 && os.Getenv("GOMEMLIMIT") != "":
 		log.Info("memory limit from GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
