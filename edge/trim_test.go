@@ -22,6 +22,28 @@ func trimmedStream(ctx context.Context, t *testing.T) (jetstream.JetStream, jets
 	return js, s
 }
 
+// takeN fetches n messages from c, in up to 10 fetches, and calls act on
+// each with its index.
+func takeN(t *testing.T, c jetstream.Consumer, n int, act func(i int, m jetstream.Msg) error) {
+	t.Helper()
+	i := 0
+	for try := 0; i < n && try < 10; try++ {
+		b, err := c.Fetch(n-i, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			if err := act(i, m); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		}
+	}
+	if i != n {
+		t.Fatalf("fetched %d, want %d", i, n)
+	}
+}
+
 // trim deletes only what every taker has ACKed: nothing before the takers
 // exist, nothing at or after an unACKed or NAKed message, and what a
 // filtered taker never gets only once the other has ACKed it too.
@@ -69,31 +91,12 @@ func TestTrim_OnlyWhatEveryTakerACKed(t *testing.T) {
 	cb := consumer("cb", "s.b")
 	mustTrim(0) // nothing ACKed
 
-	take := func(c jetstream.Consumer, n int, act func(i int, m jetstream.Msg) error) {
-		t.Helper()
-		i := 0
-		for try := 0; i < n && try < 10; try++ {
-			b, err := c.Fetch(n-i, jetstream.FetchMaxWait(2*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for m := range b.Messages() {
-				if err := act(i, m); err != nil {
-					t.Fatal(err)
-				}
-				i++
-			}
-		}
-		if i != n {
-			t.Fatalf("fetched %d, want %d", i, n)
-		}
-	}
 	ack := func(_ int, m jetstream.Msg) error { return m.DoubleAck(ctx) }
-	take(ca, 10, ack) // every a: seqs 1, 3, …, 19
+	takeN(t, ca, 10, ack) // every a: seqs 1, 3, …, 19
 	// b: seqs 2, 4, 6 ACKed, 8 NAKed, 10 ACKed, 12… not delivered. The
 	// NAK delays the redelivery: a fetch that returns short is followed
 	// by another, which must get 10, not 8 again (it did once).
-	take(cb, 5, func(i int, m jetstream.Msg) error {
+	takeN(t, cb, 5, func(i int, m jetstream.Msg) error {
 		if md, err := m.Metadata(); err != nil || md.Sequence.Stream != uint64(2*i+2) {
 			t.Fatalf("cb's message %d: %+v, %v; want stream seq %d", i, md, err, 2*i+2)
 		}
@@ -113,7 +116,7 @@ func TestTrim_OnlyWhatEveryTakerACKed(t *testing.T) {
 	// cb takes the rest: 12…20, and the NAKed 8 again, after AckWait (a
 	// purge drops the server's queue of messages to redeliver at once;
 	// they stay pending, and come again when their AckWait expires).
-	take(cb, 6, ack)
+	takeN(t, cb, 6, ack)
 	mustTrim(13) // 8..20: both have taken everything
 	if info, _ := s.Info(ctx); info.State.Msgs != 0 {
 		t.Fatalf("%d messages left", info.State.Msgs)
@@ -123,7 +126,7 @@ func TestTrim_OnlyWhatEveryTakerACKed(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustTrim(0)
-	take(cb, 1, ack)
+	takeN(t, cb, 1, ack)
 	mustTrim(1)
 }
 
@@ -157,20 +160,7 @@ func TestTrim_NewMessageNotYetCounted(t *testing.T) {
 		if n, err := trim(ctx, js, p); err != nil || n != 0 {
 			t.Fatalf("round %d: trimmed %d (%v) before the taker of %s was given it", i, n, err, subj)
 		}
-		b, err := consumers[subj].Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := 0
-		for m := range b.Messages() {
-			if err := m.DoubleAck(ctx); err != nil {
-				t.Fatal(err)
-			}
-			got++
-		}
-		if got != 1 {
-			t.Fatalf("round %d: fetched %d of %s, want 1", i, got, subj)
-		}
+		takeN(t, consumers[subj], 1, func(_ int, m jetstream.Msg) error { return m.DoubleAck(ctx) })
 		if n, err := trim(ctx, js, p); err != nil || n != 1 {
 			t.Fatalf("round %d: trimmed %d (%v) once %s was taken, want 1", i, n, err, subj)
 		}
