@@ -41,12 +41,15 @@
 //     consumer reset, reply with sequences it had skipped, and trimming
 //     then deleted them (ServerVersionWarning names such a stock server).
 //
-// A consumer with nothing unACKed has taken everything up to its
-// delivered sequence and, if filtered, up to the next message of its
-// subjects in the stream; its pending count is never trusted, since
-// nats-server counts a stored message as pending only after the PubAck. A
-// consumer that does not exist holds the whole stream. A consumer that an operator adds to one of
-// these streams is not waited for. The streams keep limits retention: a purge
+// A consumer has taken everything up to its ACK floor and, if filtered,
+// up to the next message of its subjects in the stream. Nothing else of
+// what nats-server reports about a consumer is trusted: it counts a stored
+// message as pending only after the PubAck, and its unACKed count (from
+// memory) and delivered sequence (from the consumer's store) disagree
+// around a source consumer's reset (0 unACKed, ACK floor 0, delivered
+// 2543 was seen on RE). A consumer that does not exist holds the whole
+// stream. A consumer that an operator adds to one of these streams is not
+// waited for. The streams keep limits retention: a purge
 // by sequence drops whole blocks, where work-queue retention deletes one
 // message per ACK (measured: it halved the runner's rate under a backlog).
 //

@@ -94,30 +94,36 @@ func trimBound(ctx context.Context, s jetstream.Stream, p trimPlan, last uint64)
 // takenUpTo returns the highest stream sequence up to which the consumer
 // has taken every message it will ever be given, at most last.
 //
-// With messages unACKed (or NAKed), that is its ACK floor. With none, it
-// has taken every message up to its delivered stream sequence: it was
-// given and ACKed each of its own, and passed over the others. A filtered
-// consumer is also never given the messages after that up to the next one
-// of its subjects, which is looked up in the stream; that matters for a
-// quiet edge's consumer on HA, whose ACK floor stays at the last message
-// of its own subjects.
+// That is its ACK floor: every message up to it was ACKed or was never
+// its own. A filtered consumer is also never given the messages after the
+// floor up to the next one of its subjects, which is looked up in the
+// stream; that matters for a quiet edge's consumer on HA, whose ACK floor
+// stays at the last message of its own subjects.
 //
-// The consumer's pending count is not used: nats-server signals a stored
-// message to the stream's consumers asynchronously, so a consumer can read
-// as having nothing pending while the stream already holds a message for
-// it. Trimming on that count deleted such a message before it was given
-// (TestTrim_NewMessageNotYetCounted).
+// Nothing else in the consumer's info is used, since nats-server
+// (v2.15.3) does not report it consistently:
+//
+//   - its pending count: a stored message is signalled to the stream's
+//     consumers asynchronously, so a consumer can read as having nothing
+//     pending while the stream already holds a message for it
+//     (TestTrim_NewMessageNotYetCounted; until session 10 such a message
+//     could be deleted unseen);
+//   - its delivered sequence: the count of unACKed messages comes from the
+//     consumer's memory and the delivered sequence from its store, and
+//     they disagree around a source consumer's reset. A hub's source
+//     consumer on an edge's RE read 0 unACKed, ACK floor 0 and delivered
+//     2543 right after a link came back; trimming to the delivered
+//     sequence when nothing was unACKed (session 10's rule) deleted 2543
+//     receipts that the hub had not stored, and only L1's redrive brought
+//     them back, ten minutes later (TestTrim_DeliveredAheadOfAckFloor).
 func takenUpTo(ctx context.Context, s jetstream.Stream, ci *jetstream.ConsumerInfo, last uint64) (uint64, error) {
-	if ci.NumAckPending > 0 {
-		return min(ci.AckFloor.Stream, last), nil
-	}
-	taken := ci.Delivered.Stream
+	taken := min(ci.AckFloor.Stream, last)
 	filters := ci.Config.FilterSubjects
 	if ci.Config.FilterSubject != "" {
 		filters = []string{ci.Config.FilterSubject}
 	}
 	if taken >= last || len(filters) == 0 {
-		return min(taken, last), nil
+		return taken, nil
 	}
 	next := last + 1
 	for _, f := range filters {

@@ -166,3 +166,48 @@ func TestTrim_NewMessageNotYetCounted(t *testing.T) {
 		}
 	}
 }
+
+// A consumer's info can read as nothing unACKed while its delivered
+// sequence is ahead of its ACK floor: nats-server takes the unACKed count
+// from the consumer's memory and the sequences from its store, and a hub's
+// source consumer on an edge's RE was seen right after a link came back
+// with 0 unACKed, ACK floor 0 and delivered 2543 of 5000, none of them
+// stored by the hub. takenUpTo must then stop at the ACK floor (session
+// 10's rule took the delivered sequence and deleted all 2543), and a
+// filtered consumer must keep its first own message above the floor.
+func TestTrim_DeliveredAheadOfAckFloor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, s := trimmedStream(ctx, t)
+	// seqs 1..50: a, b, a, b, …
+	for i := range 50 {
+		if _, err := js.Publish(ctx, fmt.Sprintf("s.%c", "ab"[i%2]), []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := func(filter string, ackFloor, delivered uint64) *jetstream.ConsumerInfo {
+		return &jetstream.ConsumerInfo{
+			Config:        jetstream.ConsumerConfig{FilterSubject: filter},
+			NumAckPending: 0, NumPending: 50,
+			AckFloor:  jetstream.SequenceInfo{Stream: ackFloor},
+			Delivered: jetstream.SequenceInfo{Stream: delivered},
+		}
+	}
+	for _, c := range []struct {
+		name string
+		ci   *jetstream.ConsumerInfo
+		want uint64
+	}{
+		{"unfiltered, as on RE", seen("", 0, 43), 0},
+		{"unfiltered, floor 7", seen("", 7, 43), 7},
+		{"filtered on s.a, floor 0", seen("s.a", 0, 43), 0},    // seq 1 is its own
+		{"filtered on s.b, floor 0", seen("s.b", 0, 43), 1},    // seq 2 is its own
+		{"filtered on s.b, floor 10", seen("s.b", 10, 43), 11}, // seq 12 is its own
+		{"filtered on s.c (nothing of its own)", seen("s.c", 0, 43), 50},
+	} {
+		got, err := takenUpTo(ctx, s, c.ci, 50)
+		if err != nil || got != c.want {
+			t.Errorf("%s: taken up to %d (%v), want %d", c.name, got, err, c.want)
+		}
+	}
+}
