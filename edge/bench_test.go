@@ -13,6 +13,8 @@ package edge
 //
 //	k  CPU cost of signing receipts (edge: per-call nkeys Sign, and the
 //	   runner's receipts.Signer) and verifying them (L1);
+//	z  the disk's fsync ceiling: 256-byte appends, each fsynced, by 1 and
+//	   by 16 writers, each on a file of its own;
 //	g  one hop edge -> hub for a receipts backlog on two standalone servers:
 //	   durable sourcing as leafline configures it, then a forwarder sketch
 //	   (cross-domain Fetch + atomic batch publish);
@@ -40,7 +42,9 @@ package edge
 //	   (SyncAlways) draining -leafline.rss events (0 skips it).
 //
 // After the table it prints the runner's per-batch time breakdown, the
-// per-stage fill rates of (f) and (e), the ratios, and the final
+// per-stage fill rates of (f) and (e), the ratios, what bounds (d) and (e)
+// on this machine ("bounds:": the cores that (d)'s CPU per event allows,
+// the disk flushes that (e) makes per event against (z)), and the final
 // "bench leafline_eps=…" line. -leafline.profile DIR writes a CPU and a heap
 // profile per phase.
 //
@@ -49,7 +53,10 @@ package edge
 // ACK; for (b) the batch publish time; for (e) publish at L1 to completion
 // recorded at L1. CPU is getrusage(RUSAGE_SELF) of this process (every
 // in-process server included); peak RSS is VmHWM, reset per phase through
-// /proc/self/clear_refs, of this whole process.
+// /proc/self/clear_refs, of this whole process. flush/ev is the cache
+// flushes the disk under the temp dir completed per event during the row
+// (/proc/diskstats: the disk's count, so anything else writing to it
+// counts too).
 
 import (
 	"context"
@@ -84,6 +91,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 	"go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/outbox"
@@ -111,7 +119,7 @@ var (
 	benchUnsigned = flag.Bool("leafline.unsigned", false, "bench: LocalOptions.UnsignedReceipts (default: signed receipts, as LocalSystem)")
 	benchInsecure = flag.Bool("leafline.insecure", false, "bench: LocalOptions.Insecure (default: mutual TLS links, as LocalSystem)")
 	benchIDs      = flag.String("leafline.ids", "random", "bench: event ids, random (uniform: every receipt and stored event lands on its own B+tree page) or time (UUIDv7-like, 10 per millisecond: they append)")
-	benchOnly     = flag.String("leafline.only", "", "bench: comma-separated phases to run (k,g,s,a,b,c,d,f,e,r; x only when named); empty runs all but x")
+	benchOnly     = flag.String("leafline.only", "", "bench: comma-separated phases to run (k,z,g,s,a,b,c,d,f,e,r; x only when named); empty runs all but x")
 )
 
 // benchSetting prints a size flag: "default" for 0.
@@ -152,6 +160,39 @@ func benchStatusKB(pid, field string) int64 {
 	return -1
 }
 
+// benchFlushes is how many cache flushes (what an fsync asks of the disk,
+// several fsyncs sharing one when they meet in the file system's journal)
+// the disk under os.TempDir has completed, from /proc/diskstats; -1 where
+// the kernel does not count them for it (tmpfs, overlay, Linux before
+// 5.5). The count is the disk's, not the process's: anything else writing
+// to that disk counts too.
+func benchFlushes() int64 {
+	var st unix.Stat_t
+	if unix.Stat(os.TempDir(), &st) != nil {
+		return -1
+	}
+	dev, err := filepath.EvalSymlinks(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	if err != nil {
+		return -1
+	}
+	if _, err := os.Stat(filepath.Join(dev, "partition")); err == nil {
+		dev = filepath.Dir(dev) // a partition's flushes go to its disk
+	}
+	data, err := os.ReadFile("/proc/diskstats")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(data)) {
+		// major minor name, 11 I/O fields, 4 discard fields, then flushes completed
+		if f := strings.Fields(line); len(f) >= 20 && f[2] == filepath.Base(dev) {
+			if n, err := strconv.ParseInt(f[18], 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
 type benchRow struct {
 	key, what string
 	n         int
@@ -160,6 +201,9 @@ type benchRow struct {
 	rssKB     int64
 	lat       []time.Duration
 	note      string
+	// flushes is how many cache flushes the disk completed during the
+	// row (benchFlushes), -1 where unknown.
+	flushes int64
 }
 
 func (r benchRow) eps() float64 {
@@ -170,10 +214,11 @@ func (r benchRow) eps() float64 {
 }
 
 type benchPhase struct {
-	name string
-	t0   time.Time
-	cpu0 time.Duration
-	prof *os.File
+	name    string
+	t0      time.Time
+	cpu0    time.Duration
+	flushes int64
+	prof    *os.File
 }
 
 func benchBegin(name string) *benchPhase {
@@ -188,13 +233,16 @@ func benchBegin(name string) *benchPhase {
 			p.prof = f
 		}
 	}
-	p.t0, p.cpu0 = time.Now(), benchCPU()
+	p.t0, p.cpu0, p.flushes = time.Now(), benchCPU(), benchFlushes()
 	return p
 }
 
 func (p *benchPhase) end(key, what string, n int, lat []time.Duration, note string) benchRow {
 	r := benchRow{key: key, what: what, n: n, dur: time.Since(p.t0), cpu: benchCPU() - p.cpu0,
-		rssKB: benchStatusKB("self", "VmHWM"), lat: lat, note: note}
+		rssKB: benchStatusKB("self", "VmHWM"), lat: lat, note: note, flushes: -1}
+	if f := benchFlushes(); f >= 0 && p.flushes >= 0 {
+		r.flushes = f - p.flushes
+	}
 	if p.prof != nil {
 		pprof.StopCPUProfile()
 		p.prof.Close()
@@ -218,8 +266,8 @@ func benchPct(lat []time.Duration, q float64) time.Duration {
 }
 
 func benchPrintRows(w io.Writer, rows []benchRow) {
-	fmt.Fprintf(w, "%-4s %-52s %9s %8s %10s %9s %9s %9s %9s  %s\n",
-		"row", "what", "events", "seconds", "events/s", "p50_ms", "p99_ms", "cpu_s/1k", "rss_MiB", "note")
+	fmt.Fprintf(w, "%-4s %-52s %9s %8s %10s %9s %9s %9s %9s %8s  %s\n",
+		"row", "what", "events", "seconds", "events/s", "p50_ms", "p99_ms", "cpu_s/1k", "rss_MiB", "flush/ev", "note")
 	ms := func(d time.Duration) string {
 		if d < 0 {
 			return "-"
@@ -235,8 +283,12 @@ func benchPrintRows(w io.Writer, rows []benchRow) {
 		if r.rssKB > 0 {
 			rss = fmt.Sprintf("%.0f", float64(r.rssKB)/1024)
 		}
-		fmt.Fprintf(w, "%-4s %-52s %9d %8.2f %10.0f %9s %9s %9s %9s  %s\n",
-			r.key, r.what, r.n, r.dur.Seconds(), r.eps(), ms(benchPct(r.lat, 0.5)), ms(benchPct(r.lat, 0.99)), cpu, rss, r.note)
+		flush := "-"
+		if r.n > 0 && r.flushes >= 0 {
+			flush = fmt.Sprintf("%.2f", float64(r.flushes)/float64(r.n))
+		}
+		fmt.Fprintf(w, "%-4s %-52s %9d %8.2f %10.0f %9s %9s %9s %9s %8s  %s\n",
+			r.key, r.what, r.n, r.dur.Seconds(), r.eps(), ms(benchPct(r.lat, 0.5)), ms(benchPct(r.lat, 0.99)), cpu, rss, flush, r.note)
 	}
 }
 
@@ -663,6 +715,9 @@ func BenchmarkLeafline(b *testing.B) {
 	if benchOn("x") {
 		rows = append(rows, benchOutboxKeys(b, B)...)
 	}
+	if benchOn("z") {
+		rows = append(rows, benchDiskFlush(b, 1), benchDiskFlush(b, 16))
+	}
 	if benchOn("g") {
 		rows = append(rows, benchForward(b, *benchFwd)...)
 	}
@@ -794,7 +849,13 @@ func BenchmarkLeafline(b *testing.B) {
 	// ---- f: drain after a cut ----
 	tl, tl2 := (*benchTimeline)(nil), (*benchTimeline)(nil)
 	if benchOn("f") || benchOn("e") {
-		rows = append(rows, runRunner("d3", "leafline runner, store sink (edge3, link cut)", "edge3", D, "builds the receipt backlog for f"))
+		// Every receipt is in RE once the runner has ACKed its event; the
+		// note says so, so that a drain that waits can be told from a
+		// receipt that never reached RE.
+		re0 := env.count("edge3", "RE")()
+		d3 := runRunner("d3", "leafline runner, store sink (edge3, link cut)", "edge3", D, "builds the receipt backlog for f")
+		d3.note += fmt.Sprintf("; RE stored %d", env.count("edge3", "RE")()-re0)
+		rows = append(rows, d3)
 		base := env.applied()
 		tl = benchWatch(
 			benchGauge{"RE@edge3 (edge receipts)", env.count("edge3", "RE")},
@@ -866,12 +927,13 @@ func BenchmarkLeafline(b *testing.B) {
 		tl2.report(out, "e (end to end)")
 	}
 	var a, ceil float64
+	var aRow, bRow benchRow
 	for _, r := range rows {
-		if strings.HasPrefix(r.key, "a") {
-			a = max(a, r.eps())
+		if strings.HasPrefix(r.key, "a") && r.eps() > a {
+			a, aRow = r.eps(), r
 		}
-		if r.key == "b" || r.key == "b2" {
-			ceil = max(ceil, r.eps())
+		if (r.key == "b" || r.key == "b2") && r.eps() > ceil {
+			ceil, bRow = r.eps(), r
 		}
 	}
 	var c float64
@@ -883,11 +945,80 @@ func BenchmarkLeafline(b *testing.B) {
 	d := dStore.eps()
 	fmt.Fprintf(out, "\nratios: d/c=%.1f (target >= 10)  d/min(a,b)=%.2f (target >= 0.5; a=%.0f b=%.0f)  e/d=%.3f (target >= 0.5)  d_file/c=%.1f\n",
 		d/c, d/min(a, ceil), a, ceil, rowE.eps()/d, dFile.eps()/c)
+	if perEv := dStore.cpu.Seconds() / float64(dStore.n); perEv > 0 && dStore.dur > 0 {
+		// The process (every server and the runner) shares GOMAXPROCS
+		// cores: d can go no faster than its CPU per event allows.
+		cores := runtime.GOMAXPROCS(0)
+		fmt.Fprintf(out, "bounds: d kept %.2f of %d cores busy at %.3f CPU-s per 1k events, so its CPU caps it at %.0f/s here (%.2f x min(a,b)); a and b alone cost %.3f + %.3f CPU-s per 1k\n",
+			dStore.cpu.Seconds()/dStore.dur.Seconds(), cores, perEv*1000, float64(cores)/perEv, float64(cores)/perEv/min(a, ceil),
+			aRow.cpu.Seconds()/float64(max(aRow.n, 1))*1000, bRow.cpu.Seconds()/float64(max(bRow.n, 1))*1000)
+	}
+	if rowE.n > 0 && rowE.flushes > 0 && d > 0 {
+		// Every hop stores and fsyncs each message on its own; what the
+		// disk can flush per second bounds e.
+		perEv := float64(rowE.flushes) / float64(rowE.n)
+		var disk float64
+		for _, r := range rows {
+			if strings.HasPrefix(r.key, "z") && r.flushes > 0 {
+				disk = max(disk, float64(r.flushes)/r.dur.Seconds())
+			}
+		}
+		ceiling := "z not run"
+		if disk > 0 {
+			ceiling = fmt.Sprintf("z: this disk flushed at most %.0f/s", disk)
+		}
+		fmt.Fprintf(out, "bounds: e made %.2f disk flushes per event at %.0f flushes/s; e >= 0.5 d would take %.0f flushes/s at that count (%s)\n",
+			perEv, float64(rowE.flushes)/rowE.dur.Seconds(), perEv*d/2, ceiling)
+	}
 	if rssRow != nil {
 		fmt.Fprintf(out, "edge process peak RSS draining %d events: %.0f MiB (target < 256 MiB)\n", rssRow.n, float64(rssRow.rssKB)/1024)
 	}
 	fmt.Fprintf(out, "bench leafline_eps=%.0f naive_eps=%.0f ceiling_eps=%.0f d_over_c=%.1f d_over_ceiling=%.2f\n",
 		d, c, min(a, ceil), d/c, d/min(a, ceil))
+}
+
+// benchDiskFlush: (z) what the disk under the bench's files gives fsyncs:
+// writers goroutines, each appending 256 bytes to a file of its own and
+// fsyncing it, for two seconds. Its flush/ev column says how many of
+// those fsyncs the file system's journal could share.
+func benchDiskFlush(b *testing.B, writers int) benchRow {
+	dir := b.TempDir()
+	files := make([]*os.File, writers)
+	for i := range files {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("w%d", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		files[i] = f
+	}
+	var n atomic.Int64
+	stop := time.Now().Add(2 * time.Second)
+	rec := make([]byte, 256)
+	ph := benchBegin(fmt.Sprintf("z_fsync_%d", writers))
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for _, f := range files {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				if _, err := f.Write(rec); err != nil {
+					errs <- err
+					return
+				}
+				if err := f.Sync(); err != nil {
+					errs <- err
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	return ph.end(fmt.Sprintf("z%d", writers), fmt.Sprintf("disk: 256 B append + fsync, %d writer(s)", writers), int(n.Load()), nil, "events = fsyncs")
 }
 
 // benchRawConsume: (a) a durable pull consumer on edge1's L2A that fetches
@@ -1255,7 +1386,7 @@ func benchRSSRun(b *testing.B, n int, payload []byte) benchRow {
 		limitNote = "; GOMEMLIMIT=" + *benchRSSLimit
 	}
 	return benchRow{key: "r", what: "edge as separate process draining backlog (link up)", n: n,
-		dur: drained.Sub(start), cpu: cpu, rssKB: hwm,
+		dur: drained.Sub(start), cpu: cpu, rssKB: hwm, flushes: -1,
 		note: fmt.Sprintf("child VmHWM; sampled max MiB: VmRSS %.0f RssAnon %.0f RssFile %.0f go_heap_inuse %.0f go_sys %.0f; time incl. startup%s",
 			float64(peakRSS)/1024, float64(peakAnon)/1024, float64(peakFile)/1024, float64(peakHeap)/(1<<20), float64(peakGoSys)/(1<<20), limitNote)}
 }
