@@ -45,9 +45,9 @@
 // up to the next message of its subjects in the stream. Nothing else of
 // what nats-server reports about a consumer is trusted: it counts a stored
 // message as pending only after the PubAck, and its unACKed count (from
-// memory) and delivered sequence (from the consumer's store) disagree
-// around a source consumer's reset (0 unACKed, ACK floor 0, delivered
-// 2543 was seen on RE). A consumer that does not exist holds the whole
+// memory) and delivered sequence (from the consumer's store) can disagree
+// (0 unACKed, ACK floor 0, delivered 2543 was seen on RE right after a
+// link came back). A consumer that does not exist holds the whole
 // stream. A consumer that an operator adds to one of these streams is not
 // waited for. The streams keep limits retention: a purge
 // by sequence drops whole blocks, where work-queue retention deletes one
