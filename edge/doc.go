@@ -49,9 +49,9 @@
 // (0 unACKed, ACK floor 0, delivered 2543 was seen on RE right after a
 // link came back). A consumer that does not exist holds the whole
 // stream. A consumer that an operator adds to one of these streams is not
-// waited for. The streams keep limits retention: a purge
-// by sequence drops whole blocks, where work-queue retention deletes one
-// message per ACK (measured: it halved the runner's rate under a backlog).
+// waited for. The streams keep limits retention: a purge by sequence drops
+// whole blocks, where work-queue retention deletes one message per ACK
+// (measured: it halved the runner's rate under a backlog).
 //
 // # The edge's guarantee: commit first, ACK last
 //

@@ -110,12 +110,12 @@ func trimBound(ctx context.Context, s jetstream.Stream, p trimPlan, last uint64)
 //     could be deleted unseen);
 //   - its delivered sequence: the count of unACKed messages comes from the
 //     consumer's memory and the delivered sequence from its store, and
-//     they can disagree. A hub's source
-//     consumer on an edge's RE read 0 unACKed, ACK floor 0 and delivered
-//     2543 right after a link came back; trimming to the delivered
-//     sequence when nothing was unACKed (session 10's rule) deleted 2543
-//     receipts that the hub had not stored, which only L1's redrive
-//     brings back, ten minutes later (TestTrim_DeliveredAheadOfAckFloor).
+//     they can disagree. A hub's source consumer on an edge's RE read 0
+//     unACKed, ACK floor 0 and delivered 2543 right after a link came
+//     back; trimming to the delivered sequence when nothing was unACKed
+//     (session 10's rule) deleted 2543 receipts that the hub had not
+//     stored, which only L1's redrive brings back, ten minutes later
+//     (TestTrim_DeliveredAheadOfAckFloor).
 func takenUpTo(ctx context.Context, s jetstream.Stream, ci *jetstream.ConsumerInfo, last uint64) (uint64, error) {
 	taken := min(ci.AckFloor.Stream, last)
 	filters := ci.Config.FilterSubjects
