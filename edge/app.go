@@ -23,6 +23,7 @@ import (
 
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -280,13 +281,13 @@ func (a *App) startEdge(ctx context.Context) error {
 	}
 	switch cfg.Sink.Type {
 	case "file":
-		fs, err := NewFileSink(cfg.Sink.Dir)
+		fs, err := sink.NewFileSink(cfg.Sink.Dir)
 		if err != nil {
 			return err
 		}
 		r.sink = fs
 	default:
-		r.txSink = StoreSink{}
+		r.txSink = sink.StoreSink{}
 	}
 	if a.wrapPublisher != nil {
 		// Every batch through the wrapped publisher.

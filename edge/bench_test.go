@@ -96,6 +96,7 @@ import (
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -1208,8 +1209,8 @@ func benchNaiveLoop(b *testing.B, env *benchEnv, n int) benchRow {
 		id := m.Headers().Get(jetstream.MsgIDHeader)
 		rec := benchReceipt(b, id)
 		rec.Subject = "bench.naive.edge1.processed"
-		ev := []Event{{ID: id, Subject: m.Subject(), Data: m.Data()}}
-		if _, err := ob.Commit([]outbox.Record{rec}, func(tx *bbolt.Tx) error { return StoreSink{}.WriteTx(tx, ev) }); err != nil {
+		ev := []sink.Event{{ID: id, Subject: m.Subject(), Data: m.Data()}}
+		if _, err := ob.Commit([]outbox.Record{rec}, func(tx *bbolt.Tx) error { return sink.StoreSink{}.WriteTx(tx, ev) }); err != nil {
 			b.Fatal(err)
 		}
 		rm := nats.NewMsg(rec.Subject)
@@ -1542,15 +1543,15 @@ func benchOutboxKeys(b *testing.B, n int) []benchRow {
 		for i := 0; i < n; i += 256 {
 			k := min(256, n-i)
 			recs := make([]outbox.Record, k)
-			evs := make([]Event, k)
+			evs := make([]sink.Event, k)
 			keys := make([]string, k)
 			for j := range recs {
 				recs[j] = outbox.Record{Key: v.id(i + j), Subject: "leafline.receipts.edge1.processed", Data: data}
 				keys[j] = recs[j].Key
-				evs[j] = Event{ID: benchID("b")(i + j), Subject: "events.b.s.1", Data: payload}
+				evs[j] = sink.Event{ID: benchID("b")(i + j), Subject: "events.b.s.1", Data: payload}
 			}
 			t0 := time.Now()
-			if _, err := ob.Commit(recs, func(tx *bbolt.Tx) error { return StoreSink{}.WriteTx(tx, evs) }); err != nil {
+			if _, err := ob.Commit(recs, func(tx *bbolt.Tx) error { return sink.StoreSink{}.WriteTx(tx, evs) }); err != nil {
 				b.Fatal(err)
 			}
 			t1 := time.Now()
@@ -1602,15 +1603,15 @@ func benchSeqLayout(b *testing.B, n int) benchRow {
 	for i := 0; i < n; i += 256 {
 		k := min(256, n-i)
 		keys := make([]string, k)
-		evs := make([]Event, k)
+		evs := make([]sink.Event, k)
 		for j := range keys {
 			keys[j] = benchReceipt(b, fmt.Sprintf("x-%08d", i+j)).Key
-			evs[j] = Event{ID: benchID("b")(i + j), Subject: "events.b.s.1", Data: payload}
+			evs[j] = sink.Event{ID: benchID("b")(i + j), Subject: "events.b.s.1", Data: payload}
 		}
 		seqs := make([]uint64, k)
 		t0 := time.Now()
 		err := db.Update(func(tx *bbolt.Tx) error {
-			if err := (StoreSink{}).WriteTx(tx, evs); err != nil {
+			if err := (sink.StoreSink{}).WriteTx(tx, evs); err != nil {
 				return err
 			}
 			recs, idx, pend := tx.Bucket([]byte("records")), tx.Bucket([]byte("keys")), tx.Bucket([]byte("pending"))

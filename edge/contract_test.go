@@ -33,6 +33,7 @@ import (
 
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -53,7 +54,7 @@ type contractOpts struct {
 	// write; the last one repeats. Missing: success.
 	script map[string][]sinkOutcome
 	// hold, if set, runs inside the sink's Write for each event.
-	hold func(ev Event)
+	hold func(ev sink.Event)
 	// txSink runs the built-in StoreSink inside the outbox transaction.
 	txSink bool
 	dlq    dlqMode
@@ -96,18 +97,18 @@ func (s ctStep) String() string { return fmt.Sprintf("%s@%d", s.name, s.delivere
 type scriptSink struct {
 	mu      sync.Mutex
 	script  map[string][]sinkOutcome
-	hold    func(Event)
+	hold    func(sink.Event)
 	calls   map[string]int
 	records map[string]int // durable records per event_id (must stay <= 1)
 	dups    int            // successful writes of an already-stored event
 	batches [][]string     // event_ids of each Write call
 }
 
-func newScriptSink(script map[string][]sinkOutcome, hold func(Event)) *scriptSink {
+func newScriptSink(script map[string][]sinkOutcome, hold func(sink.Event)) *scriptSink {
 	return &scriptSink{script: script, hold: hold, calls: map[string]int{}, records: map[string]int{}}
 }
 
-func (s *scriptSink) Write(ctx context.Context, evs []Event) []error {
+func (s *scriptSink) Write(ctx context.Context, evs []sink.Event) []error {
 	errs := make([]error, len(evs))
 	ids := make([]string, len(evs))
 	for i, ev := range evs {
@@ -132,7 +133,7 @@ func (s *scriptSink) Write(ctx context.Context, evs []Event) []error {
 		case sinkTemp:
 			errs[i] = errors.New("injected temporary failure")
 		case sinkPerm:
-			errs[i] = Permanent(errors.New("injected permanent failure"))
+			errs[i] = sink.Permanent(errors.New("injected permanent failure"))
 		}
 		s.mu.Unlock()
 	}
@@ -456,7 +457,7 @@ func newContractSite(t *testing.T, o contractOpts) *contractSite {
 		gate:     f.gate,
 	}
 	if o.txSink {
-		f.r.txSink = StoreSink{}
+		f.r.txSink = sink.StoreSink{}
 	} else {
 		f.sink = newScriptSink(o.script, o.hold)
 		f.r.sink = f.sink
@@ -927,7 +928,7 @@ func TestContract(t *testing.T) {
 			msgs: ids(3, "tx"),
 			want: repeat(3, at(1, stepsOK, "ack")),
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				if n, err := CountStored(f.ob.DB()); err != nil || n != 3 {
+				if n, err := sink.CountStored(f.ob.DB()); err != nil || n != 3 {
 					t.Errorf("store sink holds %d (%v), want 3", n, err)
 				}
 			},
@@ -1439,7 +1440,7 @@ func TestContract(t *testing.T) {
 			msgs: []ctMsg{{id: "s-0"}, {}, {id: "s-2"}},
 			want: [][]string{at(1, stepsOK, "ack"), at(1, stepsDLQNoR, "ack"), at(1, stepsOK, "ack")},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				if n, _ := CountStored(f.ob.DB()); n != 2 {
+				if n, _ := sink.CountStored(f.ob.DB()); n != 2 {
 					t.Errorf("stored %d, want 2", n)
 				}
 			},
@@ -2017,7 +2018,7 @@ func ctSlowSink(heartbeats bool) contractOpts {
 			c.Delivery.InProgress.Enabled = heartbeats
 			c.Delivery.InProgress.IntervalMS = 250
 		},
-		hold: func(Event) {
+		hold: func(sink.Event) {
 			once.Do(func() { close(started) })
 			<-release
 		},
@@ -2066,7 +2067,7 @@ func ctShutdownSink() contractOpts {
 	var f *contractSite
 	o := contractOpts{configure: func(c *topology.Config) { c.Delivery.BatchSize = 1 }}
 	o.before = func(t *testing.T, site *contractSite) { f = site }
-	o.hold = func(Event) {
+	o.hold = func(sink.Event) {
 		f.cancel()
 	}
 	return o

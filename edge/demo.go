@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -160,7 +161,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	}
 	say("published %d more events at l1 while the link is cut", n)
 	sleepCtx(ctx, time.Until(cutAt.Add(o.Cut)))
-	processed, _ := CountStored(edge.Outbox().DB())
+	processed, _ := sink.CountStored(edge.Outbox().DB())
 	say("during the cut: edge1 processed %d events, holds %d receipts for the hub in %s; l1 applied %d completions",
 		processed, streamState(ctx, ejs, t.Receipts.EdgeStream).Msgs, t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
 	say("l1 summary during the cut: %s", summaryLine(ctx, l1))
@@ -187,7 +188,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	})
 	res.DeadLettered = terminal(bad, receipts.StatusDeadLettered)
 	res.Completed = terminal(ids, receipts.StatusProcessed) + res.DeadLettered
-	res.Processed, _ = CountStored(edge.Outbox().DB())
+	res.Processed, _ = sink.CountStored(edge.Outbox().DB())
 	applied := int(l1.Completions().Stats().Applied)
 	res.DuplicateCompletions = max(0, applied-res.Completed)
 	res.Lost = res.Published - res.Completed

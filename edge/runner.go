@@ -16,6 +16,7 @@ import (
 	"github.com/leafline/leafline/internal/failpoint"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -82,8 +83,8 @@ type runner struct {
 	// publishers overlap two batches' staging (side by side at a 60k
 	// backlog: +7% to +14%). Nil: pub publishes every batch.
 	pub2     outbox.Publisher
-	sink     Sink   // nil when txSink is set
-	txSink   TxSink // writes inside the outbox transaction
+	sink     sink.Sink   // nil when txSink is set
+	txSink   sink.TxSink // writes inside the outbox transaction
 	eventID  func(jetstream.Msg) (string, error)
 	backoff  func(delivered uint64) time.Duration
 	progress time.Duration // InProgress interval; zero: none
@@ -100,6 +101,11 @@ type runner struct {
 	wrote chan<- struct{}
 }
 
+// maxRetryAfter bounds the delay a sink's target may ask for, so that a
+// target that asks for hours cannot park a message beyond what an operator
+// would look for.
+const maxRetryAfter = 5 * time.Minute
+
 // publishDepth is how many committed batches may be with the publishers
 // (publishing, queued to publish, or published and not yet finished).
 const publishDepth = 3
@@ -108,7 +114,7 @@ const publishDepth = 3
 type item struct {
 	msg  jetstream.Msg
 	meta *jetstream.MsgMetadata
-	ev   Event
+	ev   sink.Event
 	// err is why the message did not succeed; nil means success so far.
 	err error
 	// dead: its DLQ record was PubAck'ed (err holds the permanent cause);
@@ -161,7 +167,7 @@ type batchTimes struct {
 
 // errMaxDeliver marks a temporary failure on the last delivery the consumer
 // allows, when delivery.max_deliver_action is dead_letter.
-var errMaxDeliver = fmt.Errorf("%w: max deliveries reached", ErrPermanent)
+var errMaxDeliver = fmt.Errorf("%w: max deliveries reached", sink.ErrPermanent)
 
 // run fetches and processes batches until ctx is done. Every batch fetched
 // is finished (or abandoned unacked) before run returns, even when ctx is
@@ -492,7 +498,7 @@ func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 	for j, i := range b.withRec {
 		recs[j] = items[i].rec
 	}
-	var evs []Event
+	var evs []sink.Event
 	if ok := okItems(items); r.txSink != nil && len(ok) > 0 {
 		evs = events(items, ok)
 	}
@@ -582,7 +588,7 @@ func (r *runner) writeSink(ctx context.Context, items []item, idx []int) {
 			switch {
 			case errs[j] == nil:
 				r.step("sink_commit", &items[i])
-			case !IsPermanent(errs[j]):
+			case !sink.IsPermanent(errs[j]):
 				again = append(again, i)
 			}
 		}
@@ -610,7 +616,7 @@ func (r *runner) applyMaxDeliver(items []item) {
 	}
 	for i := range items {
 		it := &items[i]
-		if it.err == nil || IsPermanent(it.err) || it.meta.NumDelivered < uint64(d.MaxDeliver) {
+		if it.err == nil || sink.IsPermanent(it.err) || it.meta.NumDelivered < uint64(d.MaxDeliver) {
 			continue
 		}
 		if d.MaxDeliverAction == "dead_letter" {
@@ -648,7 +654,7 @@ func (r *runner) deadLetter(ctx context.Context, items []item) {
 	}
 	for i := range items {
 		it := &items[i]
-		if it.err == nil || !IsPermanent(it.err) {
+		if it.err == nil || !sink.IsPermanent(it.err) {
 			continue
 		}
 		// A message dead-lettered before (its marker was committed with
@@ -884,7 +890,7 @@ func (r *runner) finish(ctx context.Context, items []item) {
 			} else {
 				r.ack(ctx, it)
 			}
-		case IsPermanent(it.err):
+		case sink.IsPermanent(it.err):
 			// No DLQ configured: never ACK as processed; leave it for the
 			// operator and count it.
 			r.lastDelivery(it)
@@ -906,7 +912,9 @@ func (r *runner) retry(it *item, cause error) {
 		r.log.Info("temporary failure left unacked", r.attrs(it, "reason", cause.Error())...)
 		return
 	}
-	delay := r.backoff(it.meta.NumDelivered)
+	// The target's own delay (an HTTP Retry-After, say) when it asks for
+	// a longer one than the backoff.
+	delay := max(r.backoff(it.meta.NumDelivered), min(sink.RetryDelay(cause), maxRetryAfter))
 	r.step("nak", it)
 	if err := it.msg.NakWithDelay(delay); err != nil {
 		r.log.Warn("nak failed; the message will be redelivered after AckWait", r.attrs(it, "err", err)...)
@@ -1020,7 +1028,7 @@ func (r *runner) decode(msg jetstream.Msg) item {
 	it := item{msg: msg}
 	meta, err := msg.Metadata()
 	if err != nil {
-		it.err = Permanent(fmt.Errorf("no JetStream metadata: %w", err))
+		it.err = sink.Permanent(fmt.Errorf("no JetStream metadata: %w", err))
 		it.meta = &jetstream.MsgMetadata{}
 		return it
 	}
@@ -1028,7 +1036,7 @@ func (r *runner) decode(msg jetstream.Msg) item {
 	if meta.NumDelivered > 1 {
 		r.metrics.redeliveries.Inc()
 	}
-	it.ev = Event{Subject: msg.Subject(), Data: msg.Data(), StreamSeq: meta.Sequence.Stream}
+	it.ev = sink.Event{Subject: msg.Subject(), OriginStream: r.cfg.Topology.Events.OriginStream, Data: msg.Data(), StreamSeq: meta.Sequence.Stream}
 	// The event_id comes first, so that any later permanent failure (an
 	// oversize message) can still be reported to L1 as dead_lettered.
 	id, err := r.eventID(msg)
@@ -1079,8 +1087,8 @@ func okItems(items []item) []int {
 	return ok
 }
 
-func events(items []item, idx []int) []Event {
-	evs := make([]Event, len(idx))
+func events(items []item, idx []int) []sink.Event {
+	evs := make([]sink.Event, len(idx))
 	for j, i := range idx {
 		evs[j] = items[i].ev
 	}

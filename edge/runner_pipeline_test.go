@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/outbox"
+	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -168,7 +169,7 @@ func interruptedPipeline(t *testing.T, prefix string, interrupt func(f *contract
 	var once sync.Once
 	f = newContractSite(t, contractOpts{
 		configure: func(c *topology.Config) { c.Delivery.BatchSize, c.Delivery.BacklogBatchSize = 4, 4 },
-		hold: func(ev Event) {
+		hold: func(ev sink.Event) {
 			if ev.ID == prefix+"-9" {
 				once.Do(func() { interrupt(f) })
 			}

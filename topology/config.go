@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"path/filepath"
 	"time"
 )
 
@@ -114,22 +113,6 @@ type LeafnodeConfig struct {
 	// UpstreamAuth is this box's secret for its upstream. Which field is
 	// required follows the site's leafnode.auth.method in the topology.
 	UpstreamAuth UpstreamAuth `json:"upstream_auth,omitempty"`
-}
-
-// SinkConfig chooses the edge's sink.
-type SinkConfig struct {
-	// Type is "store" (zero value: the event is stored in the box's bbolt
-	// file in the same transaction as its receipt) or "file". Only edge
-	// sites have a sink: an l1 or hub config with a type other than
-	// "store" is refused.
-	Type string `json:"type,omitempty"`
-	// Dir is the file sink's directory. Zero value means <data_dir>/sink.
-	Dir string `json:"dir,omitempty"`
-	// WorstWrite is the slowest single sink write the operator expects.
-	// Only the lint uses it: an AckWait shorter than batch_size ×
-	// worst_write (without in_progress heartbeats) is reported. Zero value
-	// means unknown, and the lint skips that check.
-	WorstWrite Duration `json:"worst_write,omitempty"`
 }
 
 // EventIDConfig says where an event's identity is. At most one of Header and
@@ -333,10 +316,7 @@ func (c *Config) SetDefaults() {
 	setInt64(&c.JetStream.MaxStreamBytes, 1<<30)
 	setDuration(&c.Leafnode.ReconnectInterval, time.Second)
 	setDuration(&c.Leafnode.PingInterval, 5*time.Second)
-	setString(&c.Sink.Type, "store")
-	if c.DataDir != "" {
-		setString(&c.Sink.Dir, filepath.Join(c.DataDir, "sink"))
-	}
+	c.Sink.setDefaults(c.DataDir)
 	if c.EventID.Header == "" && c.EventID.JSONField == "" {
 		c.EventID.Header = "Nats-Msg-Id"
 	}

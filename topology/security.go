@@ -402,6 +402,7 @@ func (c *Config) CheckFiles() error {
 			p.add("leafnode.upstream_auth.password_env", "environment variable %s is unset or empty", e)
 		}
 	}
+	c.checkSinkFiles(&p)
 	return p.err(c.Source)
 }
 

@@ -451,12 +451,6 @@ func (c *Config) validateJetStream(p *problems) {
 	}
 }
 
-func (c *Config) validateSink(p *problems) {
-	if p.oneOf("sink.type", c.Sink.Type, "store", "file") && c.Sink.Type == "file" && c.Sink.Dir == "" {
-		p.add("sink.dir", "required for the file sink")
-	}
-}
-
 func (c *Config) validateEventID(p *problems) {
 	e := c.EventID
 	switch {

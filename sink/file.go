@@ -1,4 +1,4 @@
-package edge
+package sink
 
 import (
 	"context"
@@ -10,86 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
-
-	"go.etcd.io/bbolt"
 )
-
-// Event is one message handed to a sink.
-type Event struct {
-	ID      string // the event_id: the only identity that survives every hop
-	Subject string
-	Data    []byte
-	// StreamSeq is the message's sequence in the edge stream. It differs at
-	// every hop and is for logs only, never identity.
-	StreamSeq uint64
-}
-
-// Sink durably writes events, idempotently by Event.ID: writing an event
-// that is already written succeeds without a second record. It returns one
-// error per event (nil for success). An error wrapped with Permanent sends
-// that event to the dead-letter path; any other error is temporary and the
-// event is redelivered later. Write must not return before the successful
-// writes are durable.
-type Sink interface {
-	Write(ctx context.Context, evs []Event) []error
-}
-
-// TxSink is a sink whose writes share the outbox's bbolt transaction, so the
-// business records and their receipts commit together or not at all (a true
-// transactional outbox). An error rolls the whole batch back: every event
-// of it fails temporarily. WriteTx must not commit, roll back, or keep tx,
-// and must skip events already stored (a redelivery).
-type TxSink interface {
-	WriteTx(tx *bbolt.Tx, evs []Event) error
-}
-
-// StoreSink stores each event in the box's bbolt file, in bucket "events",
-// keyed by event_id, in the same transaction as its receipt.
-type StoreSink struct{}
-
-var storeBucket = []byte("events")
-
-type storedEvent struct {
-	Subject  string    `json:"subject"`
-	Data     []byte    `json:"data"`
-	StoredAt time.Time `json:"stored_at"`
-}
-
-// WriteTx stores the events not already stored.
-func (StoreSink) WriteTx(tx *bbolt.Tx, evs []Event) error {
-	b, err := tx.CreateBucketIfNotExists(storeBucket)
-	if err != nil {
-		return fmt.Errorf("store sink: %w", err)
-	}
-	now := time.Now().UTC()
-	for _, ev := range evs {
-		key := []byte(ev.ID)
-		if b.Get(key) != nil {
-			continue // already stored: a redelivery
-		}
-		v, err := json.Marshal(storedEvent{Subject: ev.Subject, Data: ev.Data, StoredAt: now})
-		if err != nil {
-			return fmt.Errorf("store sink: %w", err)
-		}
-		if err := b.Put(key, v); err != nil {
-			return fmt.Errorf("store sink: %w", err)
-		}
-	}
-	return nil
-}
-
-// CountStored returns how many events the store sink holds in db.
-func CountStored(db *bbolt.DB) (int, error) {
-	n := 0
-	err := db.View(func(tx *bbolt.Tx) error {
-		if b := tx.Bucket(storeBucket); b != nil {
-			n = b.Stats().KeyN
-		}
-		return nil
-	})
-	return n, err
-}
 
 // FileSink writes one file per event under Dir. Each file is written to a
 // temporary name, fsynced, renamed into place, and the directory fsynced, so

@@ -1,0 +1,55 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrPermanent marks a failure that redelivery cannot fix (a missing
+// event_id, an undecodable or oversize message, a target's refusal). The
+// runner never retries it: it takes the dead-letter path, or, with no DLQ,
+// leaves the message unacked and counts it.
+var ErrPermanent = errors.New("permanent failure")
+
+// ErrUnavailable means the target could not be reached or did not answer
+// in time. It is temporary.
+var ErrUnavailable = errors.New("target unavailable")
+
+// Permanent wraps err so that IsPermanent reports true for it.
+func Permanent(err error) error {
+	if err == nil || errors.Is(err, ErrPermanent) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrPermanent, err)
+}
+
+// IsPermanent reports whether err must not be retried.
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
+
+// retryAfter is a temporary failure whose target asked for a delay.
+type retryAfter struct {
+	err   error
+	delay time.Duration
+}
+
+func (e *retryAfter) Error() string { return fmt.Sprintf("%v (retry after %v)", e.err, e.delay) }
+func (e *retryAfter) Unwrap() error { return e.err }
+
+// RetryAfter wraps a temporary err with the delay the target asked for
+// (an HTTP Retry-After, say). A permanent err is returned unchanged.
+func RetryAfter(err error, delay time.Duration) error {
+	if err == nil || IsPermanent(err) || delay <= 0 {
+		return err
+	}
+	return &retryAfter{err: err, delay: delay}
+}
+
+// RetryDelay returns the delay err asks for, or zero.
+func RetryDelay(err error) time.Duration {
+	var ra *retryAfter
+	if errors.As(err, &ra) {
+		return ra.delay
+	}
+	return 0
+}
