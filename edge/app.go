@@ -34,6 +34,7 @@ type App struct {
 	site    *topology.Site
 	log     *slog.Logger
 	metrics *Metrics
+	opts    options
 
 	srv    *server.Server
 	nc     *nats.Conn
@@ -44,6 +45,9 @@ type App struct {
 	signer nkeys.KeyPair // the edge's receipt-signing key, if configured
 	micro  micro.Service
 	run    *runner
+	// opened is the sink the config names, when the box opened it (not
+	// one given with WithSink or WithTxSink, which the caller owns).
+	opened sink.Opened
 	// wrote is signalled (without blocking) after each outbox transaction
 	// of the runner: releaseMapped then drops the pages it touched.
 	wrote chan struct{}
@@ -72,7 +76,7 @@ type App struct {
 }
 
 // New checks the configuration and prepares an App. It starts nothing.
-func New(cfg *topology.Config, log *slog.Logger) (*App, error) {
+func New(cfg *topology.Config, log *slog.Logger, opts ...Option) (*App, error) {
 	if cfg == nil || cfg.Topology == nil {
 		return nil, errors.New("edge: configuration has no topology")
 	}
@@ -90,6 +94,9 @@ func New(cfg *topology.Config, log *slog.Logger) (*App, error) {
 		metrics: newMetrics(site.Name, string(site.Role)),
 		ready:   make(chan struct{}),
 		wrote:   make(chan struct{}, 1),
+	}
+	for _, o := range opts {
+		o(&a.opts)
 	}
 	a.notReady.Store("starting")
 	return a, nil
@@ -279,15 +286,16 @@ func (a *App) startEdge(ctx context.Context) error {
 		log:      a.log.With("component", "runner"),
 		wrote:    a.wrote,
 	}
-	switch cfg.Sink.Type {
-	case "file":
-		fs, err := sink.NewFileSink(cfg.Sink.Dir)
-		if err != nil {
+	switch {
+	case a.opts.sink != nil:
+		r.sink = a.opts.sink
+	case a.opts.txSink != nil:
+		r.txSink = a.opts.txSink
+	default:
+		if a.opened, err = sink.Open(cfg.Sink, sink.Deps{NC: a.nc, Log: a.log}); err != nil {
 			return err
 		}
-		r.sink = fs
-	default:
-		r.txSink = sink.StoreSink{}
+		r.sink, r.txSink = a.opened.Sink, a.opened.TxSink
 	}
 	if a.wrapPublisher != nil {
 		// Every batch through the wrapped publisher.
@@ -564,6 +572,12 @@ func (a *App) teardown() {
 			c.Close()
 		}
 	}
+	// The runner has stopped writing: release the sink's worker or pool
+	// before the connection a nats sink uses goes.
+	if err := a.opened.Close(); err != nil {
+		a.log.Warn("sink close", "err", err)
+	}
+	a.opened = sink.Opened{}
 	if a.nc != nil {
 		a.nc.Close()
 	}

@@ -34,9 +34,12 @@ type DemoOptions struct {
 	DeadLetter bool
 	// AckConfirm enables confirmed ACKs (delivery.ack_confirmation.enabled).
 	AckConfirm bool
-	Progress   io.Writer // human progress lines; nil discards
-	Logger     *slog.Logger
-	Configure  func(*topology.Config)
+	// Sink is edge1's sink; the zero value means the store sink. With
+	// another sink, the demo hands the events to the user's own target.
+	Sink      topology.SinkConfig
+	Progress  io.Writer // human progress lines; nil discards
+	Logger    *slog.Logger
+	Configure func(*topology.Config)
 }
 
 // DemoResult is what the demo counted. Completed counts events with a
@@ -89,6 +92,9 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		if c.Site == "edge1" {
 			c.DeadLetter.Enabled = o.DeadLetter
 			c.Delivery.AckConfirmation.Enabled = o.AckConfirm
+			if o.Sink.Type != "" {
+				c.Sink = o.Sink
+			}
 			if o.Bad > 0 {
 				c.Delivery.MaxMessageBytes = demoMaxMessageBytes
 			}
@@ -106,7 +112,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		return res, err
 	}
 	l1, hub, edge := ls.App("l1"), ls.App("hub"), ls.App("edge1")
-	say("started l1 (nats %s, ops http://%s), hub, edge1 under %s", l1.ClientURL(), l1.OpsAddr(), dir)
+	say("started l1 (nats %s, ops http://%s), hub, edge1 (nats %s, sink %s) under %s", l1.ClientURL(), l1.OpsAddr(), edge.ClientURL(), ls.Configs["edge1"].Sink.Type, dir)
 	if err := waitFor(ctx, 30*time.Second, func() bool { return hub.UpstreamConnected() && edge.UpstreamConnected() }); err != nil {
 		return res, fmt.Errorf("leafnode links did not come up: %w", err)
 	}
@@ -161,7 +167,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	}
 	say("published %d more events at l1 while the link is cut", n)
 	sleepCtx(ctx, time.Until(cutAt.Add(o.Cut)))
-	processed, _ := sink.CountStored(edge.Outbox().DB())
+	processed := processedAt(edge, 0)
 	say("during the cut: edge1 processed %d events, holds %d receipts for the hub in %s; l1 applied %d completions",
 		processed, streamState(ctx, ejs, t.Receipts.EdgeStream).Msgs, t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
 	say("l1 summary during the cut: %s", summaryLine(ctx, l1))
@@ -188,7 +194,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	})
 	res.DeadLettered = terminal(bad, receipts.StatusDeadLettered)
 	res.Completed = terminal(ids, receipts.StatusProcessed) + res.DeadLettered
-	res.Processed, _ = sink.CountStored(edge.Outbox().DB())
+	res.Processed = processedAt(edge, res.DeadLettered)
 	applied := int(l1.Completions().Stats().Applied)
 	res.DuplicateCompletions = max(0, applied-res.Completed)
 	res.Lost = res.Published - res.Completed
@@ -204,6 +210,21 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 			res.DeadLettered, len(bad), ls.Configs["edge1"].DeadLetter.Stream, streamState(ctx, ejs, ls.Configs["edge1"].DeadLetter.Stream).Msgs)
 	}
 	return res, nil
+}
+
+// processedAt counts the events edge has processed: the events the store
+// sink holds, or, with any other sink (whose target the demo cannot read),
+// the receipts in the outbox less the dead-lettered ones.
+func processedAt(edge *App, deadLettered int) int {
+	if edge.cfg.Sink.Type == "store" && edge.opts.sink == nil && edge.opts.txSink == nil {
+		n, _ := sink.CountStored(edge.Outbox().DB())
+		return n
+	}
+	st, err := edge.Outbox().Stats()
+	if err != nil {
+		return 0
+	}
+	return st.Pending + st.Published - deadLettered
 }
 
 // publishWindow bounds the demo's PubAcks outstanding (the client refuses

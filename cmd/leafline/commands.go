@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,7 +40,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"demo", "[--events N] [--cut DURATION] [--bad N --dlq] [--ack-confirm]", "run L1, hub and edge in one process on loopback and prove every event completes", cmdDemo},
+		{"demo", "[--events N] [--cut DURATION] [--bad N --dlq] [--ack-confirm] [--sink TYPE --sink-…]", "run L1, hub and edge in one process on loopback and prove every event completes", cmdDemo},
 		{"run", "--config FILE", "run the box described by FILE (any role)", cmdRun},
 		{"check", "--config FILE", "validate FILE and its topology; exit non-zero listing every problem", cmdCheck},
 		{"publish", "--config FILE [--count N] [--event-id ID] [--subject S] [--data TEXT]", "publish events to the origin stream at L1", cmdPublish},
@@ -203,7 +204,18 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bad := fs.Int("bad", 0, "also publish N bad events (oversize for the edge); with --dlq they are dead-lettered and reported to L1")
 	dlq := fs.Bool("dlq", false, "enable the edge's dead-letter queue")
 	confirm := fs.Bool("ack-confirm", false, "confirm every ACK and Term with the server (DoubleAck)")
+	sinkType := fs.String("sink", "store", "edge1's sink: store, file, http, exec, postgres or nats")
+	sinkURL := fs.String("sink-url", "", "http sink: the `URL` events are POSTed to")
+	sinkMode := fs.String("sink-mode", "batch", "http sink: batch or single")
+	sinkCommand := fs.String("sink-command", "", "exec sink: the worker's `command` line, split on spaces (no shell quoting)")
+	sinkDSNEnv := fs.String("sink-dsn-env", "", "postgres sink: the environment `VAR` holding the connection string")
+	sinkSubject := fs.String("sink-subject", "", "nats sink: the service's request `subject` on edge1's NATS server")
 	if !parse(fs, args, 0, stderr) {
+		return exitUsage
+	}
+	sinkCfg, err := demoSink(*sinkType, *sinkURL, *sinkMode, *sinkCommand, *sinkDSNEnv, *sinkSubject)
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline demo: %v\n", err)
 		return exitUsage
 	}
 	if *events < 2 || *events > 10_000_000 {
@@ -225,7 +237,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	res, err := edge.RunDemo(ctx, edge.DemoOptions{
 		Events: *events, Cut: *cut, Timeout: *timeout, Dir: *dir, Progress: stderr, Logger: log,
-		Bad: *bad, DeadLetter: *dlq, AckConfirm: *confirm,
+		Bad: *bad, DeadLetter: *dlq, AckConfirm: *confirm, Sink: sinkCfg,
 	})
 	fmt.Fprintln(stdout, res.Summary())
 	if err != nil {
@@ -236,6 +248,38 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// demoSink turns the demo's --sink flags into edge1's sink config, and
+// refuses a flag that does not belong to the chosen sink. The config is
+// validated with the rest of edge1's, with the same paths as in a file.
+func demoSink(typ, url, mode, command, dsnEnv, subject string) (topology.SinkConfig, error) {
+	c := topology.SinkConfig{Type: typ}
+	given := map[string]bool{"--sink-url": url != "", "--sink-mode": mode != "batch", "--sink-command": command != "", "--sink-dsn-env": dsnEnv != "", "--sink-subject": subject != ""}
+	allowed := map[string][]string{}
+	switch typ {
+	case "store", "file":
+	case "http":
+		c.HTTP = &topology.HTTPSinkConfig{URL: url, Mode: mode}
+		allowed["http"] = []string{"--sink-url", "--sink-mode"}
+	case "exec":
+		c.Exec = &topology.ExecSinkConfig{Command: strings.Fields(command)}
+		allowed["exec"] = []string{"--sink-command"}
+	case "postgres":
+		c.Postgres = &topology.PostgresSinkConfig{DSNEnv: dsnEnv}
+		allowed["postgres"] = []string{"--sink-dsn-env"}
+	case "nats":
+		c.NATS = &topology.NATSSinkConfig{Subject: subject}
+		allowed["nats"] = []string{"--sink-subject"}
+	default:
+		return c, fmt.Errorf("--sink: %q is not one of %s", typ, strings.Join(topology.SinkTypes, ", "))
+	}
+	for flag, set := range given {
+		if set && !slices.Contains(allowed[typ], flag) {
+			return c, fmt.Errorf("%s does not apply to --sink %s", flag, typ)
+		}
+	}
+	return c, nil
 }
 
 // connect dials server, by default the box's own NATS client listener,

@@ -1,0 +1,29 @@
+package edge
+
+import (
+	"github.com/leafline/leafline/sink"
+)
+
+// Option adjusts a box made by New.
+type Option func(*options)
+
+type options struct {
+	sink   sink.Sink
+	txSink sink.TxSink
+}
+
+// WithSink makes an edge box hand its events to s instead of the sink its
+// config names (sink.type and its section are then not used). s must keep
+// the sink.Sink contract: idempotent by event_id, durable before Write
+// returns. The box never closes s: the caller owns it, and may close it
+// once Run has returned.
+func WithSink(s sink.Sink) Option {
+	return func(o *options) { o.sink, o.txSink = s, nil }
+}
+
+// WithTxSink makes an edge box write its events with s inside the outbox's
+// bbolt transaction, so that each business record and its receipt commit
+// together (see sink.TxSink). It replaces the sink the config names.
+func WithTxSink(s sink.TxSink) Option {
+	return func(o *options) { o.sink, o.txSink = nil, s }
+}
