@@ -42,6 +42,7 @@ type LocalSystem struct {
 	// prepare, if set, is called with each App after New and before Run
 	// (tests use it to inject faults into a real part).
 	prepare func(name string, a *App)
+	options func(site string) []Option
 }
 
 type runningApp struct {
@@ -63,6 +64,9 @@ type LocalOptions struct {
 	// UnsignedReceipts leaves receipts unsigned (the default is an ed25519
 	// receipt key per edge, verified at L1).
 	UnsignedReceipts bool
+	// Options, if set, gives the options for each box's New (a Go sink for
+	// an edge, say).
+	Options func(site string) []Option
 }
 
 // NewLocalSystem lays out the topology and configs under dir and starts the
@@ -102,7 +106,8 @@ func NewLocalSystem(dir string, o LocalOptions) (*LocalSystem, error) {
 		return nil, err
 	}
 	ls := &LocalSystem{Dir: dir, Topology: t, Configs: map[string]*topology.Config{},
-		Links: map[string]*faultproxy.Proxy{}, Credentials: creds, log: o.Logger, apps: map[string]*runningApp{}}
+		Links: map[string]*faultproxy.Proxy{}, Credentials: creds, log: o.Logger, apps: map[string]*runningApp{},
+		options: o.Options}
 	for i := range t.Sites {
 		s := &t.Sites[i]
 		cfg := &topology.Config{
@@ -146,7 +151,11 @@ func (ls *LocalSystem) Start(ctx context.Context, name string) (*App, error) {
 	if !ok {
 		return nil, fmt.Errorf("no site %q", name)
 	}
-	app, err := New(cfg, ls.log)
+	var opts []Option
+	if ls.options != nil {
+		opts = ls.options(name)
+	}
+	app, err := New(cfg, ls.log, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -80,3 +80,7 @@ func (f fileTarget) Stored(t *testing.T, id string) int {
 func TestFileSink_Conformance(t *testing.T) {
 	sinktest.Run(t, fileTarget{filepath.Join(t.TempDir(), "sink")})
 }
+
+func TestFileSink_Box(t *testing.T) {
+	sinktest.RunBox(t, fileTarget{filepath.Join(t.TempDir(), "sink")}, sinktest.BoxOptions{})
+}
