@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == forwardCommand {
 		os.Exit(runForward(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == receiveCommand {
+		os.Exit(runReceive(os.Args[2:]))
+	}
 	os.Exit(m.Run())
 }
 

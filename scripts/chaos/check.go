@@ -341,3 +341,21 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	}
 }
+
+// reportedBy returns the events that processor reported in any revision
+// seen.
+func (o *observer) reportedBy(processor string) []int {
+	i := o.edgeIndex(processor)
+	if i < 0 {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []int
+	for n, e := range o.ev {
+		if e.everMask&(1<<i) != 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}

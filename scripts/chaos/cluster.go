@@ -33,7 +33,8 @@ type cluster struct {
 	order []string // l1, hub, edge1[, edge2]: start order
 	links []*link  // hub-l1, edge1-hub[, edge2-hub]
 
-	disk *tmpfs  // edge1's data dir, when the disk fault is enabled
+	recv *receiver // edge1's http sink target, with --sink http
+	disk *tmpfs    // edge1's data dir, when the disk fault is enabled
 	ns   *nsLink // the netns leg of edge1-hub, when the netns fault is enabled
 	bg   sync.WaitGroup
 	// closing is set when the run is over: dead boxes are no longer restarted.
@@ -62,12 +63,12 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 			c.close()
 		}
 	}()
-	ports, err := loopback.FreePorts(2 + 2*(2+o.Edges))
+	ports, err := loopback.FreePorts(3 + 2*(2+o.Edges))
 	if err != nil {
 		return nil, err
 	}
 	next := func() string { p := ports[0]; ports = ports[1:]; return fmt.Sprintf("127.0.0.1:%d", p) }
-	l1Leaf, hubLeaf := next(), next()
+	l1Leaf, hubLeaf, recvAddr := next(), next(), next()
 
 	edges := make([]string, o.Edges)
 	for i := range edges {
@@ -163,6 +164,9 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 			}
 			cfg["leafnode"] = map[string]any{"upstream_url": "nats-leaf://" + c.link(name+"-hub").proxy.Addr(), "reconnect_interval": "1s"}
 			cfg["sink"] = map[string]any{"type": sink}
+			if name == "edge1" && o.Sink == "http" {
+				cfg["sink"] = map[string]any{"type": "http", "http": map[string]any{"url": "http://" + recvAddr + "/events", "timeout": "5s"}}
+			}
 			cfg["delivery"] = map[string]any{"ack_wait": o.AckWait.String(), "batch_size": 64}
 			cfg["dead_letter"] = map[string]any{"enabled": true}
 			cfg["outbox"] = map[string]any{"relay_interval": "1s", "publish_timeout": "3s"}
@@ -180,6 +184,15 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 		}
 		c.boxes[name] = b
 		c.order = append(c.order, name)
+	}
+	if o.Sink == "http" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		if c.recv, err = startReceiver(ctx, exe, recvAddr, filepath.Join(dir, "received"), filepath.Join(dir, "receiver.log")); err != nil {
+			return nil, err
+		}
 	}
 	for _, name := range c.order {
 		out, err := exec.CommandContext(ctx, bin, "check", "--config", c.boxes[name].cfgPath).CombinedOutput()
@@ -264,6 +277,9 @@ func (c *cluster) close() {
 	}
 	wg.Wait()
 	c.bg.Wait()
+	if c.recv != nil {
+		c.recv.close()
+	}
 	for _, l := range c.links {
 		l.proxy.Close()
 	}

@@ -123,6 +123,10 @@ func (in *injector) run(ctx context.Context) {
 		switch kinds[in.rng.IntN(len(kinds))] {
 		case faultKill:
 			down := time.Duration(in.rng.IntN(3000)) * time.Millisecond
+			if r := in.c.recv; r != nil && in.rng.IntN(4) == 0 {
+				in.spawn(func() { in.killReceiver(ctx, r, down) })
+				continue
+			}
 			if b := in.lockBox(func() *box { return in.pickBox(true) }); b != nil {
 				in.spawn(func() { in.kill(ctx, b, down) })
 			} else {
@@ -214,6 +218,20 @@ func (in *injector) pickLink() *link {
 		}
 	}
 	return nil
+}
+
+// killReceiver SIGKILLs the http sink's target, keeps it down for down,
+// and restarts it.
+func (in *injector) killReceiver(ctx context.Context, r *receiver, down time.Duration) {
+	ok, err := r.kill(ctx, down)
+	if !ok {
+		in.rec.debug("receiver kill skipped: busy")
+		return
+	}
+	in.rec.fault(faultKill, "receiver", down)
+	if err != nil {
+		in.rec.info("restart of the receiver after a kill: %v", err)
+	}
 }
 
 // kill SIGKILLs the box, keeps it down for down, and restarts it.

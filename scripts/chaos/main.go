@@ -72,6 +72,7 @@ type options struct {
 	Edges           int // 1 or 2
 	Faults          map[string]bool
 	NegativeControl bool
+	Sink            string // edge1's sink: "store" or "http" (a receiver process)
 
 	FaultEvery    time.Duration // mean interval between two faults
 	LongCut       time.Duration // length of the long link cuts (> the 2m duplicate window)
@@ -114,6 +115,9 @@ func (o *options) defaults() {
 	if o.Edges == 0 {
 		o.Edges = 2
 	}
+	if o.Sink == "" {
+		o.Sink = "store"
+	}
 	if o.KVHistory == 0 {
 		o.KVHistory = 16
 	}
@@ -147,6 +151,12 @@ func (o *options) validate() error {
 	}
 	if o.AckWait < time.Second {
 		errs = append(errs, errors.New("--ack-wait must be at least 1s"))
+	}
+	if o.Sink != "store" && o.Sink != "http" {
+		errs = append(errs, fmt.Errorf("--sink must be store or http, got %q", o.Sink))
+	}
+	if o.Sink == "http" && o.NegativeControl {
+		errs = append(errs, errors.New("--sink http does not combine with --negative-control (which needs the file sink)"))
 	}
 	if o.KVHistory < 2 || o.KVHistory > 64 {
 		errs = append(errs, errors.New("--kv-history must be 2..64"))
@@ -196,6 +206,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == forwardCommand {
 		os.Exit(runForward(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == receiveCommand {
+		os.Exit(runReceive(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -211,6 +224,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed for the fault schedule (0: from the clock, printed)")
 	fs.IntVar(&o.Rate, "rate", 200, "events per second published at L1")
 	fs.IntVar(&o.Edges, "edges", 2, "number of edge boxes (1 or 2); edge2 uses the file sink")
+	fs.StringVar(&o.Sink, "sink", "store", "edge1's sink: store, or http (a receiver process that the kill fault kills too, checked to hold every event L1 records)")
 	fs.StringVar(&faults, "faults", "kill,linkcut,failpoint,pause,disk,corrupt,netns", "comma-separated faults: "+strings.Join(allFaults, ",")+", all or none")
 	fs.BoolVar(&o.NegativeControl, "negative-control", false, "run the edges with LEAFLINE_FAILPOINTS="+negativeControlEnv+" (ACK before anything is durable): the checker must report loss; --faults defaults to none")
 	fs.DurationVar(&o.FaultEvery, "fault-every", 4*time.Second, "mean interval between two faults")

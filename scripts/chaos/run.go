@@ -70,8 +70,8 @@ func run(ctx context.Context, o options) (*result, error) {
 	}
 	rec := newRecorder(o.Stderr, o.Verbose, filepath.Join(dir, "chaos.log"))
 	defer rec.close()
-	rec.info("chaos seed=%d duration=%s rate=%d/s edges=%d faults=%s negative_control=%t dir=%s",
-		o.Seed, o.Duration, o.Rate, o.Edges, faultList(o.Faults), o.NegativeControl, dir)
+	rec.info("chaos seed=%d duration=%s rate=%d/s edges=%d sink=%s faults=%s negative_control=%t dir=%s",
+		o.Seed, o.Duration, o.Rate, o.Edges, o.Sink, faultList(o.Faults), o.NegativeControl, dir)
 
 	bin := o.Bin
 	if bin == "" {
@@ -201,6 +201,9 @@ phase:
 	}
 	rec.debug("final read: %d revisions", n)
 	v := obs.verdict(states)
+	if c.recv != nil {
+		checkReceiver(c.recv, obs, rec)
+	}
 
 	res := &result{Seed: o.Seed, Duration: o.Duration, Events: v.published, Acked: v.acked, Unknown: v.unknown,
 		Lost: v.lost, DupKV: v.dupKV, Phantoms: v.phantoms, Regressions: v.regressions,
