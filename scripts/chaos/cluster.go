@@ -35,7 +35,7 @@ type cluster struct {
 
 	recv *receiver // edge1's http sink target, with --sink http
 	disk *tmpfs    // edge1's data dir, when the disk fault is enabled
-	ns   *nsLink // the netns leg of edge1-hub, when the netns fault is enabled
+	ns   *nsLink   // the netns leg of edge1-hub, when the netns fault is enabled
 	bg   sync.WaitGroup
 	// closing is set when the run is over: dead boxes are no longer restarted.
 	closing atomic.Bool
