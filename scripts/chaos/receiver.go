@@ -188,7 +188,8 @@ func (r *receiver) holds(id string) (bool, error) {
 func checkReceiver(r *receiver, obs *observer, rec *recorder) {
 	missing := 0
 	var examples []string
-	for _, n := range obs.reportedBy("edge1") {
+	reported := obs.reportedBy("edge1")
+	for _, n := range reported {
 		ok, err := r.holds(eventID(n))
 		if err != nil {
 			rec.finding("receiver: %v", err)
@@ -203,5 +204,7 @@ func checkReceiver(r *receiver, obs *observer, rec *recorder) {
 	}
 	if missing > 0 {
 		rec.finding("receiver: %d events recorded processed by edge1 at L1 are not held by the http target (e.g. %v)", missing, examples)
+		return
 	}
+	rec.info("receiver: holds every one of the %d events L1 records from edge1", len(reported))
 }
