@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package pgtest starts a real PostgreSQL server for tests: a fresh
 // cluster in a temporary directory that listens on a unix socket only, so
 // that tests exercise the real server (its SQLSTATEs, its fsync, its
@@ -43,6 +45,19 @@ type Server struct {
 	running bool
 }
 
+// RequireEnv, when set in the environment (CI sets it), turns Start's skip
+// into a failure: there, a missing PostgreSQL is a broken install step,
+// not a reason to test less.
+const RequireEnv = "LEAFLINE_REQUIRE_POSTGRES"
+
+func skip(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv(RequireEnv) != "" {
+		t.Fatalf(format+" (and %s is set)", append(args, RequireEnv)...)
+	}
+	t.Skipf(format, args...)
+}
+
 // Start creates a cluster in a temporary directory and starts it; the
 // cluster is stopped and removed when the test ends. It skips the test when
 // PostgreSQL is not installed.
@@ -50,13 +65,13 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	bin, err := findBin()
 	if err != nil {
-		t.Skipf("PostgreSQL not installed (apt-get install postgresql): %v", err)
+		skip(t, "PostgreSQL not installed (apt-get install postgresql): %v", err)
 	}
 	s := &Server{bin: bin}
 	if os.Geteuid() == 0 {
 		s.cred, err = postgresUser()
 		if err != nil {
-			t.Skipf("running as root, and initdb refuses root: %v", err)
+			skip(t, "running as root, and initdb refuses root: %v", err)
 		}
 	}
 	// Not t.TempDir: the server's user must be able to reach the directory,
