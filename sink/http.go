@@ -226,7 +226,7 @@ func NewHTTP(cfg topology.HTTPSinkConfig, log *slog.Logger) (*HTTPSink, error) {
 				return http.ErrUseLastResponse
 			},
 		},
-		log:    log,
+		log:    log.With("sink", "http"),
 		slots:  make(chan struct{}, maxc),
 		closed: closed,
 		close:  cancel,

@@ -45,7 +45,6 @@ func Open(cfg topology.SinkConfig, d Deps) (Opened, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("sink", cfg.Type)
 	switch cfg.Type {
 	case "", "store":
 		return Opened{TxSink: StoreSink{}}, nil
@@ -55,6 +54,43 @@ func Open(cfg topology.SinkConfig, d Deps) (Opened, error) {
 			return Opened{}, err
 		}
 		return Opened{Sink: fs}, nil
+	case "http":
+		if cfg.HTTP == nil {
+			return Opened{}, fmt.Errorf("sink.http: required for the http sink")
+		}
+		s, err := NewHTTP(*cfg.HTTP, log)
+		return opened(s, err)
+	case "exec":
+		if cfg.Exec == nil {
+			return Opened{}, fmt.Errorf("sink.exec: required for the exec sink")
+		}
+		s, err := NewExec(*cfg.Exec, log)
+		return opened(s, err)
+	case "postgres":
+		if cfg.Postgres == nil {
+			return Opened{}, fmt.Errorf("sink.postgres: required for the postgres sink")
+		}
+		s, err := NewPostgres(*cfg.Postgres, log)
+		return opened(s, err)
+	case "nats":
+		if cfg.NATS == nil {
+			return Opened{}, fmt.Errorf("sink.nats: required for the nats sink")
+		}
+		s, err := NewNATS(d.NC, *cfg.NATS, log)
+		return opened(s, err)
 	}
 	return Opened{}, fmt.Errorf("sink.type: unknown sink type %q", cfg.Type)
+}
+
+// closingSink is a sink that holds something to release.
+type closingSink interface {
+	Sink
+	io.Closer
+}
+
+func opened[S closingSink](s S, err error) (Opened, error) {
+	if err != nil {
+		return Opened{}, err
+	}
+	return Opened{Sink: s, closer: s}, nil
 }

@@ -189,7 +189,7 @@ func NewPostgres(cfg topology.PostgresSinkConfig, log *slog.Logger) (*PostgresSi
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 500 * time.Millisecond}
 	}
 
-	s := &PostgresSink{log: log, timeout: timeout, jsonData: cfg.DataType == "jsonb"}
+	s := &PostgresSink{log: log.With("sink", "postgres"), timeout: timeout, jsonData: cfg.DataType == "jsonb"}
 	stmt := cfg.Statement
 	if stmt == "" {
 		table := pgx.Identifier(strings.Split(cfg.Table, ".")).Sanitize()

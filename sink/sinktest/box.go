@@ -366,19 +366,30 @@ var errCrashed = errors.New("sinktest: the box died after the target's commit")
 
 func (w *watchedSink) Write(ctx context.Context, evs []sink.Event) []error {
 	w.mu.Lock()
-	hold := false
+	id := ""
 	for _, ev := range evs {
 		w.seen[ev.ID]++
-		hold = hold || (w.hold != "" && ev.ID == w.hold)
+		if w.hold != "" && ev.ID == w.hold {
+			id = ev.ID
+		}
 	}
 	held, wait := w.held, w.wait
-	if hold {
+	if id != "" {
 		w.hold = ""
 	}
 	w.mu.Unlock()
 	errs := w.inner.Write(ctx, evs)
-	if !hold {
+	if id == "" {
 		return errs
+	}
+	for i, ev := range evs {
+		if ev.ID == id && errs[i] != nil {
+			// The target did not commit it: hold the next write of it.
+			w.mu.Lock()
+			w.hold = id
+			w.mu.Unlock()
+			return errs
+		}
 	}
 	close(held)
 	<-wait

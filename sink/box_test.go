@@ -1,0 +1,26 @@
+package sink_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/leafline/leafline/sink/sinktest"
+	"github.com/leafline/leafline/topology"
+)
+
+// The box cases run every sink through a whole system (sinktest.RunBox);
+// the targets are those of each sink's own conformance test.
+
+func TestHTTPSink_Box(t *testing.T) {
+	sinktest.RunBox(t, startHTTPTarget(t, "batch"), sinktest.BoxOptions{})
+}
+
+func TestNATSSink_Box(t *testing.T) {
+	sinktest.RunBox(t, newNATSTarget(t), sinktest.BoxOptions{})
+}
+
+func TestExecSink_Box(t *testing.T) {
+	x := newExecTarget(t)
+	x.cfg = func(c *topology.ExecSinkConfig) { c.Timeout = topology.Duration(3 * time.Second) }
+	sinktest.RunBox(t, x, sinktest.BoxOptions{})
+}

@@ -1,0 +1,857 @@
+package sink
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/leafline/leafline/topology"
+)
+
+const (
+	// ExecMaxResultLine is the longest line a worker may write on stdout,
+	// without its newline. A longer line is a protocol error.
+	ExecMaxResultLine = 1 << 20
+	// ExecMaxStderrLine is how much of one stderr line is logged; the rest
+	// of the line is dropped.
+	ExecMaxStderrLine = 4 << 10
+	// ExecCloseGrace is how long Close waits for the worker to exit once
+	// its stdin is closed, before it kills it.
+	ExecCloseGrace = 5 * time.Second
+
+	// execMaxBackoff caps the restart delay, and execStableRun is how long
+	// a worker must have run for the delay to start again from
+	// RestartBackoff.
+	execMaxBackoff = 30 * time.Second
+	execStableRun  = 30 * time.Second
+	// execDrainGrace is how long the sink keeps reading a worker's stdout
+	// and stderr after the worker exited, for its last lines, before it
+	// closes them: a child of the worker may still hold them open.
+	execDrainGrace = time.Second
+	// execChunk is the most bytes of event lines written to the worker's
+	// stdin in one write; each event's timeout starts when its chunk is.
+	execChunk = 64 << 10
+)
+
+var errExecClosed = fmt.Errorf("exec sink: %w", net.ErrClosed)
+
+// ExecSink hands events to a worker process that it starts and supervises
+// (sink.type "exec"). The worker is one long-running process speaking JSON
+// lines on its stdin and stdout.
+//
+// # Worker
+//
+// The sink starts Command (Command[0] looked up in PATH; a relative path
+// with a separator is taken relative to Dir) in Dir, with the box's
+// environment, and keeps one instance running. The worker's stderr is
+// logged line by line at Info ("exec sink: worker stderr", with the
+// attributes sink=exec, stream=stderr, pid and line; a line longer than
+// ExecMaxStderrLine (4 KiB) is cut there and marked truncated=true).
+// Starts, exits (with the exit code) and restarts are logged too.
+//
+// # Request
+//
+// Each event is one line on the worker's stdin:
+//
+//	{"event_id":"…","subject":"…","origin_stream":"…","data":<payload>}\n
+//
+// with "data_base64":"<standard base64>" in place of data when the payload
+// is not valid JSON (see EncodeEvent). A Write sends all its events' lines,
+// then waits for their answers: the worker may work on several events at
+// once. An event_id that appears twice in one Write is sent once, and both
+// positions get its result. Only one Write talks to the worker at a time;
+// another waits for its turn (or for its ctx to end).
+//
+// # Answer
+//
+// The worker answers each event with one line on stdout:
+//
+//	{"event_id":"…","result":"ok"|"retry"|"fail","error":"…"}\n
+//
+// in any order; the sink matches answers to events by event_id. ok means
+// the work is durably done, fail a permanent refusal (the event is
+// dead-lettered), retry a temporary failure; any other result is a
+// temporary failure (ErrMalformed). Blank lines are skipped; other members
+// of the object are ignored. An answer for an event_id that no Write is
+// waiting for (a late one) is logged at Debug and ignored.
+//
+// A line that is not a JSON object with a string "event_id", or one longer
+// than ExecMaxResultLine (1 MiB), is a protocol error: the answers can no
+// longer be trusted to match, so every event waiting for one fails
+// temporarily (ErrMalformed), and the worker is killed and started again
+// at once.
+//
+// # Failures
+//
+// All of these are temporary failures of the events still waiting for an
+// answer:
+//
+//   - No answer within Timeout of the event's line being written to stdin
+//     (so Timeout includes the time a worker that has just started takes
+//     to get ready): the event fails with ErrUnavailable, and the worker
+//     is killed and started again at once (it may be stuck, and its late
+//     answer could otherwise be taken for a later delivery's).
+//   - The worker exits, or closes its stdout (it is then killed): the
+//     events fail with ErrUnavailable, and the worker is started again
+//     after a delay that starts at RestartBackoff, doubles while the worker
+//     keeps exiting, up to 30s, and starts again from RestartBackoff once a
+//     worker has run for 30s. While the sink waits out that delay, Write
+//     fails at once with ErrUnavailable (carrying the time left as
+//     RetryAfter) rather than blocking. A worker that cannot be started
+//     again is logged, and tried again after the next delay.
+//   - The caller's ctx is done: Write returns at once. The worker keeps
+//     running; an answer that comes later is ignored, or taken by a later
+//     Write that sends the same event_id (an answer speaks for the event,
+//     whichever delivery it came from). If ctx ended while a line was only
+//     partly written, the worker is killed and started again at once.
+//
+// A worker must therefore be idempotent by event_id: an event it did (but
+// whose answer was lost to a timeout, a crash or a restart) is sent again,
+// and must be answered ok without being done twice.
+//
+// NOTE: a worker should exit when its stdin reaches end of file: that is
+// how Close stops it. The sink kills only the worker process itself, not
+// processes the worker started; a worker that starts others should stop
+// them when it exits.
+type ExecSink struct {
+	cfg topology.ExecSinkConfig // with the defaults filled in
+	log *slog.Logger
+	// turn lets one Write at a time talk to the worker.
+	turn chan struct{}
+
+	mu      sync.Mutex
+	cur     *execWorker   // the running worker, or the one that just ended; nil while a restart is pending
+	down    bool          // waiting out a restart delay
+	startAt time.Time     // when that delay ends
+	changed chan struct{} // closed and replaced when cur, down or closed change
+	closed  bool
+
+	stop      chan struct{} // closed by Close
+	stopOnce  sync.Once
+	superDone chan struct{} // closed when the supervisor has returned
+}
+
+// NewExec starts cfg's worker and returns a sink that writes to it. A
+// command that cannot be started (not found, not executable) or a Dir that
+// is not a directory is an error naming its config path; a worker that
+// starts and then exits at once is not (the box starts while its target is
+// down). A zero Timeout means 30s and a zero RestartBackoff 1s.
+func NewExec(cfg topology.ExecSinkConfig, log *slog.Logger) (*ExecSink, error) {
+	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+		return nil, errors.New("sink.exec.command: required: the worker's argv")
+	}
+	if cfg.Dir != "" {
+		if fi, err := os.Stat(cfg.Dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("sink.exec.dir: %s is not a directory", cfg.Dir)
+		}
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = topology.Duration(30 * time.Second)
+	}
+	if cfg.RestartBackoff <= 0 {
+		cfg.RestartBackoff = topology.Duration(time.Second)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &ExecSink{
+		cfg:       cfg,
+		log:       log.With("sink", "exec"),
+		turn:      make(chan struct{}, 1),
+		changed:   make(chan struct{}),
+		stop:      make(chan struct{}),
+		superDone: make(chan struct{}),
+	}
+	w, err := s.start()
+	if err != nil {
+		return nil, fmt.Errorf("sink.exec.command: %w", err)
+	}
+	s.cur = w
+	go s.supervise(w)
+	return s, nil
+}
+
+// Write sends evs to the worker and returns its answers, one per event (see
+// ExecSink for the protocol).
+func (s *ExecSink) Write(ctx context.Context, evs []Event) []error {
+	errs := make([]error, len(evs))
+	if len(evs) == 0 {
+		return errs
+	}
+	if ctx.Err() != nil {
+		return execFill(errs, execCancelled(ctx))
+	}
+	select {
+	case s.turn <- struct{}{}:
+		defer func() { <-s.turn }()
+	case <-ctx.Done():
+		return execFill(errs, execCancelled(ctx))
+	}
+	w, err := s.worker(ctx)
+	if err != nil {
+		return execFill(errs, err)
+	}
+
+	// One line per distinct event_id; slot maps each position to its line.
+	first := make(map[string]int, len(evs))
+	slot := make([]int, len(evs))
+	var ids []string
+	var lines []byte
+	var ends []int
+	for i, ev := range evs {
+		if k, ok := first[ev.ID]; ok {
+			slot[i] = k
+			continue
+		}
+		b, err := EncodeEvent(ev)
+		if err != nil {
+			slot[i], errs[i] = -1, err
+			continue
+		}
+		first[ev.ID], slot[i] = len(ids), len(ids)
+		ids = append(ids, ev.ID)
+		lines = append(append(lines, b...), '\n')
+		ends = append(ends, len(lines))
+	}
+	results := w.exchange(ctx, ids, lines, ends, s.cfg.Timeout.D())
+	for i, k := range slot {
+		if k >= 0 {
+			errs[i] = results[k]
+		}
+	}
+	s.logOutcomes(ctx, w, ids, results)
+	return errs
+}
+
+// logOutcomes logs each event's outcome, and one warning for the events
+// that failed temporarily. The error text of a worker's result is never
+// logged.
+func (s *ExecSink) logOutcomes(ctx context.Context, w *execWorker, ids []string, errs []error) {
+	temporary := 0
+	var firstErr error
+	for k, id := range ids {
+		switch err := errs[k]; {
+		case err == nil:
+			s.log.Debug("exec sink: delivered", "event_id", id)
+		case IsPermanent(err):
+			s.log.Warn("exec sink: worker refused event", "event_id", id, "pid", w.pid)
+		default:
+			temporary++
+			if firstErr == nil {
+				firstErr = err
+			}
+			s.log.Debug("exec sink: delivery failed, to be retried", "event_id", id, "outcome", execOutcome(err))
+		}
+	}
+	if temporary > 0 && ctx.Err() == nil {
+		s.log.Warn("exec sink: events failed temporarily", "events", temporary, "distinct", len(ids),
+			"pid", w.pid, "outcome", execOutcome(firstErr))
+	}
+}
+
+// execOutcome names err's class for a log line, without its text.
+func execOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case IsPermanent(err):
+		return "fail"
+	case errors.Is(err, net.ErrClosed):
+		return "closed"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, ErrMalformed):
+		return "malformed"
+	default:
+		return "retry"
+	}
+}
+
+// worker returns the running worker, waits for one that is being started
+// (after a kill, which restarts it at once), or fails at once while the sink
+// waits out a restart delay.
+func (s *ExecSink) worker(ctx context.Context) (*execWorker, error) {
+	limit := time.NewTimer(s.cfg.Timeout.D())
+	defer limit.Stop()
+	for {
+		s.mu.Lock()
+		w, down, startAt, changed, closed := s.cur, s.down, s.startAt, s.changed, s.closed
+		s.mu.Unlock()
+		switch {
+		case closed:
+			return nil, errExecClosed
+		case down:
+			left := time.Until(startAt)
+			return nil, RetryAfter(fmt.Errorf("%w: the worker is down; it is started again in %v",
+				ErrUnavailable, left.Round(time.Millisecond)), left)
+		case w != nil:
+			if err, _ := w.failure(); err == nil {
+				return w, nil
+			}
+			// It ended; the supervisor is about to wait out a delay, or to
+			// start the next one.
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, execCancelled(ctx)
+		case <-limit.C:
+			return nil, fmt.Errorf("%w: no worker running after %v", ErrUnavailable, s.cfg.Timeout.D())
+		}
+	}
+}
+
+// Close stops the worker: it closes the worker's stdin, waits up to
+// ExecCloseGrace for it to exit, then kills it. Later Writes fail
+// temporarily. Close is idempotent.
+func (s *ExecSink) Close() error {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.notifyLocked()
+		s.mu.Unlock()
+		close(s.stop)
+	})
+	<-s.superDone
+	return nil
+}
+
+// notifyLocked wakes the Writes waiting for a change of state.
+func (s *ExecSink) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *ExecSink) setState(w *execWorker, down bool, startAt time.Time) {
+	s.mu.Lock()
+	s.cur, s.down, s.startAt = w, down, startAt
+	s.notifyLocked()
+	s.mu.Unlock()
+}
+
+// supervise waits for each worker to end and starts the next one, until
+// Close.
+func (s *ExecSink) supervise(w *execWorker) {
+	defer close(s.superDone)
+	base := s.cfg.RestartBackoff.D()
+	backoff := base
+	for {
+		select {
+		case <-w.exited:
+		case <-s.stop:
+			s.shutdown(w)
+			return
+		}
+		var delay time.Duration
+		if _, restartNow := w.failure(); !restartNow {
+			if w.ran >= execStableRun {
+				backoff = base
+			}
+			delay, backoff = backoff, min(2*backoff, execMaxBackoff)
+		}
+		s.log.Info("exec sink: restarting worker", "restart_in", delay)
+		for {
+			if delay > 0 {
+				s.setState(nil, true, time.Now().Add(delay))
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+				case <-s.stop:
+					t.Stop()
+					s.setState(nil, false, time.Time{})
+					return
+				}
+			}
+			s.setState(nil, false, time.Time{})
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			nw, err := s.start()
+			if err == nil {
+				w = nw
+				break
+			}
+			delay, backoff = backoff, min(2*backoff, execMaxBackoff)
+			s.log.Error("exec sink: cannot start worker", "err", err, "retry_in", delay)
+		}
+		s.setState(w, false, time.Time{})
+		// A Close that came while the worker was starting stops it at the
+		// top of the loop.
+	}
+}
+
+// shutdown closes w's stdin, waits up to ExecCloseGrace for it to exit,
+// and kills it if it did not.
+func (s *ExecSink) shutdown(w *execWorker) {
+	w.stdin.Close()
+	t := time.NewTimer(ExecCloseGrace)
+	defer t.Stop()
+	select {
+	case <-w.exited:
+	case <-t.C:
+		s.log.Warn("exec sink: worker did not exit after its stdin closed; killing it",
+			"pid", w.pid, "grace", ExecCloseGrace)
+		w.fail(errExecClosed, true, false)
+		<-w.exited
+	}
+	s.setState(nil, false, time.Time{})
+}
+
+// execWorker is one run of the worker process.
+type execWorker struct {
+	cmd     *exec.Cmd
+	pid     int
+	stdin   io.WriteCloser
+	started time.Time
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string]execCall // the events waiting for an answer
+	err     error               // why the worker can no longer be used
+	now     bool                // restart at once: the sink killed it
+	dead    chan struct{}       // closed when err is set
+
+	exited chan struct{} // closed once the process was waited for and its output read
+	ran    time.Duration // how long the process ran; set before exited closes
+}
+
+// execCall is where the answer for one event of a Write goes.
+type execCall struct {
+	k       int // the event's index among the Write's distinct events
+	answers chan<- execAnswer
+}
+
+type execAnswer struct {
+	k   int
+	res Result
+}
+
+// start starts a worker process and the goroutines that read its stdout
+// and stderr and wait for it.
+func (s *ExecSink) start() (*execWorker, error) {
+	cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
+	cmd.Dir = s.cfg.Dir
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	// The sink's own pipes for stdout and stderr (not StdoutPipe), so that
+	// Wait does not close them before their last lines are read.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		stdin.Close()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		stdin.Close()
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		stdin.Close()
+		outR.Close()
+		errR.Close()
+		return nil, err
+	}
+	w := &execWorker{
+		cmd:     cmd,
+		pid:     cmd.Process.Pid,
+		stdin:   stdin,
+		started: time.Now(),
+		pending: make(map[string]execCall),
+		dead:    make(chan struct{}),
+		exited:  make(chan struct{}),
+	}
+	w.log = s.log.With("pid", w.pid)
+	w.log.Info("exec sink: worker started", "command", s.cfg.Command[0])
+	outDone := make(chan struct{})
+	errDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		w.readAnswers(outR)
+	}()
+	go func() {
+		defer close(errDone)
+		w.logStderr(errR)
+	}()
+	go w.wait(outR, outDone, errR, errDone)
+	return w, nil
+}
+
+// wait waits for the process to exit, then for its stdout and stderr to be
+// read to their end (or closes them after execDrainGrace), and closes
+// w.exited.
+func (w *execWorker) wait(outR *os.File, outDone chan struct{}, errR *os.File, errDone chan struct{}) {
+	werr := w.cmd.Wait()
+	w.ran = time.Since(w.started)
+	status := "unknown"
+	code := -1
+	if st := w.cmd.ProcessState; st != nil {
+		status, code = st.String(), st.ExitCode()
+	} else if werr != nil {
+		status = werr.Error()
+	}
+	w.fail(fmt.Errorf("%w: the worker exited (%s)", ErrUnavailable, status), false, false)
+	t := time.NewTimer(execDrainGrace)
+	expired := false
+	for _, p := range []struct {
+		r    *os.File
+		done chan struct{}
+	}{{outR, outDone}, {errR, errDone}} {
+		if !expired {
+			select {
+			case <-p.done:
+			case <-t.C:
+				expired = true
+			}
+		}
+		p.r.Close() // unblocks a read of a pipe that a child of the worker holds
+		<-p.done
+	}
+	t.Stop()
+	level := slog.LevelInfo
+	if code != 0 {
+		level = slog.LevelWarn
+	}
+	w.log.Log(context.Background(), level, "exec sink: worker exited",
+		"exit_code", code, "status", status, "ran", w.ran.Round(time.Millisecond))
+	close(w.exited)
+}
+
+// fail marks the worker as no longer usable for reason (the first reason
+// wins), which fails every event waiting for an answer; kill also kills
+// the process, and restartNow has the supervisor start the next worker
+// without a delay.
+func (w *execWorker) fail(reason error, kill, restartNow bool) {
+	w.mu.Lock()
+	first := w.err == nil
+	if first {
+		w.err, w.now = reason, restartNow
+		close(w.dead)
+	}
+	w.mu.Unlock()
+	if kill {
+		w.cmd.Process.Kill() // an error means it has exited already
+	}
+}
+
+// failure returns why the worker can no longer be used (nil while it can),
+// and whether the next one starts at once.
+func (w *execWorker) failure() (error, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err, w.now
+}
+
+// readAnswers reads the worker's stdout and hands each answer to the Write
+// waiting for it.
+func (w *execWorker) readAnswers(r io.Reader) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte // a line longer than br's buffer, so far
+	for {
+		frag, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			if len(long)+len(frag) > ExecMaxResultLine+2 { // room for "\r\n"
+				w.log.Warn("exec sink: the worker wrote an oversize line; restarting it", "limit", ExecMaxResultLine)
+				w.fail(fmt.Errorf("%w: the worker wrote a line longer than %d bytes", ErrMalformed, ExecMaxResultLine), true, true)
+				return
+			}
+			long = append(long, frag...)
+			continue
+		}
+		if err != nil {
+			// End of file, or a read error: no answer can come any more. A
+			// last line without its newline is dropped (the worker died
+			// while writing it).
+			w.fail(fmt.Errorf("%w: the worker closed its stdout or exited", ErrUnavailable), true, false)
+			return
+		}
+		line := frag
+		if long != nil {
+			line = append(long, frag...)
+			long = nil
+		}
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if len(line) > ExecMaxResultLine {
+			w.log.Warn("exec sink: the worker wrote an oversize line; restarting it", "limit", ExecMaxResultLine)
+			w.fail(fmt.Errorf("%w: the worker wrote a line longer than %d bytes", ErrMalformed, ExecMaxResultLine), true, true)
+			return
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		res, err := execParseResult(line)
+		if err != nil {
+			w.log.Warn("exec sink: the worker wrote a line that is not a result; restarting it", "problem", err)
+			w.fail(fmt.Errorf("%w: the worker wrote a line that is not a result: %v", ErrMalformed, err), true, true)
+			return
+		}
+		w.mu.Lock()
+		c, ok := w.pending[res.EventID]
+		if ok {
+			delete(w.pending, res.EventID)
+		}
+		w.mu.Unlock()
+		if !ok {
+			w.log.Debug("exec sink: ignored a result for an event not awaited", "event_id", res.EventID)
+			continue
+		}
+		c.answers <- execAnswer{c.k, res} // buffered for every event of the Write
+	}
+}
+
+// execParseResult decodes one answer line: a JSON object with a string
+// event_id (which may be empty).
+func execParseResult(line []byte) (Result, error) {
+	var r struct {
+		EventID *string `json:"event_id"`
+		Result  string  `json:"result"`
+		Error   string  `json:"error"`
+	}
+	if err := json.Unmarshal(line, &r); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return Result{}, fmt.Errorf("%s has the wrong type", ute.Field)
+		}
+		return Result{}, errors.New("not a JSON object")
+	}
+	if r.EventID == nil {
+		return Result{}, errors.New("no event_id")
+	}
+	return Result{EventID: *r.EventID, Result: r.Result, Error: r.Error}, nil
+}
+
+// logStderr logs the worker's stderr, one line per record, cut to
+// ExecMaxStderrLine bytes.
+func (w *execWorker) logStderr(r io.Reader) {
+	br := bufio.NewReaderSize(r, ExecMaxStderrLine)
+	for {
+		frag, err := br.ReadSlice('\n')
+		cut := err == bufio.ErrBufferFull
+		line := bytes.TrimSuffix(bytes.TrimSuffix(frag, []byte("\n")), []byte("\r"))
+		if len(line) > 0 {
+			attrs := []any{"stream", "stderr", "line", string(line)}
+			if cut {
+				attrs = append(attrs, "truncated", true)
+			}
+			w.log.Info("exec sink: worker stderr", attrs...)
+		}
+		for err == bufio.ErrBufferFull { // drop the rest of a long line
+			_, err = br.ReadSlice('\n')
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// exchange writes the lines of one Write's distinct events (ids[k] ends at
+// lines[ends[k]]) and waits for their answers. It returns one error per
+// event of ids.
+func (w *execWorker) exchange(ctx context.Context, ids []string, lines []byte, ends []int, timeout time.Duration) []error {
+	n := len(ids)
+	res := make([]error, n)
+	if n == 0 {
+		return res
+	}
+	answers := make(chan execAnswer, n)
+	w.mu.Lock()
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return execFill(res, err)
+	}
+	for k, id := range ids {
+		w.pending[id] = execCall{k, answers}
+	}
+	w.mu.Unlock()
+	defer w.forget(ids, answers)
+
+	quit := make(chan struct{})
+	defer close(quit)
+	progress := make(chan execSent)
+	wrote := make(chan error, 1)
+	go w.writeLines(lines, ends, progress, wrote, quit)
+
+	got := make([]bool, n)
+	deadline := make([]time.Time, n) // set once the event's line is being written
+	sent, oldest, left, armed := 0, 0, n, -1
+	timer := time.NewTimer(timeout)
+	timer.Stop()
+	defer timer.Stop()
+	writing := true
+	// settle fills the events still without an answer: with an answer
+	// that already arrived, or else with err.
+	settle := func(err func(k int) error) []error {
+		for drained := false; !drained; {
+			select {
+			case a := <-answers:
+				if !got[a.k] {
+					got[a.k], res[a.k] = true, a.res.Err()
+				}
+			default:
+				drained = true
+			}
+		}
+		for k := range res {
+			if !got[k] {
+				res[k] = err(k)
+			}
+		}
+		return res
+	}
+	for left > 0 {
+		for oldest < n && got[oldest] {
+			oldest++
+		}
+		// Lines are written in order, so the oldest unanswered event that
+		// was written has the nearest deadline.
+		switch {
+		case oldest < sent && armed != oldest:
+			timer.Reset(time.Until(deadline[oldest]))
+			armed = oldest
+		case oldest >= sent && armed >= 0:
+			timer.Stop() // every event written so far has its answer
+			armed = -1
+		}
+		select {
+		case a := <-answers:
+			if !got[a.k] {
+				got[a.k], res[a.k] = true, a.res.Err()
+				left--
+			}
+		case p := <-progress:
+			for k := sent; k < p.upTo; k++ {
+				deadline[k] = p.at.Add(timeout)
+			}
+			sent = p.upTo
+		case err := <-wrote:
+			writing, wrote = false, nil
+			if err != nil {
+				w.log.Warn("exec sink: cannot write to the worker; killing it", "err", err)
+				w.fail(fmt.Errorf("%w: cannot write to the worker: %v", ErrUnavailable, err), true, false)
+			}
+		case <-w.dead:
+			reason, _ := w.failure()
+			return settle(func(int) error { return reason })
+		case now := <-timer.C:
+			timedOut := fmt.Errorf("%w: no result within %v", ErrUnavailable, timeout)
+			w.log.Warn("exec sink: no result in time; restarting the worker", "event_id", ids[oldest], "timeout", timeout)
+			w.fail(fmt.Errorf("%w: event %s had no result within %v", ErrUnavailable, ids[oldest], timeout), true, true)
+			return settle(func(k int) error {
+				if k < sent && !now.Before(deadline[k]) {
+					return timedOut
+				}
+				return fmt.Errorf("%w: the worker was restarted: another event had no result within %v", ErrUnavailable, timeout)
+			})
+		case <-ctx.Done():
+			if writing {
+				// A line may be half written: the worker's stdin cannot
+				// be used again.
+				w.log.Warn("exec sink: write cancelled while the worker was reading it; restarting the worker")
+				w.fail(fmt.Errorf("%w: a write to the worker was cut short", ErrUnavailable), true, true)
+			}
+			cerr := execCancelled(ctx)
+			return settle(func(int) error { return cerr })
+		}
+	}
+	// Every event has its answer. The writer is returning, unless the
+	// worker answered lines it had not read yet: the next Write must not
+	// write while it does.
+	if writing {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		for writing {
+			select {
+			case <-progress:
+			case err := <-wrote:
+				writing = false
+				if err != nil {
+					w.log.Warn("exec sink: cannot write to the worker; killing it", "err", err)
+					w.fail(fmt.Errorf("%w: cannot write to the worker: %v", ErrUnavailable, err), true, false)
+				}
+			case <-t.C:
+				writing = false
+				w.log.Warn("exec sink: the worker does not read its stdin; restarting it")
+				w.fail(fmt.Errorf("%w: the worker does not read its stdin", ErrUnavailable), true, true)
+			case <-ctx.Done():
+				writing = false
+				w.log.Warn("exec sink: write cancelled while the worker was reading it; restarting the worker")
+				w.fail(fmt.Errorf("%w: a write to the worker was cut short", ErrUnavailable), true, true)
+			}
+		}
+	}
+	return res
+}
+
+// execSent says the lines of the events before upTo are written (or being
+// written) since at.
+type execSent struct {
+	upTo int
+	at   time.Time
+}
+
+// writeLines writes lines to the worker's stdin in chunks of about
+// execChunk bytes, reporting each chunk on progress before it is written,
+// and the outcome on wrote.
+func (w *execWorker) writeLines(lines []byte, ends []int, progress chan<- execSent, wrote chan<- error, quit <-chan struct{}) {
+	start, k := 0, 0
+	for k < len(ends) {
+		j := k + 1
+		for j < len(ends) && ends[j]-start <= execChunk {
+			j++
+		}
+		select {
+		case progress <- execSent{upTo: j, at: time.Now()}:
+		case <-quit:
+			wrote <- nil
+			return
+		}
+		if _, err := w.stdin.Write(lines[start:ends[j-1]]); err != nil {
+			wrote <- err
+			return
+		}
+		start, k = ends[j-1], j
+	}
+	wrote <- nil
+}
+
+// forget stops waiting for the answers of ids that went to answers.
+func (w *execWorker) forget(ids []string, answers chan execAnswer) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		if c, ok := w.pending[id]; ok && c.answers == answers {
+			delete(w.pending, id)
+		}
+	}
+}
+
+func execCancelled(ctx context.Context) error {
+	return fmt.Errorf("%w: exec sink: %w", ErrUnavailable, context.Cause(ctx))
+}
+
+func execFill(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
