@@ -118,6 +118,36 @@ func TestChaos_Short(t *testing.T) {
 	}
 }
 
+// TestChaos_ShortHTTP is a short positive run with edge1 on the http sink:
+// a receiver process behind it, killed with the boxes, must hold every
+// event L1 records as processed.
+func TestChaos_ShortHTTP(t *testing.T) {
+	res, out := runChaos(t, options{
+		Duration:     45 * time.Second,
+		Seed:         3,
+		Edges:        1,
+		Sink:         "http",
+		Faults:       map[string]bool{faultKill: true, faultLinkCut: true, faultFailpoint: true},
+		FaultEvery:   3 * time.Second,
+		DrainTimeout: 90 * time.Second,
+	})
+	if res.violation() {
+		t.Fatalf("checker failed: %s", res.FinalLine)
+	}
+	if len(res.Findings) > 0 {
+		t.Fatalf("fault checks failed: %q", res.Findings)
+	}
+	if res.Kills < 3 {
+		t.Fatalf("too few kills to mean anything: %d", res.Kills)
+	}
+	if res.TargetChecked == 0 || res.TargetMissing != 0 || !strings.Contains(out, "http target: holds") {
+		t.Fatalf("http target check: %d checked, %d missing", res.TargetChecked, res.TargetMissing)
+	}
+	if !strings.Contains(res.FinalLine, " lost=0 duplicate_completions=0 phantoms=0 ") {
+		t.Fatalf("final line %q", res.FinalLine)
+	}
+}
+
 // fakeEntry is a KV entry for the observer tests.
 type fakeEntry struct {
 	key string

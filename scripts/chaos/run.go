@@ -35,7 +35,10 @@ type result struct {
 	DrainComplete        bool
 	DuplicatesAbsorbed   int
 	Findings             []string
-	FinalLine            string
+	// TargetChecked is how many events edge1 reported that the http
+	// sink's receiver was checked for; TargetMissing, how many it lacks.
+	TargetChecked, TargetMissing int
+	FinalLine                    string
 	// Redrives: overdue events L1 published again (a hop lost them or
 	// their receipts); -1 when unknown (a recheck).
 	Redrives int
@@ -201,13 +204,15 @@ phase:
 	}
 	rec.debug("final read: %d revisions", n)
 	v := obs.verdict(states)
+	var targetChecked, targetMissing int
 	if c.recv != nil {
-		checkReceiver(c.recv, obs, rec)
+		targetChecked, targetMissing = checkReceiver(c.recv, obs, rec)
 	}
 
 	res := &result{Seed: o.Seed, Duration: o.Duration, Events: v.published, Acked: v.acked, Unknown: v.unknown,
 		Lost: v.lost, DupKV: v.dupKV, Phantoms: v.phantoms, Regressions: v.regressions,
-		MaxDrainS: drainS, DrainComplete: complete, DuplicatesAbsorbed: v.duplicatesAbsorbed, Dir: dir}
+		MaxDrainS: drainS, DrainComplete: complete, DuplicatesAbsorbed: v.duplicatesAbsorbed, Dir: dir,
+		TargetChecked: targetChecked, TargetMissing: targetMissing}
 	applied := int(math.Round(l1acc.total("leafline_completion_applied_total")))
 	res.DupMetric = max(0, applied-v.terminalRecords)
 	res.DuplicateCompletions = max(res.DupKV, res.DupMetric)
@@ -339,6 +344,9 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 		res.Faults, res.Kills, res.Cuts, res.LongCuts, o.LongCut)
 	fmt.Fprintf(w, "events: published=%d acked=%d unknown=%d (unknown and complete: %d)\n", v.published, v.acked, v.unknown, v.completeUnknown)
 	fmt.Fprintf(w, "completions: records=%d terminal_records=%d complete_acked=%d\n", v.records, v.terminalRecords, v.completeAcked)
+	if o.Sink == "http" {
+		fmt.Fprintf(w, "http target: holds %d of the %d events L1 records as processed by edge1\n", res.TargetChecked-res.TargetMissing, res.TargetChecked)
+	}
 	fmt.Fprintf(w, "duplicates absorbed: %d (sum of KV duplicates), %.0f (L1 metric leafline_completion_duplicates_total, summed over L1 restarts)\n",
 		v.duplicatesAbsorbed, dupMetric)
 	if applied > 0 {

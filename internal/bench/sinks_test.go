@@ -1,0 +1,65 @@
+//go:build unix
+
+package bench
+
+import (
+	"context"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leafline/leafline/internal/pgtest"
+)
+
+var benchEvents = flag.Int("bench.events", 20000, "BenchmarkSinks: backlog each sink drains")
+
+// BenchmarkSinks runs `leafline bench` once (-benchtime 1x) with a real
+// PostgreSQL for the postgres row, and reports each sink's events/s:
+//
+//	go test ./internal/bench -run '^$' -bench Sinks -benchtime 1x
+func BenchmarkSinks(b *testing.B) {
+	srv := pgtest.Start(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	for b.Loop() {
+		rows, err := Sinks(ctx, SinkOptions{Events: *benchEvents, PostgresDSN: srv.DSN()})
+		PrintSinks(os.Stdout, rows)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Skipped == "" {
+				b.ReportMetric(r.EPS, strings.ReplaceAll(r.Sink, "-", "_")+"_events/s")
+			}
+		}
+	}
+}
+
+// TestSinks runs every row on a small backlog: each sink drains it whole.
+func TestSinks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a system per sink; skipped with -short")
+	}
+	srv := pgtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rows, err := Sinks(ctx, SinkOptions{Events: 300, PostgresDSN: srv.DSN()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(SinkNames) {
+		t.Fatalf("%d rows, want %d", len(rows), len(SinkNames))
+	}
+	for _, r := range rows {
+		if r.Skipped != "" || r.EPS <= 0 || r.Events != 300 {
+			t.Errorf("row %+v", r)
+		}
+	}
+	var out strings.Builder
+	PrintSinks(&out, rows)
+	if !strings.Contains(out.String(), "bench sinks store_eps=") {
+		t.Errorf("no bench line:\n%s", out.String())
+	}
+}
