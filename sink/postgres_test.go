@@ -57,6 +57,7 @@ func TestPostgres(t *testing.T) {
 // TestPostgresBox runs the whole-system cases with the postgres sink at the
 // edge, on a server of its own.
 func TestPostgresBox(t *testing.T) {
+	t.Parallel() // a system of its own, mostly waiting out an outage
 	if testing.Short() {
 		t.Skip("the box conformance cases run a whole system; skipped with -short")
 	}
