@@ -3,7 +3,9 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -146,14 +147,13 @@ func newTarget(o SinkOptions, name, dir string) (*target, string, error) {
 		tg.cfg = topology.SinkConfig{Type: "http", HTTP: &topology.HTTPSinkConfig{URL: url, Mode: mode}}
 		tg.close = stop
 	case "exec":
-		// A worker that answers each line at once: GNU sed, unbuffered,
-		// turns an event's line into its result.
-		sed, err := exec.LookPath("sed")
+		// A worker that answers each line at once: this program itself,
+		// started as EchoWorkerArg (see RunEchoWorker).
+		exe, err := os.Executable()
 		if err != nil {
-			return nil, "no sed on PATH", nil
+			return nil, "", err
 		}
-		tg.cfg = topology.SinkConfig{Type: "exec", Exec: &topology.ExecSinkConfig{Command: []string{sed, "-u",
-			`s/^{"event_id":"\([^"]*\)".*/{"event_id":"\1","result":"ok"}/`}}}
+		tg.cfg = topology.SinkConfig{Type: "exec", Exec: &topology.ExecSinkConfig{Command: []string{exe, EchoWorkerArg}}}
 	case "postgres":
 		if o.PostgresDSN == "" {
 			return nil, "no PostgreSQL (give --postgres-dsn-env)", nil
@@ -194,6 +194,46 @@ func newTarget(o SinkOptions, name, dir string) (*target, string, error) {
 		}
 	}
 	return tg, "", nil
+}
+
+// EchoWorkerArg, as a program's first argument, makes it the exec row's
+// worker: the program's main calls RunEchoWorker when it sees it.
+const EchoWorkerArg = "__leafline-bench-echo-worker"
+
+// RunEchoWorker is the least an exec worker can do: it answers every event
+// line on stdin with an ok result for its event_id, until stdin ends.
+func RunEchoWorker(stdin io.Reader, stdout io.Writer) error {
+	in := bufio.NewReaderSize(stdin, 256<<10)
+	out := bufio.NewWriter(stdout)
+	for {
+		line, err := in.ReadBytes('\n')
+		if len(line) > 0 {
+			var ev struct {
+				EventID string `json:"event_id"`
+			}
+			if err := json.Unmarshal(line, &ev); err != nil {
+				return err
+			}
+			b, err := json.Marshal(sink.Result{EventID: ev.EventID, Result: sink.ResultOK})
+			if err != nil {
+				return err
+			}
+			out.Write(append(b, '\n'))
+		}
+		// Flush when no more input is waiting: a batch's answers go out
+		// together, and the last one never waits.
+		if in.Buffered() == 0 || err != nil {
+			if ferr := out.Flush(); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // httpTarget serves the http sink's protocol with the least a target can

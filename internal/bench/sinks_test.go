@@ -13,6 +13,17 @@ import (
 	"github.com/leafline/leafline/internal/pgtest"
 )
 
+// TestMain lets the test binary serve as the exec row's worker.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == EchoWorkerArg {
+		if err := RunEchoWorker(os.Stdin, os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
 var benchEvents = flag.Int("bench.events", 20000, "BenchmarkSinks: backlog each sink drains")
 
 // BenchmarkSinks runs `leafline bench` once (-benchtime 1x) with a real
