@@ -1,3 +1,8 @@
+//go:build linux
+
+// The benchmark driver runs on Linux only: it reads the process's memory,
+// CPU time and the disk's flush count from /proc and /sys.
+
 package edge
 
 // The leafline benchmark driver (issue 6). One command, one run, one machine,

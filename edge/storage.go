@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/leafline/leafline/outbox"
 )
 
 // A full disk is not a crash. When the box's storage fills up, the embedded
-// nats-server disables JetStream (it never re-enables it by itself) or a
-// bbolt commit fails with ENOSPC. Either way nothing more can be made
-// durable, so nothing more may be ACKed. The box then:
+// nats-server disables JetStream (it never re-enables it by itself), a
+// bbolt commit fails with ENOSPC, or the outbox file reaches its size
+// limit (outbox.ErrFull; 1 GiB on a 32-bit platform). Either way nothing
+// more can be made durable, so nothing more may be ACKed. The box then:
 //
 //   - logs one ERROR that says so, with the data dir, its free bytes and the
 //     free bytes it waits for;
@@ -24,27 +24,18 @@ import (
 //   - keeps serving /healthz, /metrics (leafline_storage_full = 1,
 //     leafline_storage_free_bytes) and /readyz (503, with the reason);
 //   - restarts itself, as a fresh start on the same data dir, once the
-//     data dir has resumeFreeBytes free.
+//     data dir has resumeFreeBytes free; after outbox.ErrFull, at once
+//     (backing off up to 30s), to prune the outbox.
 
 // errJetStreamDisabled: the embedded server turned JetStream off while it
 // kept running — what nats-server does after a store write fails for lack
 // of space.
 var errJetStreamDisabled = errors.New("the embedded nats-server disabled JetStream (it does so when a store write fails for lack of disk space)")
 
-// isStorageFull reports whether err means that the box's storage is full.
+// isStorageFull reports whether err means that the box's storage is full:
+// the disk (isNoSpace, per platform) or the outbox file's size limit.
 func isStorageFull(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, errJetStreamDisabled)
-}
-
-// diskSpace returns the bytes available to the box (not to root) on the
-// filesystem holding dir, and its size.
-func diskSpace(dir string) (free, total uint64, err error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
-	}
-	bs := uint64(st.Bsize)
-	return st.Bavail * bs, st.Blocks * bs, nil
+	return isNoSpace(err) || errors.Is(err, outbox.ErrFull) || errors.Is(err, errJetStreamDisabled)
 }
 
 // resumeFreeBytes is how much free space the box waits for before it
@@ -72,6 +63,11 @@ func (a *App) waitForSpace(ctx context.Context, cause error, minWait time.Durati
 	free, total, serr := diskSpace(dir)
 	need := resumeFreeBytes(total)
 	reason := fmt.Sprintf("storage full: %v; processing is stopped and nothing is ACKed; the box restarts itself when %s has %d MiB free", cause, dir, need>>20)
+	if errors.Is(cause, outbox.ErrFull) {
+		// The disk has room; the outbox file reached its size limit. A
+		// restart prunes published receipts older than outbox.retention.
+		reason = fmt.Sprintf("storage full: %v; processing is stopped and nothing is ACKed; the box restarts itself after %s and prunes its outbox", cause, minWait)
+	}
 	a.notReady.Store(reason)
 	a.metrics.storageFull.Set(1)
 	a.metrics.jetstreamEnabled.Set(0)

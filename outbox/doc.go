@@ -93,6 +93,22 @@
 // lost or written: the pages stay in the page cache, and the next read
 // maps them again. Check releases what its full read mapped.
 //
+// # Platforms
+//
+// Open locks the file before it reads it: with flock on Unix (the lock
+// bbolt takes too), and on Windows with LockFileEx on a byte of its own
+// next to bbolt's (see lock_windows.go); either way a second process
+// waits OpenTimeout and fails. A new file is linked into place and its
+// directory fsynced; Windows has no directory fsync and needs none (NTFS
+// journals its metadata), and os.Rename, the fallback where hard links are
+// not supported, replaces atomically there too (MoveFileEx).
+//
+// bbolt maps the whole file. Where pointers are 32 bits wide the address
+// space is 2 to 3 GiB, so Open bounds the file to MaxSize32 (1 GiB) by
+// default: a write past it fails with ErrFull instead of failing to remap
+// at an arbitrary point. Pruning keeps the file within it; the pages Prune
+// frees are reused, the file never shrinks.
+//
 // # Caveats
 //
 // Commit, MarkPublished and Prune errors are fatal. bbolt rolls back a
@@ -101,6 +117,12 @@
 // write with an error wrapping the first one; the process should stop and
 // restart (crash recovery above applies). A Commit callback error is not
 // fatal: it rolls back cleanly.
+//
+// A full file stays full until Prune has published records to delete, and
+// Prune itself writes (bbolt copies each page it changes), which works only
+// while earlier transactions have left free pages. A file filled by pending
+// records, or by buckets that are never pruned (the store sink's), cannot
+// be relieved by the outbox.
 //
 // Prune forgets keys. After a published record is pruned, a very late
 // redelivery of its source event commits a second record with the same Key

@@ -23,6 +23,12 @@ var (
 	// record has an empty Key or Subject, a Key longer than MaxKeyLen bytes or
 	// Data longer than MaxDataLen bytes.
 	ErrInvalidRecord = errors.New("invalid outbox record")
+
+	// ErrFull is returned by a write that would grow the file beyond
+	// Options.MaxSize. The write changed nothing; like every failed write
+	// it is fatal (see Caveats), and a Prune after a restart frees pages
+	// for new records.
+	ErrFull = errors.New("outbox file is full")
 )
 
 // corruptAdvice is appended to every ErrCorrupt raised while opening or

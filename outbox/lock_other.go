@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !unix && !windows
 
 package outbox
 
@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// On non-Unix systems Open relies on bbolt's own lock, taken after the
-// file has been validated.
+// On other systems Open relies on bbolt's own lock, taken after the file
+// has been validated.
 func lockFile(*os.File, time.Duration) error { return nil }
 
 func unlockFile(*os.File) {}

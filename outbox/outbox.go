@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -47,17 +49,50 @@ type Options struct {
 	// Now is the clock used for CreatedAt and PublishedAt. Nil means
 	// time.Now.
 	Now func() time.Time
+
+	// MaxSize is the largest size, in bytes, the file may grow to. A write
+	// that would grow it further fails with an error wrapping ErrFull and
+	// changes nothing; a file already larger still opens. Zero means
+	// MaxSize32 on a platform with 32-bit pointers and no limit
+	// otherwise; negative means no limit.
+	MaxSize int64
+}
+
+// MaxSize32 is the default Options.MaxSize where pointers are 32 bits wide
+// (linux/arm, linux/386, windows/386). bbolt maps the whole file into the
+// process's address space, which is 2 to 3 GiB there and shared with the Go
+// heap and the embedded server; a map that cannot grow makes bbolt fail a
+// commit at an arbitrary point. With the file bounded, the box instead
+// stops with ErrFull, a storage-full condition it reports and recovers from
+// once pruning has freed pages.
+const MaxSize32 = 1 << 30
+
+// is32Bit is true where pointers are 32 bits wide.
+const is32Bit = strconv.IntSize == 32
+
+// maxSize returns the bbolt MaxSize for opts: 0 for no limit.
+func (opts Options) maxSize() int {
+	switch {
+	case opts.MaxSize < 0 || (opts.MaxSize == 0 && !is32Bit):
+		return 0
+	case opts.MaxSize == 0:
+		return MaxSize32
+	case opts.MaxSize > math.MaxInt:
+		return math.MaxInt
+	}
+	return int(opts.MaxSize)
 }
 
 // Outbox is a transactional outbox stored in one bbolt file. All methods
 // are safe for concurrent use.
 type Outbox struct {
-	db     *bbolt.DB
-	file   *os.File // the file bbolt uses; read directly by Check
-	path   string
-	now    func() time.Time
-	closed atomic.Bool
-	failed atomic.Pointer[error] // first fatal write error; see fail
+	db      *bbolt.DB
+	file    *os.File // the file bbolt uses; read directly by Check
+	path    string
+	maxSize int // bbolt's MaxSize; 0 means no limit
+	now     func() time.Time
+	closed  atomic.Bool
+	failed  atomic.Pointer[error] // first fatal write error; see fail
 }
 
 // Open opens the outbox file at path, creating it (and its parent directory,
@@ -131,6 +166,7 @@ func Open(path string, opts Options) (*Outbox, error) {
 		var err error
 		db, err = bbolt.Open(path, 0o600, &bbolt.Options{
 			Timeout: opts.OpenTimeout,
+			MaxSize: opts.maxSize(),
 			// Hand bbolt the file we locked and validated.
 			OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil },
 		})
@@ -152,7 +188,7 @@ func Open(path string, opts Options) (*Outbox, error) {
 		}
 		return nil, openError(path, err)
 	}
-	return &Outbox{db: db, file: f, path: path, now: opts.Now}, nil
+	return &Outbox{db: db, file: f, path: path, now: opts.Now, maxSize: opts.maxSize()}, nil
 }
 
 // openError wraps an error from opening bbolt: anything bbolt says about
@@ -277,18 +313,6 @@ func create(path string, timeout time.Duration) error {
 	return syncDir(dir)
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // Close closes the file. It waits for transactions in progress. A second
 // Close, and any other method called after Close, returns an error wrapping
 // ErrClosed.
@@ -376,6 +400,8 @@ func (o *Outbox) mapErr(err error) error {
 		return fmt.Errorf("outbox: %s: %w", o.path, ErrClosed)
 	case errors.Is(err, ErrCorrupt):
 		return fmt.Errorf("outbox: %s: %w; %s", o.path, err, corruptAdvice)
+	case errors.Is(err, berrors.ErrMaxSizeReached):
+		return fmt.Errorf("outbox: %s: %w: the file may not grow past %d bytes: %w", o.path, ErrFull, o.maxSize, err)
 	}
 	return err
 }

@@ -1,3 +1,8 @@
+//go:build unix
+
+// The child's death by SIGKILL is read from its Unix wait status; on
+// Windows a failpoint kill is TerminateProcess, with no signal to check.
+
 package receipts
 
 import (

@@ -1,3 +1,5 @@
+//go:build unix
+
 package sink_test
 
 import (
@@ -1087,4 +1089,11 @@ func BenchmarkExec(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(evs))/b.Elapsed().Seconds(), "events/s")
+}
+
+func TestExecSink_Box(t *testing.T) {
+	t.Parallel() // each runs a system of its own, mostly waiting out an outage
+	x := newExecTarget(t)
+	x.cfg = func(c *topology.ExecSinkConfig) { c.Timeout = topology.Duration(3 * time.Second) }
+	sinktest.RunBox(t, x, sinktest.BoxOptions{})
 }

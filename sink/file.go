@@ -92,15 +92,6 @@ func writeFileSync(final string, ev Event) error {
 	return err
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // encodeID maps any event_id to a portable file name: "b-" + base64url for
 // short ids, "h-" + sha256 hex for ids whose encoding would be too long for
 // a file name. Both are injective for practical purposes and never contain

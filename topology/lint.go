@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -31,10 +32,38 @@ const minSmoothStreamBytes = 64 << 20
 // and Lint weighs the receipts duplicate window against it.
 const RelayMinAge = 2 * time.Second
 
+// OutboxLimit32 is the size an edge's outbox file may not grow past where
+// pointers are 32 bits wide: outbox.MaxSize32, the bound the outbox sets
+// there because bbolt maps the whole file into an address space of 2 to 3
+// GiB. (topology imports no other package of ours; a test in edge holds
+// the two equal.)
+const OutboxLimit32 = 1 << 30
+
+// Assumptions of the 32-bit lint, stated in its warnings.
+const (
+	// lintEventRate is the sustained rate, in events per second, that the
+	// lint assumes an edge may see.
+	lintEventRate = 10
+	// receiptFileBytes is the outbox file space one published receipt
+	// takes: the signed receipt, its index entries, and bbolt pages that
+	// random keys leave partly empty.
+	receiptFileBytes = 1536
+	// storedEventFileBytes is the file space the store sink takes for an
+	// event of 1 KiB: the payload base64-encoded in JSON, its key, and
+	// partly empty pages.
+	storedEventFileBytes = 3072
+)
+
 // Lint reports the risky settings of a loaded box config and of its
 // topology (see Topology.Lint). Call it after LoadConfig: it assumes
 // defaults are filled and the config is valid.
 func Lint(c *Config) []Warning {
+	return lint(c, strconv.IntSize == 32)
+}
+
+// lint is Lint, with the platform's pointer width given: addr32 adds the
+// outbox's address-space warnings (lintAddressSpace).
+func lint(c *Config, addr32 bool) []Warning {
 	var out []Warning
 	if c.Topology != nil {
 		out = append(out, c.Topology.Lint()...)
@@ -66,6 +95,31 @@ func Lint(c *Config) []Warning {
 					d.AckWait.D(), d.BacklogBatchSize, w, need)})
 			}
 		}
+		if addr32 {
+			out = append(out, lintAddressSpace(c)...)
+		}
+	}
+	return out
+}
+
+// lintAddressSpace reports what could fill an edge's outbox file past
+// OutboxLimit32 on a 32-bit platform, where the box then stops processing
+// (outbox.ErrFull): the store sink, which never deletes an event, and a
+// retention that keeps more receipts than fit at lintEventRate.
+func lintAddressSpace(c *Config) []Warning {
+	const limitMiB = OutboxLimit32 >> 20
+	var out []Warning
+	if c.Sink.Type == "store" {
+		out = append(out, Warning{"sink.type", fmt.Sprintf(
+			"%q keeps every event in the outbox file (bucket \"events\") and never deletes one; on this 32-bit platform the file may not grow past %d MiB (bbolt maps all of it into an address space of 2 to 3 GiB), about %d events of 1 KiB at %d bytes of file each, and the box then stops processing; use the file sink or a sink outside the box",
+			c.Sink.Type, limitMiB, OutboxLimit32/storedEventFileBytes, storedEventFileBytes)})
+	}
+	keep := c.Outbox.Retention.D()
+	if need := keep.Seconds() * lintEventRate * receiptFileBytes; need > OutboxLimit32 {
+		fit := time.Duration(OutboxLimit32/(lintEventRate*receiptFileBytes)) * time.Second
+		out = append(out, Warning{"outbox.retention", fmt.Sprintf(
+			"%s keeps every published receipt that long: at %d events/s and about %d bytes of outbox file per receipt that is %.0f MiB, more than the %d MiB the file may grow to on this 32-bit platform (bbolt maps all of it into an address space of 2 to 3 GiB), and the box then stops processing; lower it to %s or less, or to %d MiB ÷ (the box's own rate × %d bytes)",
+			keep, lintEventRate, receiptFileBytes, need/(1<<20), limitMiB, fit.Truncate(time.Hour), limitMiB, receiptFileBytes)})
 	}
 	return out
 }
@@ -101,6 +155,7 @@ func (t *Topology) Lint() []Warning {
 				s.Name, up.Name, up.Name)})
 		}
 	}
+	out = append(out, t.lintReceiptSigning()...) // lint_identity.go
 	if w, o := t.Events.DuplicateWindow.D(), t.ExpectedOutage.D(); w < o {
 		out = append(out, Warning{"events.duplicate_window", fmt.Sprintf(
 			"%s is shorter than expected_outage (%s): an event that a publisher retries after a cut that long is stored twice in %s and processed twice at the edges (their outboxes absorb it; L1's completion store counts the duplicate). Raise the window (it costs one entry per message in it) or declare a shorter expected_outage",

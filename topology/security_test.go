@@ -269,32 +269,37 @@ func TestLint(t *testing.T) {
 	}
 	sec := secureTopology(t)
 	sec.Events.DuplicateWindow = Duration(time.Hour)
+	if !has(sec.Lint(), "sites[2].receipt_key", "UNSIGNED RECEIPTS") {
+		t.Errorf("no warning about edge1's unsigned receipts")
+	}
+	sec.Sites[2].ReceiptKey, sec.Sites[3].ReceiptKey = testNkeyEdge2, testNkeyEdge1 // signing keys of their own
 	sec.SetDefaults()
 	if ws := sec.Lint(); len(ws) != 0 {
 		t.Fatalf("secure topology: %v", ws)
 	}
 
+	// As on a 64-bit platform: TestLint_AddressSpace has the 32-bit warnings.
 	c := secureConfig(t, "edge1")
 	c.Topology = sec
 	c.SetDefaults()
 	c.Sink.WorstWrite = Duration(200 * time.Millisecond)
 	c.JetStream.SyncInterval = "1s"
-	ws = Lint(c)
+	ws = lint(c, false)
 	if !has(ws, "delivery.ack_wait", "backlog_batch_size × sink.worst_write (1000 × 200ms = 3m20s)") || !has(ws, "jetstream.sync_interval", "power cut") {
 		t.Fatalf("config lint: %v", ws)
 	}
 	c.Delivery.InProgress.Enabled = true
 	c.JetStream.SyncInterval = "always"
-	if ws := Lint(c); len(ws) != 0 {
+	if ws := lint(c, false); len(ws) != 0 {
 		t.Fatalf("with in_progress heartbeats: %v", ws)
 	}
 	c.JetStream.MaxStreamBytes = 16 << 20
-	if ws := Lint(c); len(ws) != 1 || !has(ws, "jetstream.max_stream_bytes", "16777216 is below 67108864 (64 MiB)") {
+	if ws := lint(c, false); len(ws) != 1 || !has(ws, "jetstream.max_stream_bytes", "16777216 is below 67108864 (64 MiB)") {
 		t.Fatalf("16 MiB streams: %v", ws)
 	}
 	c.JetStream.MaxStreamBytes = 0
 	c.Outbox.PublishTimeout = Duration(9 * time.Second)
-	if ws := Lint(c); len(ws) != 1 || !has(ws, "receipts.duplicate_window", "10s is shorter than outbox.publish_timeout + 2s (11s)") {
+	if ws := lint(c, false); len(ws) != 1 || !has(ws, "receipts.duplicate_window", "10s is shorter than outbox.publish_timeout + 2s (11s)") {
 		t.Fatalf("a receipts window shorter than the relay's retry: %v", ws)
 	}
 }

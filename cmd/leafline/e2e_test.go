@@ -1,9 +1,13 @@
+//go:build unix
+
+// The end-to-end test stops boxes with SIGTERM and kills them with SIGKILL:
+// os.Process.Signal sends only Kill on Windows, so it runs on Unix only.
+
 package main
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -21,7 +25,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -39,15 +42,6 @@ func buildBinary(t *testing.T) string {
 		t.Fatalf("go build: %v", err)
 	}
 	return bin
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ports, err := loopback.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ports[0]
 }
 
 type proc struct {
@@ -121,17 +115,6 @@ func metric(t *testing.T, ops int, name string) float64 {
 		}
 	}
 	return -1
-}
-
-func writeJSONFile(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestE2E_SIGKILLEdge runs L1, hub and edge as real `leafline run`

@@ -20,7 +20,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, done := serviceContext(ctx)
 	code := run(ctx, os.Args[1:])
+	done(code)
 	stop()
 	os.Exit(code)
 }

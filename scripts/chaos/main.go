@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command chaos is leafline's fault-injection driver and history checker.
 //
 // It runs L1, a hub and one or two edges as real `leafline run` OS

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/leafline/leafline/internal/loopback"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ports, err := loopback.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports[0]
+}
+
+func writeJSONFile(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
