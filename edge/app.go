@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/sink"
@@ -87,6 +87,9 @@ func New(cfg *topology.Config, log *slog.Logger, opts ...Option) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// Each key once per line: components add keys that the messages they
+	// log repeat ("stream", "sink").
+	log = slog.New(logx.Unique(log.Handler()))
 	a := &App{
 		cfg:     cfg,
 		site:    site,
@@ -163,6 +166,14 @@ func (a *App) Run(ctx context.Context) error {
 			err = ferr
 		}
 		a.isReady.Store(false)
+		if ctx.Err() == nil && errors.Is(err, errNotWritable) {
+			a.teardown()
+			if err := a.waitWritable(lctx, err); err != nil {
+				a.log.Info("leafline stopped")
+				return nil
+			}
+			continue
+		}
 		switch {
 		case err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)):
 			a.log.Info("leafline stopped")
@@ -202,11 +213,16 @@ func (a *App) start(ctx context.Context) error {
 		a.log.Warn("DURABILITY WARNING: jetstream.sync_interval is not \"always\": a PubAck only means the page cache, and a power cut can lose acknowledged events and receipts",
 			"sync_interval", cfg.JetStream.SyncInterval)
 	}
+	if a.site.Role == topology.RoleEdge {
+		if err := a.openOutbox(); err != nil { // see lockfirst.go
+			return err
+		}
+	}
 	opts, err := serverOptions(cfg, a.site)
 	if err != nil {
 		return err
 	}
-	if a.srv, err = startServer(opts, a.log); err != nil {
+	if a.srv, err = startServerWith(opts, a.log, a.metrics.violationHook(a.log)); err != nil {
 		return err
 	}
 	a.opsSrv.Store(a.srv)
@@ -234,12 +250,8 @@ func (a *App) start(ctx context.Context) error {
 
 func (a *App) startEdge(ctx context.Context) error {
 	cfg := a.cfg
-	path := filepath.Join(cfg.DataDir, "outbox.db")
-	ob, err := outbox.Open(path, outbox.Options{})
-	if err != nil {
-		return err
-	}
-	a.ob = ob
+	ob := a.ob // opened first, by start
+	var err error
 	// A full integrity check (record checksums included) before anything
 	// is published from the file: a corrupt outbox stops the box with the
 	// file named, and is never replaced by an empty one.
@@ -330,6 +342,11 @@ func (a *App) startL1(ctx context.Context) error {
 		QuarantineSubject: cfg.Completion.QuarantineSubject,
 		Accept:            acceptReceipt(t),
 		Verify:            verifyReceipt(t),
+		// A receipt speaks only for the site that sent it: the hub binds
+		// each link's receipts to its site's subjects, and an edge reports
+		// only for itself (its processor is its site name).
+		SubjectPrefix:   t.Receipts.SubjectPrefix,
+		ProcessorIsSite: true,
 		// The service also follows the origin stream, with its own
 		// consumer, so that every published event has a pending record
 		// and can be reported overdue. It ACKs nothing that matters on
@@ -351,6 +368,8 @@ func (a *App) startL1(ctx context.Context) error {
 	a.svc = svc
 	a.opsSvc.Store(svc)
 	a.metrics.watchCompletions(svc.Stats)
+	a.metrics.watchRefusals(svc.Refusals)
+	a.metrics.watchUnidentified(svc.UnidentifiedCount)
 	// Any NATS client can ask "what happened to event X?" (nats micro ls).
 	if a.micro, err = receipts.StartMicro(a.nc, svc, receipts.MicroConfig{}); err != nil {
 		return fmt.Errorf("status micro service: %w", err)
@@ -450,6 +469,7 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	}
 	if a.svc != nil {
 		g.Go(func() error { return a.svc.Run(ctx) })
+		g.Go(func() error { a.guardDirectConsumers(ctx); return nil })
 	}
 	g.Go(func() error { a.trimStreams(ctx); return nil })
 }
@@ -489,11 +509,19 @@ func (a *App) monitor(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastPrune := time.Time{}
+	probe, err := newStorageProbe(a.cfg.DataDir) // see writable.go
+	if err != nil {
+		return err
+	}
 	for {
 		if ctx.Err() == nil && !a.killed.Load() && a.srv.Running() && !a.srv.JetStreamEnabled() {
 			a.metrics.jetstreamEnabled.Set(0)
 			return errJetStreamDisabled
 		}
+		if err := probe.check(time.Now()); err != nil && ctx.Err() == nil && !a.killed.Load() {
+			return err
+		}
+		a.metrics.storageWritable.Set(1)
 		a.metrics.jetstreamEnabled.Set(1)
 		if free, _, err := diskSpace(a.cfg.DataDir); err == nil {
 			a.metrics.storageFree.Set(float64(free))
@@ -508,8 +536,14 @@ func (a *App) monitor(ctx context.Context) error {
 				a.metrics.outboxPending.Set(float64(st.Pending))
 			}
 			if time.Since(lastPrune) > time.Hour {
-				lastPrune = time.Now()
-				if n, err := a.ob.Prune(time.Now().Add(-a.cfg.Outbox.Retention.D()), 10000); err != nil {
+				// One transaction of at most pruneBatch records a tick, a
+				// tick after another until one finds fewer: the outbox
+				// keeps its retention whatever the rate of receipts.
+				n, err := a.ob.Prune(time.Now().Add(-a.cfg.Outbox.Retention.D()), pruneBatch)
+				if err != nil || n < pruneBatch {
+					lastPrune = time.Now()
+				}
+				if err != nil {
 					a.log.Warn("outbox prune failed", "err", err)
 				} else if n > 0 {
 					a.log.Info("outbox pruned", "records", n)
@@ -524,6 +558,9 @@ func (a *App) monitor(ctx context.Context) error {
 		}
 	}
 }
+
+// pruneBatch bounds the published receipts one outbox prune deletes.
+const pruneBatch = 10000
 
 func (a *App) updateSourceGauges(ctx context.Context) {
 	for _, sc := range sitePlan(a.cfg, a.site).streams {

@@ -40,6 +40,9 @@ type DemoOptions struct {
 	Progress  io.Writer // human progress lines; nil discards
 	Logger    *slog.Logger
 	Configure func(*topology.Config)
+	// Hold, if set, is called with the result while the sites still run;
+	// they stop when it returns (the demo's --keep waits for Ctrl-C).
+	Hold func(DemoResult)
 }
 
 // DemoResult is what the demo counted. Completed counts events with a
@@ -204,10 +207,17 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		say("gave up waiting: %v", werr)
 	}
 	say("l1 summary after the link healed: %s", summaryLine(ctx, l1))
-	say("l1 status API: curl http://%s/v1/summary ; curl http://%s%s", l1.OpsAddr(), l1.OpsAddr(), receipts.EventPath(ids[0]))
+	until := "until the demo exits (--keep holds the sites up)"
+	if o.Hold != nil {
+		until = "until the demo is interrupted"
+	}
+	say("l1 status API, %s: curl http://%s/v1/summary ; curl http://%s%s", until, l1.OpsAddr(), l1.OpsAddr(), receipts.EventPath(ids[0]))
 	if len(bad) > 0 {
 		say("bad events: %d reported as dead_lettered at l1 (of %d); DLQ stream %s holds %d records",
 			res.DeadLettered, len(bad), ls.Configs["edge1"].DeadLetter.Stream, streamState(ctx, ejs, ls.Configs["edge1"].DeadLetter.Stream).Msgs)
+	}
+	if o.Hold != nil {
+		o.Hold(res)
 	}
 	return res, nil
 }

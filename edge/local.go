@@ -91,7 +91,8 @@ func NewLocalSystem(dir string, o LocalOptions) (*LocalSystem, error) {
 	}
 	var creds *Credentials
 	if !o.Insecure {
-		if creds, err = WriteCredentials(filepath.Join(dir, "pki"), t, CredentialOptions{Validity: 24 * time.Hour}); err != nil {
+		// Receipt keys come from receiptKeys below, also for an insecure system.
+		if creds, err = WriteCredentials(filepath.Join(dir, "pki"), t, CredentialOptions{Validity: 24 * time.Hour, NoReceiptKeys: true}); err != nil {
 			return nil, fmt.Errorf("credentials: %w", err)
 		}
 	}

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -22,6 +23,7 @@ type Metrics struct {
 	receiptsPublished, receiptPublishErrors                     prometheus.Counter
 	relayPublished, relayErrors                                 prometheus.Counter
 	dlqPublishErrors                                            prometheus.Counter
+	eventIDReused                                               prometheus.Counter
 	sinkSeconds, pubAckSeconds                                  prometheus.Histogram
 
 	ackConfAttempts, ackConfSuccesses, ackConfTimeouts prometheus.Counter
@@ -35,9 +37,15 @@ type Metrics struct {
 	trimmed           *prometheus.CounterVec
 
 	storageFull, storageFree, jetstreamEnabled prometheus.Gauge
+	storageWritable                            prometheus.Gauge
 
 	completionStats atomic.Pointer[func() receipts.Stats]
 	completionOnce  sync.Once
+
+	unidentified     atomic.Pointer[func(context.Context) (int64, error)]
+	unidentifiedOnce sync.Once
+
+	sec securityMetrics // see metrics_security.go
 }
 
 func newMetrics(site, role string) *Metrics {
@@ -59,6 +67,7 @@ func newMetrics(site, role string) *Metrics {
 	m.relayPublished = f.counter("relay_published_total", "Pending receipts republished by the outbox relay.")
 	m.relayErrors = f.counter("relay_errors_total", "Outbox relay publish attempts that failed.")
 	m.dlqPublishErrors = f.counter("dlq_publish_errors_total", "DLQ records that were not PubAck'ed.")
+	m.eventIDReused = f.counter("event_id_reused_total", "Messages whose event_id was receipted before for another payload (the first outcome stands; logged at WARN).")
 	m.sinkSeconds = f.histogram("sink_write_seconds", "Time to write one batch through the sink.")
 	m.pubAckSeconds = f.histogram("receipt_puback_seconds", "Time from a receipt batch publish to its last PubAck.")
 	m.ackConfAttempts = f.counter("ack_confirmation_attempts_total", "Messages for which confirmed ACK was attempted.")
@@ -75,6 +84,8 @@ func newMetrics(site, role string) *Metrics {
 	m.storageFull = f.gauge("storage_full", "1 while the box is stopped because its storage is full (nothing is ACKed); it restarts itself when space is freed.")
 	m.storageFree = f.gauge("storage_free_bytes", "Bytes available on the filesystem of the box's data dir.")
 	m.jetstreamEnabled = f.gauge("jetstream_enabled", "1 while the embedded server's JetStream is enabled.")
+	m.storageWritable = f.gauge("storage_writable", "1 while the box's data dir is the one it started on and takes durable writes; 0 while it is stopped because it does not.")
+	m.initSecurity()
 	return m
 }
 
@@ -98,6 +109,11 @@ func (m *Metrics) registerCompletions() {
 		{"completion_conflicts_total", "Receipts whose status conflicts with the first terminal status.", func(s receipts.Stats) uint64 { return s.Conflicts }},
 		{"completion_redriven_total", "Overdue events published again on the origin stream (end-to-end repair of a lost event or receipt).", func(s receipts.Stats) uint64 { return s.Redriven }},
 		{"completion_quarantined_total", "Malformed or rejected receipts parked on the quarantine stream.", func(s receipts.Stats) uint64 { return s.Quarantined }},
+		{"completion_held_total", "Receipts held because L1 had not seen their event's origin (status origin_unknown); they count for nothing until it is seen.", func(s receipts.Stats) uint64 { return s.Held }},
+		{"completion_held_released_total", "Held receipts counted once the origin showed the event routed to their processor.", func(s receipts.Stats) uint64 { return s.HeldReleased }},
+		{"completion_held_refused_total", "Held receipts set aside once the origin showed the event not routed to their processor.", func(s receipts.Stats) uint64 { return s.HeldRefused }},
+		{"completion_origin_unidentified_total", "Origin messages the tracker could not track (no usable event_id, or no valid expected set), redeliveries included; leafline_completion_origin_unidentified is the durable count of the first kind.", func(s receipts.Stats) uint64 { return s.OriginSkipped }},
+		{"completion_origin_reused_total", "Origin messages that reused a known event_id with another payload (the first publication stands; the event is marked a conflict).", func(s receipts.Stats) uint64 { return s.OriginReused }},
 	} {
 		m.f.counterFunc(c.name, c.help, func() float64 { return float64(c.v(stats())) })
 	}

@@ -63,6 +63,9 @@ type Readiness struct {
 	// reachable the edge processes nothing (the box stays ready: its relay
 	// and status still work).
 	Direct *DirectStatus `json:"direct,omitempty"`
+	// LastLinkViolation is the last connection the box's server refused
+	// for what it tried (leafline_link_violations_total counts them all).
+	LastLinkViolation *LinkViolation `json:"last_link_violation,omitempty"`
 }
 
 func (a *App) readiness() Readiness {
@@ -79,6 +82,7 @@ func (a *App) readiness() Readiness {
 		st := d.Status()
 		r.Direct = &st
 	}
+	r.LastLinkViolation = a.metrics.LastLinkViolation()
 	return r
 }
 

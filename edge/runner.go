@@ -126,6 +126,8 @@ type item struct {
 	// rec is its receipt (processed, or dead_lettered when dead).
 	rec    outbox.Record
 	hasRec bool
+	// digest is receipts.PayloadDigest of its payload (set with rec).
+	digest string
 }
 
 // batch is one fetched batch on its way through the runner's pipeline. It
@@ -551,6 +553,7 @@ func (r *runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 	seen := make(map[string]bool, len(b.withRec))
 	for j, i := range b.withRec {
 		it := &items[i]
+		r.noteReuse(it, stored[j])
 		it.rec = stored[j]
 		if r.txSink != nil && it.err == nil {
 			r.step("sink_commit", it)
@@ -714,7 +717,7 @@ func (r *runner) markDead(it *item) {
 	if it.ev.ID == "" {
 		return
 	}
-	rec, err := r.receiptRecord(it.ev.ID, receipts.StatusDeadLettered, errorType(it.err))
+	rec, err := r.digestReceiptRecord(it.ev.ID, receipts.StatusDeadLettered, errorType(it.err), it.digest)
 	if err != nil {
 		it.hold = err
 		return
@@ -885,6 +888,7 @@ func (r *runner) finish(ctx context.Context, items []item) {
 			if it.newDead {
 				m.deadLettered.Inc()
 			}
+			r.logDeadLetter(it)
 			if r.cfg.DeadLetter.AckTermAfterPub {
 				r.term(ctx, it)
 			} else {
@@ -1046,7 +1050,8 @@ func (r *runner) decode(msg jetstream.Msg) item {
 	}
 	// The receipt is built here so that an event_id the receipt format
 	// refuses is this message's permanent failure, never a batch's.
-	if it.rec, err = r.receiptRecord(id, receipts.StatusProcessed, ""); err != nil {
+	it.digest = receipts.PayloadDigest(msg.Data())
+	if it.rec, err = r.digestReceiptRecord(id, receipts.StatusProcessed, "", it.digest); err != nil {
 		it.err = fmt.Errorf("%w: %w", ErrNoEventID, err)
 		return it
 	}
@@ -1058,8 +1063,14 @@ func (r *runner) decode(msg jetstream.Msg) item {
 }
 
 func (r *runner) receiptRecord(eventID string, status receipts.Status, reason string) (outbox.Record, error) {
+	return r.digestReceiptRecord(eventID, status, reason, "")
+}
+
+// digestReceiptRecord is receiptRecord with the payload's digest
+// (receipts.PayloadDigest) in the receipt.
+func (r *runner) digestReceiptRecord(eventID string, status receipts.Status, reason, digest string) (outbox.Record, error) {
 	rc := receipts.New(eventID, r.cfg.Topology.Events.OriginStream, r.site, r.site, status, time.Now().UTC())
-	rc.Reason = reason
+	rc.Reason, rc.PayloadSHA256 = reason, digest
 	data, err := rc.Encode()
 	if err != nil {
 		return outbox.Record{}, err

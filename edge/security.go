@@ -32,7 +32,8 @@ const leafTLSTimeout = 5
 // nats-server's leafnode-only authorization block cannot carry permissions,
 // so the users are server-wide users that only a leafnode connection may
 // use (allowed connection type LEAFNODE); the box's own clients are mapped
-// to localUser, which only a non-leafnode connection may use.
+// to localUser, which only a non-leafnode connection may use. linkAuth
+// checks them, and binds each link's certificate to its site.
 func listenSecurity(opts *server.Options, cfg *topology.Config, site *topology.Site) error {
 	t := cfg.Topology
 	switch site.Leafnode.TLS {
@@ -44,6 +45,7 @@ func listenSecurity(opts *server.Options, cfg *topology.Config, site *topology.S
 		opts.LeafNode.TLSConfig = tc
 		opts.LeafNode.TLSTimeout = leafTLSTimeout
 	}
+	sites := map[string]string{} // link user (nkey or name) → its site
 	for _, d := range t.Downstream(site.Name) {
 		lp, err := t.LinkPermissions(d.Name)
 		if err != nil {
@@ -57,8 +59,10 @@ func listenSecurity(opts *server.Options, cfg *topology.Config, site *topology.S
 		switch a := d.Leafnode.Auth; a.Method {
 		case topology.AuthNkey:
 			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: a.Nkey, Permissions: perms, AllowedConnectionTypes: types})
+			sites[a.Nkey] = d.Name
 		case topology.AuthPassword:
 			opts.Users = append(opts.Users, &server.User{Username: a.User, Password: a.PasswordBcrypt, Permissions: perms, AllowedConnectionTypes: types})
+			sites[a.User] = d.Name
 		case topology.AuthCreds:
 			return fmt.Errorf("site %q authenticates with a .creds file (operator/JWT mode), which only a stock nats-server in operator mode can verify; run %q as one (see `leafline topology render`) or give %q an nkey", d.Name, site.Name, d.Name)
 		}
@@ -70,6 +74,8 @@ func listenSecurity(opts *server.Options, cfg *topology.Config, site *topology.S
 		}
 		opts.Users = append(opts.Users, &server.User{Username: localUser, AllowedConnectionTypes: types})
 		opts.NoAuthUser = localUser
+		// The same users, with each link's certificate bound to its site.
+		bindLinkAuth(opts, sites)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,9 +23,10 @@ import (
 
 // SiteCredentials are the files one site's box needs for secure links.
 type SiteCredentials struct {
-	// CertFile and KeyFile: the site's certificate, usable both as the
-	// leafnode listener's server certificate and as a client certificate
-	// toward its upstream.
+	// CertFile and KeyFile: the site's certificate. It is only what the
+	// site's role needs (see certUsage): an edge's authenticates it as a
+	// client and can serve no TLS connection; L1's serves its listener;
+	// a hub's does both.
 	CertFile, KeyFile string
 	// CAFile is the private CA that signs every site's certificate.
 	CAFile string
@@ -32,6 +34,10 @@ type SiteCredentials struct {
 	NkeySeedFile string
 	// Nkey is the public key of that seed.
 	Nkey string
+	// ReceiptKeyFile holds an edge's receipt-signing nkey seed; its public
+	// key is the site's receipt_key. Empty for other sites, and with
+	// CredentialOptions.NoReceiptKeys.
+	ReceiptKeyFile string
 }
 
 // Credentials is a private CA plus one certificate and nkey per site,
@@ -45,21 +51,31 @@ type Credentials struct {
 type CredentialOptions struct {
 	// Validity of the CA and the certificates. Zero means one year.
 	Validity time.Duration
-	// Hosts are extra DNS names or IP addresses put in every site
-	// certificate, besides the host of the site's leafnode listen address,
-	// "localhost", 127.0.0.1 and ::1.
+	// Hosts are extra DNS names or IP addresses put in the certificate of
+	// every site that listens (l1, hub), besides the host of its leafnode
+	// listen address.
 	Hosts []string
+	// Loopback adds "localhost", 127.0.0.1 and ::1 to the certificates of
+	// the sites that listen: for a system on one machine. Zero value: a
+	// certificate names only its site's own addresses, so that it cannot
+	// pass for a server on any other machine's loopback.
+	Loopback bool
+	// NoReceiptKeys writes no receipt-signing keys: the edges' receipts
+	// stay unsigned (which `leafline check` reports), or the caller signs
+	// them with keys of its own. Zero value: every edge gets a key.
+	NoReceiptKeys bool
 }
 
 // WriteCredentials creates, under dir, a private CA (ca.pem; its key
 // ca-key.pem), and for each site of t a certificate (<site>.pem,
-// <site>-key.pem) and, for sites that dial an upstream, a user nkey seed
-// (<site>.nk). Private keys and seeds are written with mode 0600, and an
-// existing file is never overwritten.
+// <site>-key.pem), for sites that dial an upstream a user nkey seed
+// (<site>.nk), and for edges a receipt-signing nkey seed
+// (<site>.receipt.nk). Private keys and seeds are written with mode 0600,
+// and an existing file is never overwritten.
 //
-// It then secures t in memory: every listening site gets TLS "mutual" and
-// every dialling site the nkey method with its public key. Apply writes the
-// matching file names into a box config.
+// It then secures t in memory: every listening site gets TLS "mutual",
+// every dialling site the nkey method with its public key, and every edge
+// its receipt_key. Apply writes the matching file names into a box config.
 func WriteCredentials(dir string, t *topology.Topology, o CredentialOptions) (*Credentials, error) {
 	if o.Validity <= 0 {
 		o.Validity = 365 * 24 * time.Hour
@@ -82,11 +98,7 @@ func WriteCredentials(dir string, t *topology.Topology, o CredentialOptions) (*C
 	}
 	for i := range t.Sites {
 		s := &t.Sites[i]
-		hosts := append([]string{"localhost", "127.0.0.1", "::1"}, o.Hosts...)
-		if h, _, err := net.SplitHostPort(s.Leafnode.Listen); err == nil && h != "" {
-			hosts = append(hosts, h)
-		}
-		leaf, err := ca.issue(s.Name, hosts, notBefore, notBefore.Add(o.Validity))
+		leaf, err := ca.issueFor(s.Name, siteHosts(s, o), certUsage(s.Role), notBefore, notBefore.Add(o.Validity))
 		if err != nil {
 			return nil, err
 		}
@@ -118,6 +130,11 @@ func WriteCredentials(dir string, t *topology.Topology, o CredentialOptions) (*C
 			}
 			s.Leafnode.Auth = topology.LeafAuth{Method: topology.AuthNkey, Nkey: pub}
 		}
+		if s.Role == topology.RoleEdge && !o.NoReceiptKeys {
+			if sc.ReceiptKeyFile, s.ReceiptKey, err = writeReceiptKey(filepath.Join(dir, s.Name+".receipt.nk")); err != nil {
+				return nil, err
+			}
+		}
 		creds.Sites[s.Name] = sc
 	}
 	return creds, nil
@@ -125,7 +142,7 @@ func WriteCredentials(dir string, t *topology.Topology, o CredentialOptions) (*C
 
 // Apply writes the site's file names into its box config: the listener's
 // TLS (mutual, so with the CA), the upstream's TLS (CA and client
-// certificate) and the nkey seed.
+// certificate), the nkey seed and an edge's receipt-signing key.
 func (c *Credentials) Apply(cfg *topology.Config, site *topology.Site) {
 	sc, ok := c.Sites[site.Name]
 	if !ok {
@@ -137,6 +154,9 @@ func (c *Credentials) Apply(cfg *topology.Config, site *topology.Site) {
 	if site.Upstream != "" {
 		cfg.Leafnode.UpstreamTLS = topology.TLSFiles{CertFile: sc.CertFile, KeyFile: sc.KeyFile, CAFile: sc.CAFile}
 		cfg.Leafnode.UpstreamAuth = topology.UpstreamAuth{NkeySeedFile: sc.NkeySeedFile}
+	}
+	if sc.ReceiptKeyFile != "" {
+		cfg.Signing.KeyFile = sc.ReceiptKeyFile
 	}
 }
 
@@ -199,6 +219,13 @@ func newCA(name string, notBefore, notAfter time.Time) (*certAuthority, error) {
 // issue signs a certificate for cn, valid for hosts (DNS names or IPs), for
 // both server and client authentication.
 func (ca *certAuthority) issue(cn string, hosts []string, notBefore, notAfter time.Time) (issued, error) {
+	return ca.issueFor(cn, hosts, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, notBefore, notAfter)
+}
+
+// issueFor signs a certificate for site cn, valid for hosts (DNS names or
+// IPs) and for usage only. It names the site in a URI (siteURI) too, which
+// binds it to the site's nkey at a leafline listener (linkAuth).
+func (ca *certAuthority) issueFor(cn string, hosts []string, usage []x509.ExtKeyUsage, notBefore, notAfter time.Time) (issued, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return issued{}, err
@@ -209,7 +236,8 @@ func (ca *certAuthority) issue(cn string, hosts []string, notBefore, notAfter ti
 		NotBefore:    notBefore,
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage:  usage,
+		URIs:         []*url.URL{siteURI(cn)},
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

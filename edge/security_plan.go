@@ -24,6 +24,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg *topology.Config
 	if !ok {
 		return errors.New("edge: site " + cfg.Site + " is not in the topology")
 	}
+	if err := checkDomain(ctx, js, site); err != nil {
+		return err
+	}
 	return reconcile(ctx, js, sitePlan(cfg, site))
 }
 
@@ -90,6 +93,9 @@ func LiveWarnings(ctx context.Context, js jetstream.JetStream, cfg *topology.Con
 	}
 	var live []jetstream.StreamConfig
 	var out []topology.Warning
+	if err := checkDomain(ctx, js, site); errors.Is(err, ErrWrongDomain) {
+		out = append(out, topology.Warning{Path: "jetstream domain", Msg: err.Error()})
+	}
 	for _, want := range sitePlan(cfg, site).streams {
 		s, err := js.Stream(ctx, want.Name)
 		switch {
@@ -100,6 +106,7 @@ func LiveWarnings(ctx context.Context, js jetstream.JetStream, cfg *topology.Con
 			return nil, fmt.Errorf("stream %s: %w", want.Name, err)
 		}
 		live = append(live, s.CachedInfo().Config)
+		out = append(out, bindingWarnings(want, s.CachedInfo().Config)...) // server_lint.go
 	}
 	out = append(out, topology.LintStreams(StreamFacts(cfg, live), consumedSubjects(cfg, site))...)
 	if w, ok := ServerVersionWarning(js.Conn().ConnectedServerVersion()); ok {

@@ -66,6 +66,9 @@ func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 			return nil, err
 		}
 	}
+	if err := clientSecurity(opts, cfg); err != nil {
+		return nil, err
+	}
 	opts.LeafNode.ReconnectInterval = cfg.Leafnode.ReconnectInterval.D()
 	// A link that drops packets without closing is seen down after
 	// MaxPingsOut missed pongs, about 3 ping intervals.
@@ -117,11 +120,20 @@ func splitHostPort(hp string) (string, int, error) {
 // startServer starts the embedded server and waits until it accepts
 // connections and JetStream is enabled.
 func startServer(opts *server.Options, log *slog.Logger) (*server.Server, error) {
+	return startServerWith(opts, log, nil)
+}
+
+// startServerWith is startServer with a hook that sees every warning and
+// error line of the server (the box counts link violations with it).
+func startServerWith(opts *server.Options, log *slog.Logger, onError func(msg string)) (*server.Server, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("nats-server: %w", err)
 	}
-	sl := &serverLog{log: log.With("component", "nats-server")}
+	sl := &serverLog{log: log.With("component", "nats-server"), onError: onError}
+	if la, ok := opts.CustomClientAuthentication.(*linkAuth); ok {
+		la.started(s, log)
+	}
 	if len(opts.LeafNode.Remotes) > 0 && len(opts.LeafNode.Remotes[0].URLs) > 0 {
 		sl.link.setUpstream(opts.LeafNode.Remotes[0].URLs[0])
 	}
@@ -184,9 +196,10 @@ func upstreamConnected(s *server.Server) bool {
 // last error of the upstream leafnode link (see linkstatus.go), and the
 // first fatal error, which stops the server from starting (see waitReady).
 type serverLog struct {
-	log   *slog.Logger
-	link  linkStatus
-	fatal atomic.Pointer[string]
+	log     *slog.Logger
+	link    linkStatus
+	fatal   atomic.Pointer[string]
+	onError func(msg string) // nil: none
 }
 
 func (l *serverLog) Noticef(format string, v ...any) {
@@ -205,6 +218,9 @@ func (l *serverLog) Warnf(format string, v ...any) {
 	}
 	l.link.observeError(msg)
 	l.log.Warn(msg)
+	if l.onError != nil {
+		l.onError(msg)
+	}
 }
 
 const plaintextPasswordWarning = "Plaintext passwords detected, use nkeys or bcrypt"
@@ -218,6 +234,9 @@ func (l *serverLog) Errorf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
 	l.link.observeError(msg)
 	l.log.Error(msg)
+	if l.onError != nil {
+		l.onError(msg)
+	}
 }
 func (l *serverLog) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *serverLog) Tracef(format string, v ...any) {}

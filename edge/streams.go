@@ -118,7 +118,12 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 			if !e.Direct() {
 				serve(ev.HubStream, e, e.Filter)
 			}
-			rh.Sources = append(rh.Sources, sourceFrom(rc.EdgeStream, e))
+			// Each edge's link carries only its own site's receipts
+			// (topology.ReceiptBinding).
+			src := sourceFrom(rc.EdgeStream, e)
+			from, to := t.ReceiptBinding(e.Name)
+			src.SubjectTransforms = []jetstream.SubjectTransformConfig{{Source: from, Destination: to}}
+			rh.Sources = append(rh.Sources, src)
 		}
 		serve(rc.HubStream, up, "")
 		p.streams = append(p.streams, ha, rh)

@@ -46,6 +46,7 @@ const (
 	fStatus
 	fProcessedAt
 	fReason
+	fPayloadSHA256
 
 	fRequired = fVersion | fReceiptID | fEventID | fOriginStream | fProcessor | fSite | fStatus | fProcessedAt
 )
@@ -57,6 +58,7 @@ var fieldNames = []struct {
 	{fVersion, "v"}, {fReceiptID, "receipt_id"}, {fEventID, "event_id"},
 	{fOriginStream, "origin_stream"}, {fProcessor, "processor"}, {fSite, "site"},
 	{fStatus, "status"}, {fProcessedAt, "processed_at"}, {fReason, "reason"},
+	{fPayloadSHA256, "payload_sha256"},
 }
 
 func fieldBit(name string) int {
@@ -180,6 +182,8 @@ func (r *Receipt) setField(bit int, key string, val json.Token) error {
 		r.Status = Status(s)
 	case fReason:
 		r.Reason = s
+	case fPayloadSHA256:
+		r.PayloadSHA256 = s
 	case fProcessedAt:
 		// UnmarshalText is the strict RFC 3339 parser that time.Time's JSON
 		// decoding uses, so Encode's output always parses back.

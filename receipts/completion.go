@@ -21,11 +21,16 @@ const (
 	EventComplete EventStatus = "complete"
 	// EventDeadLettered: at least one processor reported dead_lettered.
 	EventDeadLettered EventStatus = "dead_lettered"
+	// EventOriginUnknown: receipts are held for the event (see
+	// Completion.Held) but its origin message has not been seen, so
+	// nothing says it was ever published or to whom it was routed. The
+	// receipts count for nothing until the origin is seen.
+	EventOriginUnknown EventStatus = "origin_unknown"
 )
 
 // Valid reports whether s is one of the defined overall statuses.
 func (s EventStatus) Valid() bool {
-	return s == EventPending || s == EventComplete || s == EventDeadLettered
+	return s == EventPending || s == EventComplete || s == EventDeadLettered || s == EventOriginUnknown
 }
 
 // ProcessorRecord is what one processor reported for one event.
@@ -70,10 +75,26 @@ type Completion struct {
 	// its edge site.
 	Expected   []string                   `json:"expected,omitempty"`
 	Processors map[string]ProcessorRecord `json:"processors"`
+	// Held are the receipts, per processor, that arrived while the origin
+	// was unknown to a Store that holds them (StoreConfig.HoldUntilOrigin):
+	// they count for nothing until the origin is seen, when those from
+	// expected processors move to Processors and the others to Unexpected.
+	Held map[string]ProcessorRecord `json:"held,omitempty"`
+	// Unexpected are held receipts from processors the event turned out
+	// not to be routed to. They never count; they are kept for audit.
+	Unexpected map[string]ProcessorRecord `json:"unexpected,omitempty"`
+	// PayloadSHA256 is PayloadDigest of the payload first published under
+	// the event_id (empty for records written before it was kept).
+	PayloadSHA256 string `json:"payload_sha256,omitempty"`
+	// Reused are later origin messages that carried the same event_id with
+	// another payload (see noteReuse): the first publication stands, and
+	// the event is marked a conflict.
+	Reused []OriginReuse `json:"reused,omitempty"`
 	// Status is the overall status (derived).
 	Status EventStatus `json:"status"`
 	// Conflict is true when any processor sent a receipt whose status
-	// differed from the first one it reported (derived).
+	// differed from the first one it reported, or when the event_id was
+	// reused with another payload (derived).
 	Conflict  bool      `json:"conflict,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
 
@@ -93,7 +114,7 @@ func (c *Completion) OriginKnown() bool { return !c.PublishedAt.IsZero() }
 // read-time fields. Pure.
 func (c *Completion) derive() {
 	c.Missing, c.Overdue = nil, false
-	c.Conflict = false
+	c.Conflict = len(c.Reused) > 0
 	dead := false
 	for _, p := range c.Processors {
 		c.Conflict = c.Conflict || p.Conflicts > 0
@@ -102,6 +123,8 @@ func (c *Completion) derive() {
 	switch {
 	case dead:
 		c.Status = EventDeadLettered
+	case !c.OriginKnown() && len(c.Processors) == 0 && len(c.Held) > 0:
+		c.Status = EventOriginUnknown
 	case !c.OriginKnown() || len(c.missing()) > 0:
 		c.Status = EventPending
 	default:
@@ -140,6 +163,8 @@ type Origin struct {
 	Seq         uint64
 	PublishedAt time.Time
 	Expected    []string // processors; deduplicated and sorted by ApplyOrigin
+	// Digest is PayloadDigest of the message's payload; empty: not known.
+	Digest string
 }
 
 // Validate checks the event_id, the stream and processor names and that
@@ -177,9 +202,13 @@ const (
 	// same event_id published again); nothing was written. The first
 	// publication wins.
 	OriginKnown
+	// OriginReused: the record already knew its origin, and this message
+	// carried its event_id with another payload; the reuse was recorded
+	// (Completion.Reused). The first publication wins.
+	OriginReused
 )
 
-// String returns "created", "merged" or "known".
+// String returns "created", "merged", "known" or "reused".
 func (o OriginOutcome) String() string {
 	switch o {
 	case OriginCreated:
@@ -188,24 +217,33 @@ func (o OriginOutcome) String() string {
 		return "merged"
 	case OriginKnown:
 		return "known"
+	case OriginReused:
+		return "reused"
 	}
 	return fmt.Sprintf("OriginOutcome(%d)", int(o))
 }
 
 // mergeOrigin folds o into c unless c already knows its origin. It never
-// touches the processors' records. Pure.
+// changes a processor's record; it moves each held receipt to Processors
+// if its processor is expected (and has no record yet) and to Unexpected
+// otherwise. Pure.
 func mergeOrigin(c *Completion, o Origin, now time.Time) OriginOutcome {
 	if c.OriginKnown() {
+		if noteReuse(c, o, now) {
+			return OriginReused
+		}
 		return OriginKnown
 	}
 	if c.OriginStream == "" {
 		c.OriginStream = o.Stream
 	}
+	c.PayloadSHA256 = o.Digest
 	c.Subject = o.Subject
 	c.OriginSeq = o.Seq
 	c.PublishedAt = o.PublishedAt.UTC()
 	c.Expected = normalizeNames(o.Expected)
 	c.UpdatedAt = now.UTC()
+	releaseHeld(c)
 	return OriginMerged
 }
 

@@ -26,6 +26,7 @@ const (
 	DefaultOriginConsumer     = "leafline-origin"
 	DefaultOriginHeader       = "Nats-Msg-Id"
 	DefaultRedriveMax         = 1000
+	DefaultHoldFor            = 24 * time.Hour
 
 	// MaxRetryDelay caps the NAK delay of a receipt that keeps failing.
 	MaxRetryDelay = 30 * time.Second
@@ -82,6 +83,16 @@ type ServiceConfig struct {
 	// whether the receipt was verified; an error quarantines the receipt
 	// (unsigned where a signature is required, forged, or altered).
 	Verify func(r Receipt, data []byte, h nats.Header) (verified bool, err error)
+	// SubjectPrefix, if set, binds each receipt to its subject: it must
+	// arrive on "<SubjectPrefix>.<site>.<status>" with its own site and
+	// status, else it is quarantined (ErrSubjectMismatch). Set it where
+	// every link can deliver only its own site's subjects.
+	SubjectPrefix string
+	// ProcessorIsSite: every receipt's processor must be its site (a site
+	// reports only for itself), else it is quarantined
+	// (ErrProcessorNotSite). A signature checked against the site's key
+	// then binds the processor too.
+	ProcessorIsSite bool
 	// Logger; nil = slog.Default(). Payloads are never logged.
 	Logger *slog.Logger
 
@@ -100,6 +111,9 @@ type ServiceConfig struct {
 	// (their expected processors unknown). The stream must use
 	// LimitsPolicy retention: the tracker's own consumer ACKs only to
 	// record its progress, which then deletes nothing (see Caveats).
+	// With it, a receipt counts only from a processor the event was
+	// routed to, and a receipt for an event not seen yet is held, status
+	// origin_unknown, until the tracker sees it (StoreConfig.HoldUntilOrigin).
 	OriginStream string
 	// OriginConsumer is the tracker's durable pull consumer on
 	// OriginStream; zero = DefaultOriginConsumer.
@@ -125,6 +139,12 @@ type ServiceConfig struct {
 	// processor is alive. Zero = off. It must exceed the origin stream's
 	// duplicate window, or the copy is dropped as a duplicate.
 	RedriveAfter time.Duration
+	// HoldFor is how long a receipt is held for an event whose origin the
+	// tracker has not seen (status origin_unknown): past it, with no
+	// receipt held more recently, the held receipts are quarantined
+	// (refusal origin_unknown) and the record is removed. Zero =
+	// DefaultHoldFor. Used only with OriginStream.
+	HoldFor time.Duration
 	// RedriveMax bounds the events redriven per round (every
 	// RedriveAfter/4); zero = DefaultRedriveMax.
 	RedriveMax int
@@ -148,6 +168,7 @@ func (c *ServiceConfig) setDefaults() {
 	setDefault(&c.OriginConsumer, DefaultOriginConsumer)
 	setDefault(&c.OriginHeader, DefaultOriginHeader)
 	setDefault(&c.OverdueAfter, DefaultOverdueAfter)
+	setDefault(&c.HoldFor, DefaultHoldFor)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -210,6 +231,9 @@ func (c *ServiceConfig) Validate() error {
 	if c.RedriveAfter < 0 {
 		add("RedriveAfter", "must not be negative")
 	}
+	if c.HoldFor < 0 {
+		add("HoldFor", "must not be negative")
+	}
 	if c.RedriveAfter > 0 && c.OriginStream == "" {
 		add("RedriveAfter", "needs OriginStream")
 	}
@@ -223,6 +247,11 @@ func (c *ServiceConfig) Validate() error {
 	}
 	if err := validateSubject(c.QuarantineSubject); err != nil {
 		add("QuarantineSubject", "%v", err)
+	}
+	if c.SubjectPrefix != "" {
+		if err := validateSubject(c.SubjectPrefix); err != nil {
+			add("SubjectPrefix", "%v", err)
+		}
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		add("Replicas", "must be 1..5, got %d", c.Replicas)

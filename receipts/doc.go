@@ -26,15 +26,21 @@
 //	 "site":"edge-7",
 //	 "status":"processed",
 //	 "processed_at":"2026-01-02T03:04:05.123456789Z",
-//	 "reason":"..."}                       // optional
+//	 "reason":"...",                       // optional
+//	 "payload_sha256":"9f86d0…"}            // optional
 //
 // status is "processed" or "dead_lettered"; reason is a short, safe text for
-// dead-lettered events (never the payload). See Receipt.Validate for every
-// rule. Decode is strict: unknown or duplicate keys, wrong types, null,
-// missing fields and trailing data are errors wrapping ErrMalformed, so a
-// receipt written by a newer, incompatible producer is quarantined rather
-// than half-understood. A format change bumps "v" (SchemaVersion); a decoder
-// only accepts the versions it knows.
+// dead-lettered events (never the payload); payload_sha256 is PayloadDigest
+// of the payload the processor received (see Receipt.PayloadSHA256). See
+// Receipt.Validate for every rule. Decode is strict: unknown or duplicate
+// keys, wrong types, null, missing fields and trailing data are errors
+// wrapping ErrMalformed, so a receipt written by a newer, incompatible
+// producer is quarantined rather than half-understood. A change that alters
+// the meaning of a field bumps "v" (SchemaVersion); a decoder only accepts
+// the versions it knows. An optional field is added without a bump, and a
+// decoder that predates it quarantines the receipts that carry it: upgrade
+// L1 before its edges (a quarantined receipt's event stays pending, and
+// L1's redrive has it receipted again once L1 understands it).
 //
 // # Message id
 //
@@ -97,7 +103,9 @@
 //   - complete: the origin was seen and every expected processor reported
 //     processed (vacuously, when none is expected);
 //   - pending: otherwise — including while the origin message has not been
-//     seen, because only it says which processors to wait for.
+//     seen, because only it says which processors to wait for;
+//   - origin_unknown: with origin tracking, only held receipts so far (see
+//     "Identity"); it lists and counts as pending.
 //
 // conflict is set when any conflicting receipt was counted. Overdue is a
 // read-time view: a pending event published at least OverdueAfter ago (per
@@ -138,6 +146,24 @@
 // into the record that receipts created first (keeping all their data, by
 // compare-and-set); a record that already knows its origin is left alone (the
 // first publication of an event_id wins). It ACKs its own consumer only.
+//
+// # Identity
+//
+// A receipt speaks only for the site that sent it (see binding.go). With
+// SubjectPrefix its subject must name its own site and status; with
+// ProcessorIsSite its processor must be its site, so that Verify's check
+// against the site's key binds the processor too. With origin tracking a
+// receipt from a processor the event was not routed to is quarantined
+// (ErrNotExpected), and one for an event whose origin has not been seen is
+// held in the record (Completion.Held, status origin_unknown) where it
+// counts for nothing: a dead_lettered receipt counts only from an expected
+// processor, and a receipt for an event that was never published never
+// makes a normal record. The origin merge releases the held receipts of
+// expected processors and sets the others aside (Completion.Unexpected);
+// receipts held HoldFor with no origin are quarantined (refusal
+// origin_unknown) and their record removed.
+// Every refusal is quarantined, counted per reason (Service.Refusals) and
+// logged with its reason.
 //
 // # Status index
 //
@@ -224,10 +250,13 @@
 //     is first seen; a later topology change does not alter existing records.
 //     A processor is identified by its name; List and Summary call it a site
 //     (leafline edges use their site name as processor name).
-//   - An event whose origin message is never seen (tracking off, or the
-//     message left L1A before the tracker read it) stays pending forever,
-//     counted in Summary.PendingOriginUnknown, and is never overdue. The
-//     tracker starts at the beginning of the origin stream (DeliverAll).
+//   - An event whose origin message is never seen stays pending forever
+//     when tracking is off, counted in Summary.PendingOriginUnknown, and is
+//     never overdue. With tracking, its receipts are held (origin_unknown)
+//     and, HoldFor after the last of them, quarantined and the record
+//     removed (held.go): an event that left L1A before the tracker read it
+//     loses its record that way too. The tracker starts at the beginning
+//     of the origin stream (DeliverAll).
 //   - Overdue uses published_at (L1's clock); processed_at comes from the
 //     edge's clock and is informational.
 //   - Summary counts index entries one after another (no snapshot) and may

@@ -16,7 +16,8 @@ import (
 var (
 	// ErrQuarantine is matched (via errors.Is) by every error that is
 	// permanent for the receipt at hand: ErrMalformed, ErrInvalid,
-	// ErrRejected and ErrCorruptRecord. It is never returned on its own.
+	// ErrRejected, ErrSubjectMismatch, ErrProcessorNotSite, ErrNotExpected
+	// and ErrCorruptRecord. It is never returned on its own.
 	ErrQuarantine = errors.New("receipts: quarantine")
 
 	// ErrMalformed means the bytes are not a well-formed receipt: over the
@@ -31,6 +32,20 @@ var (
 	// ErrRejected means ServiceConfig.Accept refused a well-formed receipt
 	// (for example an unknown site or processor).
 	ErrRejected error = &sentinel{msg: "receipts: receipt rejected", quarantine: true}
+
+	// ErrSubjectMismatch means a receipt arrived on a subject that does not
+	// name its own site and status (ServiceConfig.SubjectPrefix): the link
+	// it came through does not speak for the site it names.
+	ErrSubjectMismatch error = &sentinel{msg: "receipts: receipt disagrees with its subject", quarantine: true}
+
+	// ErrProcessorNotSite means a receipt names a processor other than its
+	// site where every site reports only for itself
+	// (ServiceConfig.ProcessorIsSite).
+	ErrProcessorNotSite error = &sentinel{msg: "receipts: receipt speaks for another processor than its site", quarantine: true}
+
+	// ErrNotExpected means the event's origin is known and the receipt's
+	// processor is not one the event was routed to.
+	ErrNotExpected error = &sentinel{msg: "receipts: processor was not routed this event", quarantine: true}
 
 	// ErrCorruptRecord means the completion record stored in the KV bucket
 	// for an event cannot be decoded or belongs to another event. Nothing is

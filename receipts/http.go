@@ -40,8 +40,9 @@ func NewHTTPHandler(src StatusSource) http.Handler {
 	mux.HandleFunc("/v1/events/{event_id...}", h.event)
 	mux.HandleFunc("/v1/events", h.list)
 	mux.HandleFunc("/v1/summary", h.summary)
+	mux.HandleFunc("/v1/unidentified", h.unidentified)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such route; see /v1/events/{event_id}, /v1/events?status=..., /v1/summary")
+		writeError(w, http.StatusNotFound, "no such route; see /v1/events/{event_id}, /v1/events?status=..., /v1/summary, /v1/unidentified")
 	})
 	return h.guard(mux)
 }

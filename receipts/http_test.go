@@ -44,8 +44,9 @@ func TestStatusHTTP_EventIDsRoundTrip(t *testing.T) {
 	for _, id := range trickyIDs {
 		sendReceipt(t, js, id, "edge-1", StatusProcessed)
 	}
+	// Never published: each receipt is held, its event origin_unknown.
 	checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
-		if st := svc.Stats(); st.Applied != uint64(len(trickyIDs)) {
+		if st := svc.Stats(); st.Held != uint64(len(trickyIDs)) {
 			return fmt.Errorf("stats %+v", st)
 		}
 		return nil
@@ -53,7 +54,7 @@ func TestStatusHTTP_EventIDsRoundTrip(t *testing.T) {
 	for _, id := range trickyIDs {
 		t.Run(fmt.Sprintf("%.20q", id), func(t *testing.T) {
 			code, body := getJSON(t, srv.URL+EventPath(id))
-			if code != http.StatusOK || body["event_id"] != id || body["status"] != string(EventPending) {
+			if code != http.StatusOK || body["event_id"] != id || body["status"] != string(EventOriginUnknown) {
 				t.Fatalf("GET %s: %d %v", EventPath(id), code, body)
 			}
 		})

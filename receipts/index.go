@@ -93,7 +93,7 @@ func parseIndexKey(key string) (idxKey, string, error) {
 func indexKeys(c *Completion) []idxKey {
 	var out []idxKey
 	switch c.Status {
-	case EventPending:
+	case EventPending, EventOriginUnknown: // origin_unknown lists and counts as pending
 		out = append(out, eventKey(kindPending))
 	case EventDeadLettered:
 		out = append(out, eventKey(kindDead))
@@ -126,7 +126,7 @@ func indexKeys(c *Completion) []idxKey {
 func permanentlyFalse(c *Completion, k idxKey) bool {
 	switch {
 	case k.kind == kindPending && k.site == eventLevel:
-		return c.Status != EventPending
+		return c.Status != EventPending && c.Status != EventOriginUnknown
 	case k.kind == kindPending:
 		if !c.OriginKnown() {
 			return false
@@ -152,7 +152,7 @@ func member(c *Completion, k idxKey) bool {
 	if k.site == eventLevel {
 		switch k.kind {
 		case kindPending:
-			return c.Status == EventPending
+			return c.Status == EventPending || c.Status == EventOriginUnknown
 		case kindDead:
 			return c.Status == EventDeadLettered
 		case kindConflict:

@@ -47,7 +47,7 @@ func TestStatusMicro(t *testing.T) {
 	}
 	publishEvent(t, js, "events.a.x", "micro-pending")
 	for _, id := range trickyIDs {
-		waitStatus(t, client, id, EventPending)
+		waitStatus(t, client, id, EventOriginUnknown) // never published: held
 	}
 	c := waitStatus(t, client, "micro-pending", EventPending)
 	if len(c.Missing) != 2 {
@@ -116,7 +116,7 @@ func TestStatusMicro(t *testing.T) {
 	for _, e := range info.Endpoints {
 		subjects = append(subjects, e.Subject)
 	}
-	if info.Name != "leafline-status" || strings.Join(subjects, ",") != "leafline.status.get,leafline.status.list,leafline.status.summary" {
+	if info.Name != "leafline-status" || strings.Join(subjects, ",") != "leafline.status.get,leafline.status.list,leafline.status.summary,leafline.status.unidentified" {
 		t.Errorf("info %+v", info)
 	}
 

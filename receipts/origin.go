@@ -20,6 +20,9 @@ func (s *Service) setupOrigin(ctx context.Context) (jetstream.Consumer, error) {
 	if err := s.ensureBucket(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.ensureUnidentified(ctx); err != nil {
+		return nil, err
+	}
 	name := s.cfg.OriginStream
 	st, err := s.cfg.JS.Stream(ctx, name)
 	if err != nil {
@@ -88,8 +91,17 @@ func (s *Service) handleOrigin(ctx context.Context, msg jetstream.Msg, prep any)
 	meta, merr := msg.Metadata()
 	p := prep.(originPrep)
 	if merr != nil || p.err != nil {
+		// Recorded before the ACK (see unidentified.go), so that it is
+		// counted and listed however often the service restarts.
+		if merr == nil {
+			if err := s.recordUnidentified(opCtx, msg, meta, p.err); err != nil {
+				s.originRetried.Add(1)
+				s.nakLater(msg, meta, err)
+				return
+			}
+		}
 		s.originSkipped.Add(1)
-		s.log.Warn("receipts: origin message without a usable event_id; not tracked", append(logAttrs(meta), "subject", msg.Subject(), "err", errors.Join(merr, p.err))...)
+		s.log.Warn("receipts: origin message without a usable event_id; not tracked, recorded as unidentified", append(logAttrs(meta), "subject", msg.Subject(), "err", errors.Join(merr, p.err))...)
 		s.ack(msg, meta)
 		return
 	}
@@ -101,14 +113,19 @@ func (s *Service) handleOrigin(ctx context.Context, msg jetstream.Msg, prep any)
 	}
 	o := Origin{
 		EventID: p.id, Stream: meta.Stream, Subject: msg.Subject(), Seq: meta.Sequence.Stream,
-		PublishedAt: meta.Timestamp, Expected: expected,
+		PublishedAt: meta.Timestamp, Expected: expected, Digest: PayloadDigest(msg.Data()),
 	}
-	out, err := s.Store().ApplyOrigin(opCtx, o, time.Now())
+	out, hr, err := s.Store().applyOrigin(opCtx, o, time.Now())
 	switch out {
 	case OriginCreated, OriginMerged:
 		s.originTracked.Add(1)
+		s.countReleased(meta, p.id, hr)
 	case OriginKnown:
 		s.originKnown.Add(1)
+	case OriginReused:
+		s.originKnown.Add(1)
+		s.originReused.Add(1)
+		s.log.Warn("receipts: event_id reused with another payload: the first publication stands; the event is marked a conflict", append(logAttrs(meta), "event_id", quoteShort(p.id), "subject", msg.Subject(), "payload_sha256", o.Digest)...)
 	}
 	switch {
 	case err == nil:

@@ -19,8 +19,9 @@ type ListStatus string
 
 // List selections.
 const (
-	// ListPending: events whose status is pending (with Site: events the
-	// site has not reported yet, whatever their overall status).
+	// ListPending: events whose status is pending or origin_unknown (with
+	// Site: events the site has not reported yet, whatever their overall
+	// status).
 	ListPending ListStatus = "pending"
 	// ListOverdue: pending events published at least OverdueAfter ago
 	// (with Site: that site has not reported one published that long ago).
@@ -335,8 +336,12 @@ type Summary struct {
 	Conflict     int64 `json:"conflict"`
 	Overdue      int64 `json:"overdue"`
 	// PendingOriginUnknown counts pending events whose origin message has
-	// not been seen (receipts arrived first, or origin tracking is off).
+	// not been seen (receipts arrived first, or origin tracking is off),
+	// events of status origin_unknown included; Pending includes them all.
 	PendingOriginUnknown int64 `json:"pending_origin_unknown"`
+	// Unidentified counts the origin messages without a usable event_id
+	// (Service.Unidentified lists them); they are in no other count.
+	Unidentified int64 `json:"unidentified"`
 	// OldestPending is the pending event (with a known origin) published
 	// first; nil when there is none.
 	OldestPending *PendingAge `json:"oldest_pending,omitempty"`
@@ -557,6 +562,9 @@ func (s *Service) Summary(ctx context.Context) (Summary, error) {
 	}
 	sum, err := st.Summary(ctx)
 	if err != nil {
+		return Summary{}, err
+	}
+	if sum.Unidentified, err = s.UnidentifiedCount(ctx); err != nil {
 		return Summary{}, err
 	}
 	stats := s.Stats()

@@ -55,6 +55,11 @@ type Receipt struct {
 	Status       Status    `json:"status"`
 	ProcessedAt  time.Time `json:"processed_at"`
 	Reason       string    `json:"reason,omitempty"` // safe reason for dead_lettered; never a payload
+	// PayloadSHA256 is PayloadDigest of the event's payload as the
+	// processor received it (optional): a processor that finds its receipt
+	// for the event_id already stored with another digest knows the id was
+	// reused for another payload.
+	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 	// Verified is set by the Service when the receipt's signature was
 	// checked against its site's key. It is not part of the wire format.
 	Verified bool `json:"-"`
@@ -121,6 +126,9 @@ func (r Receipt) Validate() error {
 		add("reason: %d bytes, limit %d", len(r.Reason), MaxReasonLen)
 	} else if !utf8.ValidString(r.Reason) {
 		add("reason: not valid UTF-8")
+	}
+	if r.PayloadSHA256 != "" && !isDigest(r.PayloadSHA256) {
+		add("payload_sha256: not 64 lowercase hex digits")
 	}
 	if len(errs) == 0 {
 		return nil

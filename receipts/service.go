@@ -18,8 +18,10 @@ import (
 
 // Stats are the Service's counters since NewService. Each receipt message
 // delivered to the Service is counted in Received, and then in at most one
-// of Applied, Duplicates, Conflicts, Quarantined and Retried (none when it
-// was NAKed unhandled at shutdown). The exception: a receipt whose record
+// of Applied, Held, Duplicates, Conflicts, Quarantined and Retried (none
+// when it was NAKed unhandled at shutdown); a held receipt is counted in
+// Applied (and HeldReleased) too when the origin tracker releases it
+// (there is no message then). The exception: a receipt whose record
 // was written but whose index removals failed (ErrIndexIncomplete) counts
 // its outcome AND Retried, because it is NAKed so that the repeat finishes
 // the index. Summed over all instances, Applied is exactly the number of
@@ -40,7 +42,19 @@ type Stats struct {
 	OriginKnown    uint64 `json:"origin_known,omitempty"`    // the record already knew its origin (redelivery, republished event_id)
 	OriginSkipped  uint64 `json:"origin_skipped,omitempty"`  // no usable event_id or expected set; ACKed, not tracked
 	OriginRetried  uint64 `json:"origin_retried,omitempty"`  // origin messages NAKed after a transient failure
+	OriginReused   uint64 `json:"origin_reused,omitempty"`   // a known event_id with another payload (also in OriginKnown)
 	Redriven       uint64 `json:"redriven,omitempty"`        // overdue events published again on the origin stream
+
+	// Held counts receipts held because their event's origin was unknown
+	// (a receipt Outcome, like Applied); HeldReleased and HeldRefused the
+	// held receipts an origin merge then counted (an expected processor)
+	// or set aside (Completion.Unexpected).
+	Held         uint64 `json:"held,omitempty"`
+	HeldReleased uint64 `json:"held_released,omitempty"`
+	HeldRefused  uint64 `json:"held_refused,omitempty"`
+	// HeldExpired counts held receipts quarantined because their event's
+	// origin was not seen within HoldFor.
+	HeldExpired uint64 `json:"held_expired,omitempty"`
 }
 
 // Service is the L1 completion service: it consumes a receipts stream and
@@ -57,9 +71,15 @@ type Service struct {
 	received, applied, duplicates, conflicts, quarantined, retried atomic.Uint64
 
 	originReceived, originTracked, originKnown, originSkipped, originRetried atomic.Uint64
+	originReused                                                             atomic.Uint64
 
 	redrive  redriver
 	redriven atomic.Uint64
+
+	unidentified unidentifiedKV // origin messages without a usable event_id
+
+	held, heldReleased, heldRefused, heldExpired atomic.Uint64
+	refused                                      refusals
 }
 
 // NewService fills defaults into cfg, validates it, and returns a Service.
@@ -101,7 +121,13 @@ func (s *Service) Stats() Stats {
 		OriginKnown:    s.originKnown.Load(),
 		OriginSkipped:  s.originSkipped.Load(),
 		OriginRetried:  s.originRetried.Load(),
+		OriginReused:   s.originReused.Load(),
 		Redriven:       s.redriven.Load(),
+
+		Held:         s.held.Load(),
+		HeldReleased: s.heldReleased.Load(),
+		HeldRefused:  s.heldRefused.Load(),
+		HeldExpired:  s.heldExpired.Load(),
 	}
 }
 
@@ -172,6 +198,8 @@ func (s *Service) ensureBucket(ctx context.Context) error {
 		OverdueAfter: s.cfg.OverdueAfter,
 		Sites:        s.cfg.Sites,
 		CallTimeout:  max(s.cfg.OpTimeout/4, 250*time.Millisecond),
+		// The tracker releases what is held.
+		HoldUntilOrigin: s.cfg.OriginStream != "",
 	})
 	if err != nil {
 		return fmt.Errorf("receipts: setup: %w", err)
@@ -251,6 +279,9 @@ func (s *Service) Run(ctx context.Context) error {
 	})
 	if s.cfg.RedriveAfter > 0 {
 		g.Go(func() error { s.redriveLoop(gctx); return nil })
+	}
+	if s.cfg.OriginStream != "" {
+		g.Go(func() error { s.expireHeldLoop(gctx); return nil }) // held.go
 	}
 	if s.cfg.OriginStream != "" {
 		g.Go(func() error {
@@ -383,6 +414,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 	d := prep.(decoded)
 	r, err := d.r, d.err
 	if err == nil {
+		err = s.bind(r, msg.Subject())
+	}
+	if err == nil {
 		err = s.accept(r)
 	}
 	if err == nil && s.cfg.Verify != nil {
@@ -405,6 +439,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 			case Conflict:
 				s.conflicts.Add(1)
 				s.log.Warn("receipts: conflicting status ignored", append(logAttrs(meta), "event_id", quoteShort(r.EventID), "processor", r.Processor, "status", r.Status)...)
+			case Held:
+				s.held.Add(1)
+				s.log.Warn("receipts: receipt held: its event's origin has not been seen", append(logAttrs(meta), "event_id", quoteShort(r.EventID), "processor", r.Processor, "receipt_site", r.Site, "status", r.Status)...)
 			}
 			if err == nil {
 				// A kill here leaves the record written and the message
@@ -422,10 +459,12 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 			s.retry(msg, meta, qerr)
 			return
 		}
+		refusal := RefusalReason(err)
 		if created {
 			s.quarantined.Add(1)
+			s.refused.add(refusal)
 		}
-		s.log.Warn("receipts: quarantined", append(logAttrs(meta), "subject", msg.Subject(), "reason", err)...)
+		s.log.Warn("receipts: quarantined", append(logAttrs(meta), "subject", msg.Subject(), "refusal", refusal, "reason", err)...)
 		s.ack(msg, meta)
 		return
 	}

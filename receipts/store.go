@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -26,9 +27,14 @@ const (
 	// Conflict: a different status than the recorded one; Conflicts
 	// incremented, the recorded status kept.
 	Conflict
+	// Held: the event's origin is unknown and the Store holds receipts
+	// until it is seen (StoreConfig.HoldUntilOrigin): the receipt was
+	// recorded in Completion.Held, where it counts for nothing yet. A
+	// repeat of a held receipt is a Duplicate (or Conflict) as usual.
+	Held
 )
 
-// String returns "applied", "duplicate" or "conflict".
+// String returns "applied", "duplicate", "conflict" or "held".
 func (o Outcome) String() string {
 	switch o {
 	case Applied:
@@ -37,6 +43,8 @@ func (o Outcome) String() string {
 		return "duplicate"
 	case Conflict:
 		return "conflict"
+	case Held:
+		return "held"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -89,6 +97,12 @@ type StoreConfig struct {
 	// that a write whose answer was lost can be resolved and retried in
 	// time); zero = DefaultCallTimeout.
 	CallTimeout time.Duration
+	// HoldUntilOrigin: a receipt for an event whose origin has not been
+	// seen is held (Completion.Held, status origin_unknown) rather than
+	// recorded, and counts only once the origin tracker has seen the event
+	// published and routed to its processor (see ApplyOrigin). Set it
+	// where an origin tracker runs: otherwise nothing ever releases them.
+	HoldUntilOrigin bool
 }
 
 // Store records completions in a JetStream KV bucket, one key per event
@@ -103,6 +117,7 @@ type Store struct {
 	sites        []string
 	callTimeout  time.Duration
 	now          func() time.Time
+	holdUnknown  bool // StoreConfig.HoldUntilOrigin
 }
 
 // NewStore returns a Store over kv without a status index: Get, Apply,
@@ -169,6 +184,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	st := NewStore(kv)
 	st.ix, st.overdueAfter, st.callTimeout = ix, cfg.OverdueAfter, cfg.CallTimeout
 	st.sites = normalizeNames(cfg.Sites)
+	st.holdUnknown = cfg.HoldUntilOrigin
 	return st, nil
 }
 
@@ -309,9 +325,14 @@ func (s *Store) Apply(ctx context.Context, r Receipt, receivedAt time.Time) (app
 // record before Apply can re-read it, the caller's retry counts the receipt
 // again (as a Duplicate). The recorded status is never affected.
 //
-// Errors: r failing Validate → ErrInvalid; an undecodable stored record →
-// ErrCorruptRecord (both match ErrQuarantine); anything else (KV
-// unavailable, context done, ErrTooManyConflicts) is transient.
+// A receipt from a processor the event was not routed to (its origin is
+// known and the processor is not in Expected) is refused with
+// ErrNotExpected, and nothing is written. With StoreConfig.HoldUntilOrigin,
+// a receipt for an event whose origin is unknown is held (Outcome Held).
+//
+// Errors: r failing Validate → ErrInvalid; ErrNotExpected; an undecodable
+// stored record → ErrCorruptRecord (all match ErrQuarantine); anything else
+// (KV unavailable, context done, ErrTooManyConflicts) is transient.
 func (s *Store) ApplyOutcome(ctx context.Context, r Receipt, receivedAt time.Time) (Outcome, error) {
 	out, _, err := s.applyOutcome(ctx, r, receivedAt)
 	return out, err
@@ -326,24 +347,41 @@ func (s *Store) applyOutcome(ctx context.Context, r Receipt, receivedAt time.Tim
 	receivedAt = receivedAt.UTC()
 	var out Outcome
 	var originSeq uint64
+	var refusal error
 	_, err := s.update(ctx, change{
 		eventID: r.EventID,
 		apply: func(c *Completion) bool {
+			out = 0
+			if refusal = checkExpected(c, r); refusal != nil {
+				return false
+			}
 			if c.OriginStream == "" {
 				c.OriginStream = r.OriginStream
 			}
-			out = merge(c, r, receivedAt)
+			if s.holdUnknown && !c.OriginKnown() {
+				out = hold(c, r, receivedAt)
+			} else {
+				out = merge(c, r, receivedAt)
+			}
 			originSeq = c.OriginSeq
 			return true
 		},
 		landed: func(c *Completion) bool {
-			p, ok := c.Processors[r.Processor]
-			return out == Applied && ok && p.ReceiptID == r.ReceiptID && p.ReceivedAt.Equal(receivedAt)
+			if out != Applied && out != Held {
+				return false
+			}
+			// A held receipt may have moved on since (see releaseHeld).
+			for _, recs := range []map[string]ProcessorRecord{c.Processors, c.Held, c.Unexpected} {
+				if p, ok := recs[r.Processor]; ok && p.ReceiptID == r.ReceiptID && p.ReceivedAt.Equal(receivedAt) {
+					return true
+				}
+			}
+			return false
 		},
 		repair: func(c *Completion) []idxKey {
 			// A repeat may follow a write whose index work was cut short
 			// (crash, lost answer): redo the removals this receipt implies.
-			if out == Applied {
+			if out == Applied || out == Held || refusal != nil {
 				return nil
 			}
 			return []idxKey{eventKey(kindPending), siteKey(kindPending, r.Processor), siteKey(kindDead, r.Processor)}
@@ -351,6 +389,9 @@ func (s *Store) applyOutcome(ctx context.Context, r Receipt, receivedAt time.Tim
 	})
 	if err != nil && !errors.Is(err, ErrIndexIncomplete) {
 		return 0, 0, err
+	}
+	if refusal != nil {
+		return 0, 0, refusal
 	}
 	return out, originSeq, err
 }
@@ -363,23 +404,48 @@ func (s *Store) applyOutcome(ctx context.Context, r Receipt, receivedAt time.Tim
 // create / compare-and-set like ApplyOutcome's, with the same resolution of
 // lost answers, and the pending index entries are written before the record.
 //
+// Held receipts (StoreConfig.HoldUntilOrigin) are released by the merge:
+// those of expected processors count from then on, the others are kept in
+// Completion.Unexpected and never count.
+//
 // Errors: o failing Validate → ErrInvalid; a corrupt stored record →
 // ErrCorruptRecord; others are transient.
 func (s *Store) ApplyOrigin(ctx context.Context, o Origin, now time.Time) (OriginOutcome, error) {
+	out, _, err := s.applyOrigin(ctx, o, now)
+	return out, err
+}
+
+// heldRelease names the processors whose held receipts an origin merge
+// released (expected) and refused (not expected).
+type heldRelease struct{ released, refused []string }
+
+// applyOrigin is ApplyOrigin that also reports what became of held receipts.
+func (s *Store) applyOrigin(ctx context.Context, o Origin, now time.Time) (OriginOutcome, heldRelease, error) {
 	if err := o.Validate(); err != nil {
-		return 0, err
+		return 0, heldRelease{}, err
 	}
 	now = now.UTC()
 	var out OriginOutcome
+	var hr heldRelease
 	_, err := s.update(ctx, change{
 		eventID: o.EventID,
 		origin:  true,
 		apply: func(c *Completion) bool {
+			existed := len(c.Processors) > 0 || len(c.Held) > 0
+			held := slices.Sorted(maps.Keys(c.Held))
 			out = mergeOrigin(c, o, now)
-			if out == OriginKnown {
-				return false
+			if out == OriginKnown || out == OriginReused {
+				return out == OriginReused
 			}
-			if len(c.Processors) == 0 {
+			hr = heldRelease{}
+			for _, p := range held {
+				if _, ok := c.Unexpected[p]; ok {
+					hr.refused = append(hr.refused, p)
+				} else {
+					hr.released = append(hr.released, p)
+				}
+			}
+			if !existed {
 				out = OriginCreated
 			}
 			return true
@@ -389,9 +455,9 @@ func (s *Store) ApplyOrigin(ctx context.Context, o Origin, now time.Time) (Origi
 		},
 	})
 	if err != nil && !errors.Is(err, ErrIndexIncomplete) {
-		return 0, err
+		return 0, heldRelease{}, err
 	}
-	return out, err
+	return out, hr, err
 }
 
 // change is one read-modify-write of a record, for update.

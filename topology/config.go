@@ -57,9 +57,31 @@ type Config struct {
 // NATSConfig is the box's NATS client listener.
 type NATSConfig struct {
 	// Listen is host:port of the client listener. Zero value means
-	// "127.0.0.1:4222". Port 0 picks a free port.
+	// "127.0.0.1:4222". Port 0 picks a free port. A host other than a
+	// loopback address must be allowed with AllowRemote.
 	Listen string `json:"listen,omitempty"`
+	// AllowRemote permits a non-loopback Listen address. Every client has
+	// full access to the box's streams, so it requires Auth.
+	AllowRemote bool `json:"allow_remote,omitempty"`
+	// Auth, if set, is the password every client of the listener presents
+	// (the box's own connections inside the process excepted); the CLI
+	// reads it from here. Required with AllowRemote.
+	Auth ClientAuth `json:"auth,omitempty"`
 }
+
+// ClientAuth is the user and password of a box's NATS client listener.
+// The password lives in a file or the environment, never in the config.
+type ClientAuth struct {
+	// User is the user name; zero value means "leafline".
+	User string `json:"user,omitempty"`
+	// PasswordFile holds the password (surrounding whitespace ignored).
+	PasswordFile string `json:"password_file,omitempty"`
+	// PasswordEnv names the environment variable holding the password.
+	PasswordEnv string `json:"password_env,omitempty"`
+}
+
+// IsZero reports whether no field is set.
+func (a ClientAuth) IsZero() bool { return a == ClientAuth{} }
 
 // OpsConfig is the ops HTTP endpoint (/metrics, /healthz, /readyz, status API).
 type OpsConfig struct {

@@ -24,6 +24,8 @@ func TestConfig_Validate_Bad(t *testing.T) {
 		{"ops no port", "", func(c *Config) { c.Ops.Listen = "localhost" }, "ops.listen", "not host:port"},
 		{"nats port", "", func(c *Config) { c.NATS.Listen = "127.0.0.1:99999" }, "nats.listen", "0..65535"},
 		{"nats named port", "", func(c *Config) { c.NATS.Listen = "127.0.0.1:nats" }, "nats.listen", "must be a number"},
+		{"ops on the nats port", "", func(c *Config) { c.Ops.Listen = c.NATS.Listen }, "ops.listen", "is the address of nats.listen as well"},
+		{"nats on the leafnode port", "hub", func(c *Config) { c.NATS.Listen = "0.0.0.0:17423" }, "sites[hub].leafnode.listen", "is the address of nats.listen as well"},
 		{"sync interval word", "", func(c *Config) { c.JetStream.SyncInterval = "sometimes" }, "jetstream.sync_interval", `"always" or a duration`},
 		{"sync interval long", "", func(c *Config) { c.JetStream.SyncInterval = "11m" }, "jetstream.sync_interval", "(0s, 10m]"},
 		{"max stream bytes negative", "", func(c *Config) { c.JetStream.MaxStreamBytes = -1 }, "jetstream.max_stream_bytes", "must be positive"},

@@ -382,6 +382,7 @@ func (c *Config) CheckFiles() error {
 		{"leafnode.upstream_auth.nkey_seed_file", l.UpstreamAuth.NkeySeedFile},
 		{"leafnode.upstream_auth.password_file", l.UpstreamAuth.PasswordFile},
 		{"leafnode.upstream_auth.creds_file", l.UpstreamAuth.CredsFile},
+		{"nats.auth.password_file", c.NATS.Auth.PasswordFile},
 	} {
 		if f.name == "" {
 			continue
@@ -397,9 +398,12 @@ func (c *Config) CheckFiles() error {
 		}
 		fh.Close()
 	}
-	if e := l.UpstreamAuth.PasswordEnv; e != "" {
-		if v, ok := os.LookupEnv(e); !ok || strings.TrimSpace(v) == "" {
-			p.add("leafnode.upstream_auth.password_env", "environment variable %s is unset or empty", e)
+	for _, f := range []struct{ path, env string }{
+		{"leafnode.upstream_auth.password_env", l.UpstreamAuth.PasswordEnv},
+		{"nats.auth.password_env", c.NATS.Auth.PasswordEnv},
+	} {
+		if v, ok := os.LookupEnv(f.env); f.env != "" && (!ok || strings.TrimSpace(v) == "") {
+			p.add(f.path, "environment variable %s is unset or empty", f.env)
 		}
 	}
 	c.checkSinkFiles(&p)
@@ -540,9 +544,13 @@ func (t *Topology) LinkPermissions(site string) (LinkPermissions, error) {
 // delete its consumer nor reach any other consumer, stream or API of L1.
 //
 // NOTE: within that, the edge (and its hub) shapes its own consumer's
-// configuration: it could, say, turn it into a push consumer delivering
-// its own filtered events elsewhere in L1's account. That is the edge's
-// entitlement re-routed, not another site's data.
+// configuration: no permission looks inside a request. It could, say, give
+// the consumer an inactive threshold (the server then deletes it) or turn
+// it into a push consumer delivering its own filtered events elsewhere in
+// L1's account: that is the edge's entitlement re-routed, not another
+// site's data. A leafline L1 checks each direct edge's consumer against
+// the shape an edge's box creates, repairs in place what the server
+// allows, and reports the rest loudly (edge/direct_guard.go).
 func (t *Topology) DirectPermissions(edge string) (LinkPermissions, error) {
 	e, ok := t.Site(edge)
 	if !ok || e.Role != RoleEdge {

@@ -413,6 +413,8 @@ func (c *Config) validateLocal(p *problems) {
 func (c *Config) validateListeners(p *problems) {
 	if err := checkHostPort(c.NATS.Listen, 0, true); err != nil {
 		p.add("nats.listen", "%v", err)
+	} else {
+		c.validateClientListener(p) // listener_auth.go
 	}
 	if err := checkHostPort(c.Ops.Listen, 0, true); err != nil {
 		p.add("ops.listen", "%v", err)
@@ -587,6 +589,7 @@ func (c *Config) validateAgainst(p *problems, t *Topology) {
 	if c.Leafnode.UpstreamURL != "" && s.Upstream == "" {
 		p.add("leafnode.upstream_url", "site %q (%s) has no upstream to dial", s.Name, s.Role)
 	}
+	c.checkListenerClash(p, s)
 	c.validateSecurityAgainst(p, t, s)
 	c.validateSigningAgainst(p, s)
 	if w := t.Events.DuplicateWindow; s.Role == RoleL1 && c.Completion.RedriveAfter <= w {

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/internal/bench"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -40,19 +41,20 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"demo", "[--events N] [--cut DURATION] [--bad N --dlq] [--ack-confirm] [--sink TYPE --sink-…]", "run L1, hub and edge in one process on loopback and prove every event completes", cmdDemo},
+		{"demo", "[--events N] [--cut DURATION] [--bad N --dlq] [--ack-confirm] [--keep] [--sink TYPE --sink-…]", "run L1, hub and edge in one process on loopback and prove every event completes", cmdDemo},
 		{"run", "--config FILE", "run the box described by FILE (any role)", cmdRun},
 		{"check", "--config FILE", "validate FILE and its topology; exit non-zero listing every problem", cmdCheck},
 		{"publish", "--config FILE [--count N] [--event-id ID] [--subject S] [--data TEXT]", "publish events to the origin stream at L1", cmdPublish},
 		{"status", "--config FILE EVENT_ID", "print an event's completion record at L1 as JSON", cmdStatus},
-		{"pending", "--config FILE [--overdue] [--site S] [--limit N] [--after CURSOR] [--json]", "list events still pending (or overdue) at L1", cmdPending},
+		{"pending", "--config FILE [--overdue] [--site S] [--unidentified] [--limit N] [--after CURSOR] [--json]", "list events still pending (or overdue) at L1, or the origin messages without a usable event_id", cmdPending},
 		{"summary", "--config FILE [--json]", "counts per status and per site at L1, oldest pending event", cmdSummary},
 		{"metrics", "--config FILE [--json] [--url URL]", "print the running box's leafline_* metrics as a table or JSON", cmdMetrics},
 		{"topology", "render|permissions|certs [flags]", "render a site's nats-server config, print a link's permissions, or create a private CA, certificates and nkeys", cmdTopology},
-		{"provision", "--config FILE [--server URL] [--creds FILE] [--lint-only]", "create a site's streams and consumers on a stock nats-server, then lint them live", cmdProvision},
+		{"provision", "--config FILE [--server URL] [--creds FILE] [--lint-only] [--server-config FILE]", "create a site's streams and consumers on a stock nats-server, then lint them live (and its configuration file)", cmdProvision},
 		{"trim", "--config FILE [--server URL] [--creds FILE] [--every INTERVAL]", "delete from a stock nats-server site's streams what their takers have ACKed (a box does it itself)", cmdTrim},
 		{"bench", "[--events N] [--sinks LIST] [--postgres-dsn-env VAR]", "measure each sink on this machine: events/s, write latency, CPU, ratio to the store sink", cmdBench},
 		{"outbox", "check|inspect --config FILE [--json]", "verify the edge's outbox file, or count pending and published receipts (box stopped)", cmdOutbox},
+		{"version", "", "print the version, the commit it was built from, and the Go and nats-server versions (also --version)", cmdVersion},
 	}
 }
 
@@ -61,15 +63,34 @@ func run(ctx context.Context, args []string) int {
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return exitUsage
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return exitOK
+	case "-version", "--version":
+		return cmdVersion(ctx, nil, stdout, stderr)
+	case bench.EchoWorkerArg:
+		// The exec row of leafline bench starts this program as its worker.
+		if err := bench.RunEchoWorker(os.Stdin, stdout); err != nil {
+			fmt.Fprintf(stderr, "leafline: bench worker: %v\n", err)
+			return exitFailure
 		}
 		return exitOK
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
+			if wantsHelp(args[1:]) {
+				// Help is an answer, not an error: on stdout, exit 0, as
+				// Go's tools and natscli do.
+				if code := c.run(ctx, args[1:], stdout, stdout); code != exitUsage {
+					return code
+				}
+				return exitOK
+			}
 			return c.run(ctx, args[1:], stdout, stderr)
 		}
 	}
@@ -87,15 +108,34 @@ func usage(w io.Writer) {
 }
 
 // newFlags returns a flag set that reports errors to stderr and never exits.
+// Its usage names the command's arguments and what it does.
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("leafline "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { commandUsage(fs, name) }
 	return fs
 }
 
-// parse parses args and checks the number of positional arguments.
+// parse parses args and checks the number of positional arguments. Flags
+// may come before, between or after the positional arguments (status ID
+// --config F); everything after "--" is positional.
 func parse(fs *flag.FlagSet, args []string, positional int, stderr io.Writer) bool {
-	if err := fs.Parse(args); err != nil {
+	var pos, tail []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, tail = args[:i], args[i+1:]
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			return false
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	// fs.Args() is what the commands read: the positional arguments.
+	if err := fs.Parse(append([]string{"--"}, append(pos, tail...)...)); err != nil {
 		return false
 	}
 	if fs.NArg() != positional {
@@ -112,6 +152,10 @@ func parse(fs *flag.FlagSet, args []string, positional int, stderr io.Writer) bo
 func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*topology.Config, bool) {
 	if path == "" {
 		fmt.Fprintf(stderr, "%s: --config FILE is required\n", fs.Name())
+		return nil, false
+	}
+	if err := configMissing(path); err != nil {
+		fmt.Fprintf(stderr, "%s: --config: %v\n", fs.Name(), err)
 		return nil, false
 	}
 	cfg, err := topology.LoadConfig(path)
@@ -186,6 +230,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return exitUsage
 	}
+	// What run needs of the machine, beyond the config itself.
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		fmt.Fprintf(stderr, "%s: %s: %v\n", fs.Name(), *path, err)
+		return exitUsage
+	}
 	site, _ := cfg.Topology.Site(cfg.Site)
 	fmt.Fprintf(stdout, "%s: ok (site %s, role %s, domain %s, %d sites in topology)\n",
 		*path, site.Name, site.Role, site.Domain, len(cfg.Topology.Sites))
@@ -204,6 +253,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "log the boxes' info messages")
 	bad := fs.Int("bad", 0, "also publish N bad events (oversize for the edge); with --dlq they are dead-lettered and reported to L1")
 	dlq := fs.Bool("dlq", false, "enable the edge's dead-letter queue")
+	keep := fs.Bool("keep", false, "keep the sites running after the summary, until Ctrl-C, so that the printed URLs answer")
 	confirm := fs.Bool("ack-confirm", false, "confirm every ACK and Term with the server (DoubleAck)")
 	sinkType := fs.String("sink", "store", "edge1's sink: store, file, http, exec, postgres or nats")
 	sinkURL := fs.String("sink-url", "", "http sink: the `URL` events are POSTed to")
@@ -227,6 +277,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "leafline demo: --bad must be 0..10000, got %d\n", *bad)
 		return exitUsage
 	}
+	if *bad > 0 && !*dlq {
+		fmt.Fprintln(stderr, "leafline demo: --bad needs --dlq: without a dead-letter queue the edge leaves a bad event unacked for an operator, so it never completes at L1")
+		return exitUsage
+	}
 	if *cut < 0 || *cut > time.Hour || *timeout <= 0 || *timeout > 24*time.Hour {
 		fmt.Fprintln(stderr, "leafline demo: --cut must be 0..1h and --timeout 1ns..24h")
 		return exitUsage
@@ -239,8 +293,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res, err := edge.RunDemo(ctx, edge.DemoOptions{
 		Events: *events, Cut: *cut, Timeout: *timeout, Dir: *dir, Progress: stderr, Logger: log,
 		Bad: *bad, DeadLetter: *dlq, AckConfirm: *confirm, Sink: sinkCfg,
+		Hold: holdDemo(ctx, *keep, stdout, stderr),
 	})
-	fmt.Fprintln(stdout, res.Summary())
+	if !*keep || err != nil {
+		fmt.Fprintln(stdout, res.Summary())
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline demo: %v\n", err)
 		return exitFailure
@@ -288,6 +345,14 @@ func demoSink(typ, url, mode, command, dsnEnv, subject string) (topology.SinkCon
 func connect(cfg *topology.Config, server string, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	if server == "" {
 		server = "nats://" + cfg.NATS.Listen
+		// The box's own listener takes nats.auth's password, if it has one.
+		user, pw, ok, err := cfg.ClientCredentials()
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			extra = append([]nats.Option{nats.UserInfo(user, pw)}, extra...)
+		}
 	}
 	opts := append([]nats.Option{nats.Name("leafline-cli"), nats.Timeout(5 * time.Second)}, extra...)
 	nc, err := nats.Connect(server, opts...)
@@ -314,7 +379,7 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	cfg, ok := loadConfig(fs, *path, stderr)
-	if !ok {
+	if !ok || !requireL1("publish", *path, *server, cfg, stderr) {
 		return exitUsage
 	}
 	if *count < 1 || *count > 10_000_000 {
@@ -335,6 +400,10 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if subj == "" {
 		subj = concreteSubject(cfg.Topology.Events.Subjects[0])
 	}
+	if err := originSubject(cfg.Topology, subj); err != nil {
+		fmt.Fprintf(stderr, "leafline publish: --subject: %v\n", err)
+		return exitUsage
+	}
 	nc, js, err := connect(cfg, *server)
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline publish: %v\n", err)
@@ -354,8 +423,13 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			m.Data, _ = json.Marshal(map[string]string{"event_id": eid})
 		}
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ack, err := js.PublishMsg(pctx, m)
+		// Only the origin stream may store it, whatever else captures the
+		// subject.
+		ack, err := js.PublishMsg(pctx, m, jetstream.WithExpectStream(cfg.Topology.Events.OriginStream))
 		cancel()
+		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+			err = fmt.Errorf("%w: no stream answered for %s: is L1 running at %s, with its origin stream %s?", err, subj, nc.ConnectedUrlRedacted(), cfg.Topology.Events.OriginStream)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "leafline publish: event %s: %v\n", eid, err)
 			return exitFailure
@@ -384,7 +458,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	cfg, ok := loadConfig(fs, *path, stderr)
-	if !ok {
+	if !ok || !requireL1("status", *path, *server, cfg, stderr) {
 		return exitUsage
 	}
 	eid := fs.Arg(0)

@@ -23,8 +23,22 @@ func cmdProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlags("provision", stderr)
 	sf := addSiteFlags(fs)
 	lintOnly := fs.Bool("lint-only", false, "change nothing; only report what the live streams lack")
+	serverConfig := fs.String("server-config", "", "also lint the site's nats-server configuration `FILE` (sync interval, JetStream domain, link users' permissions)")
 	if !parse(fs, args, 0, stderr) {
 		return exitUsage
+	}
+	var confWarnings []topology.Warning
+	if *serverConfig != "" {
+		cfg, ok := loadConfig(fs, *sf.path, stderr)
+		if !ok {
+			return exitUsage
+		}
+		ws, err := edge.ServerConfigWarnings(cfg, *serverConfig)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: --server-config: %v\n", fs.Name(), err)
+			return exitUsage
+		}
+		confWarnings = ws
 	}
 	cfg, nc, js, code := sf.open(fs, stderr)
 	if code != exitOK {
@@ -46,6 +60,7 @@ func cmdProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "%s: site %s: reading the live streams: %v\n", fs.Name(), cfg.Site, err)
 		return exitFailure
 	}
+	warnings = append(confWarnings, warnings...)
 	for _, w := range warnings {
 		fmt.Fprintf(stdout, "%s: warning: %s\n", fs.Name(), w)
 	}

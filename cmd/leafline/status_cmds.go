@@ -36,16 +36,24 @@ func cmdPending(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	limit := fs.Int("limit", receipts.DefaultListLimit, fmt.Sprintf("at most `N` events (1..%d)", receipts.MaxListLimit))
 	after := fs.String("after", "", "continue after this `CURSOR` (printed with the previous page)")
 	asJSON := fs.Bool("json", false, "print the page as JSON")
+	unidentified := fs.Bool("unidentified", false, "list the origin messages without a usable event_id instead (never tracked)")
 	if !parse(fs, args, 0, stderr) {
 		return exitUsage
 	}
 	cfg, ok := loadConfig(fs, *path, stderr)
-	if !ok {
+	if !ok || !requireL1("pending", *path, *server, cfg, stderr) || !checkEdgeSite("pending", *site, cfg, stderr) {
 		return exitUsage
 	}
 	if *limit < 1 || *limit > receipts.MaxListLimit {
 		fmt.Fprintf(stderr, "leafline pending: --limit must be 1..%d, got %d\n", receipts.MaxListLimit, *limit)
 		return exitUsage
+	}
+	if *unidentified {
+		if *overdue || *site != "" {
+			fmt.Fprintln(stderr, "leafline pending: --unidentified takes no --overdue or --site")
+			return exitUsage
+		}
+		return listUnidentified(ctx, cfg, *server, *after, *limit, *asJSON, stdout, stderr)
 	}
 	q := receipts.ListQuery{Status: receipts.ListPending, Site: *site, Limit: *limit, After: *after}
 	if *overdue {
@@ -116,7 +124,7 @@ func cmdSummary(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	cfg, ok := loadConfig(fs, *path, stderr)
-	if !ok {
+	if !ok || !requireL1("summary", *path, *server, cfg, stderr) {
 		return exitUsage
 	}
 	nc, _, err := connect(cfg, *server)
@@ -145,6 +153,9 @@ func writeSummaryTable(w io.Writer, s receipts.Summary) {
 		s.Events, s.Pending, s.Complete, s.DeadLettered, s.Conflict, s.Overdue, s.OverdueAfter)
 	if s.PendingOriginUnknown > 0 {
 		fmt.Fprintf(w, "pending without a seen origin message: %d\n", s.PendingOriginUnknown)
+	}
+	if s.Unidentified > 0 {
+		fmt.Fprintf(w, "origin messages without a usable event_id (never tracked): %d; leafline pending --unidentified lists them\n", s.Unidentified)
 	}
 	if p := s.OldestPending; p != nil {
 		fmt.Fprintf(w, "oldest pending: %s, published %s (%s ago)\n", statusPrintable(p.EventID),

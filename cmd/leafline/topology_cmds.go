@@ -44,7 +44,7 @@ func topologyUsage(w io.Writer) {
 	fmt.Fprintln(w, "              print the site's nats-server configuration (stock nats-server >= 2.15.3 or 2.14.10)")
 	fmt.Fprintln(w, "  permissions (--config FILE | --topology FILE) --site NAME")
 	fmt.Fprintln(w, "              print, as JSON, what the site may send and receive across its upstream link")
-	fmt.Fprintln(w, "  certs       --topology FILE --dir DIR [--host H]... [--validity D] [BOX_CONFIG...]")
+	fmt.Fprintln(w, "  certs       --topology FILE --dir DIR [--host H]... [--loopback] [--unsigned-receipts] [--validity D] [BOX_CONFIG...]")
 	fmt.Fprintln(w, "              create a private CA, a certificate and an nkey per site under DIR, a secured")
 	fmt.Fprintln(w, "              DIR/topology.json (mutual TLS, nkeys), and DIR/<name>.json for each BOX_CONFIG")
 }
@@ -140,7 +140,9 @@ func cmdTopologyCerts(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "output `DIR` (created; existing credentials are never overwritten)")
 	validity := fs.Duration("validity", 365*24*time.Hour, "certificate validity")
 	var hosts hostList
-	fs.Var(&hosts, "host", "extra DNS name or IP for every certificate (repeatable)")
+	fs.Var(&hosts, "host", "extra DNS name or IP for the certificate of every site that listens (repeatable)")
+	loopback := fs.Bool("loopback", false, "add localhost, 127.0.0.1 and ::1 to the certificates of the sites that listen (a system on one machine)")
+	unsigned := fs.Bool("unsigned-receipts", false, "write no receipt-signing keys: edges' receipts stay unsigned (check warns)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -173,7 +175,7 @@ func cmdTopologyCerts(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "leafline topology certs: %v\n", err)
 		return exitFailure
 	}
-	creds, err := edge.WriteCredentials(absDir, &t, edge.CredentialOptions{Validity: *validity, Hosts: hosts})
+	creds, err := edge.WriteCredentials(absDir, &t, edge.CredentialOptions{Validity: *validity, Hosts: hosts, Loopback: *loopback, NoReceiptKeys: *unsigned})
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline topology certs: %v\n", err)
 		return exitFailure
@@ -188,7 +190,11 @@ func cmdTopologyCerts(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "wrote a private CA, %d site certificates and nkeys under %s\n", len(creds.Sites), absDir)
-	fmt.Fprintf(stdout, "wrote %s (every listener mutual TLS, every dialling site an nkey)\n", secured)
+	signed := ", every edge a receipt-signing key"
+	if *unsigned {
+		signed = "; receipts unsigned"
+	}
+	fmt.Fprintf(stdout, "wrote %s (every listener mutual TLS, every dialling site an nkey%s)\n", secured, signed)
 	for _, box := range fs.Args() {
 		out, err := secureBoxConfig(box, absDir, &t, creds)
 		if err != nil {
@@ -234,6 +240,14 @@ func secureBoxConfig(path, dir string, t *topology.Topology, creds *edge.Credent
 		ln["upstream_auth"] = cfg.Leafnode.UpstreamAuth
 	}
 	m["leafnode"] = ln
+	if cfg.Signing.KeyFile != "" {
+		sg, _ := m["signing"].(map[string]any)
+		if sg == nil {
+			sg = map[string]any{}
+		}
+		sg["key_file"] = cfg.Signing.KeyFile
+		m["signing"] = sg
+	}
 	m["topology"] = "topology.json"
 	out := filepath.Join(dir, filepath.Base(path))
 	if err := writeJSONNew(out, m); err != nil {

@@ -1,0 +1,830 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leafline/leafline/internal/loopback"
+	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
+)
+
+// The attack suite: an attacker holds one edge (edge1) — its box, its
+// certificate, its nkey and its receipt key, as with a stolen field box —
+// and tries to speak for another site. Each test shows the attempt refused,
+// visible in a metric and a log line, and the genuine receipts accepted
+// afterwards.
+
+// attackSystem runs a secured two-edge system in which edge1 receives only
+// the events on events.both.> and edge2 every event, with the boxes' log
+// lines (warnings and errors) in logs.
+func attackSystem(t *testing.T, unsigned bool) (*LocalSystem, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	ls := testSystem(t, LocalOptions{
+		Edges:            2,
+		UnsignedReceipts: unsigned,
+		Logger:           slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Configure: func(cfg *topology.Config) {
+			s, _ := cfg.Topology.Site("edge1")
+			s.Filter = "events.both.>"
+		},
+	}, nil)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.b.String())
+		}
+	})
+	return ls, logs
+}
+
+// publishEvent publishes one event at L1 and returns its id.
+func publishEvent(t *testing.T, ls *LocalSystem, subject, id string) string {
+	t.Helper()
+	m := nats.NewMsg(subject)
+	m.Header.Set(jetstream.MsgIDHeader, id)
+	m.Data = []byte(`{"k":1}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := clientJS(t, ls.App("l1").ClientURL()).PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// record returns L1's completion record of id.
+func record(t *testing.T, ls *LocalSystem, id string) (receipts.Completion, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return ls.App("l1").Completions().Get(ctx, id)
+}
+
+// waitRecord polls id's record at L1 until ok accepts it.
+func waitRecord(t *testing.T, ls *LocalSystem, id string, ok func(receipts.Completion) bool) receipts.Completion {
+	t.Helper()
+	var c receipts.Completion
+	checkFor(t, 60*time.Second, func() error {
+		var err error
+		if c, err = record(t, ls, id); err != nil {
+			return err
+		}
+		if !ok(c) {
+			return fmt.Errorf("%q: %+v", id, c)
+		}
+		return nil
+	})
+	return c
+}
+
+// attacker is edge1's box in the attacker's hands: its own server, which
+// it reconfigures at will, and its receipt key.
+type attacker struct {
+	t   *testing.T
+	ls  *LocalSystem
+	js  jetstream.JetStream
+	key nkeys.KeyPair // nil when receipts are unsigned
+}
+
+func newAttacker(t *testing.T, ls *LocalSystem) *attacker {
+	t.Helper()
+	a := &attacker{t: t, ls: ls, js: clientJS(t, ls.App("edge1").ClientURL())}
+	if path := ls.Configs["edge1"].Signing.KeyFile; path != "" {
+		seed, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.key, err = nkeys.FromSeed(bytes.TrimSpace(seed)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
+}
+
+// captureAllReceipts widens edge1's receipts stream to every site's
+// receipt subjects, which the box's own server accepts from its owner.
+func (a *attacker) captureAllReceipts() {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc := a.ls.Topology.Receipts
+	s, err := a.js.Stream(ctx, rc.EdgeStream)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Subjects = []string{rc.SubjectPrefix + ".>"}
+	if _, err := a.js.UpdateStream(ctx, cfg); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// send stores r, signed with edge1's receipt key when it has one, in
+// edge1's receipts stream on subject, from where the hub sources it.
+func (a *attacker) send(subject string, r receipts.Receipt) {
+	a.t.Helper()
+	data, err := r.Encode()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(jetstream.MsgIDHeader, r.ReceiptID)
+	if a.key != nil {
+		sig, err := receipts.Sign(a.key, data)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		m.Header.Set(receipts.SignatureHeader, sig)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := a.js.PublishMsg(ctx, m); err != nil {
+		a.t.Fatalf("publish on %s: %v", subject, err)
+	}
+}
+
+// receipt is a receipt for id in the topology's origin stream.
+func (a *attacker) receipt(id, processor, site string, st receipts.Status) receipts.Receipt {
+	r := receipts.New(id, a.ls.Topology.Events.OriginStream, processor, site, st, time.Time{})
+	if st == receipts.StatusDeadLettered {
+		r.Reason = "forged"
+	}
+	return r
+}
+
+// counterValue is the value of the box's metric name with labels (a
+// counter or gauge), or 0 when it has no such series.
+func registryValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// waitRefused waits until L1 has quarantined n receipts for reason, in its
+// metric and its log.
+func waitRefused(t *testing.T, ls *LocalSystem, logs *syncBuffer, reason string, n float64) {
+	t.Helper()
+	reg := ls.App("l1").Metrics().Registry()
+	checkFor(t, 60*time.Second, func() error {
+		if got := registryValue(t, reg, "leafline_completion_refused_total", map[string]string{"reason": reason}); got != n {
+			return fmt.Errorf("leafline_completion_refused_total{reason=%q} = %v, want %v", reason, got, n)
+		}
+		if len(logs.lines("l1", "receipts: quarantined", "refusal="+reason)) == 0 {
+			return fmt.Errorf("no log line for refusal %s", reason)
+		}
+		return nil
+	})
+}
+
+// TestAttack_ReceiptInAnotherSitesName (attacks 1 and 2): edge1 completes
+// an event "as edge2" while edge2 is down, first by writing edge2's
+// receipt subject into its own receipts stream (without receipt keys, as
+// in the setup `topology certs` produces without --receipt-keys), then by
+// a receipt of its own site, properly signed, that names edge2 as its
+// processor. The hub stores everything edge1's link delivers under edge1's
+// subjects, so the first disagrees with its subject at L1; the second
+// speaks for another processor than its site. Both are quarantined; edge2's
+// genuine receipt completes the event when edge2 is back.
+func TestAttack_ReceiptInAnotherSitesName(t *testing.T) {
+	for _, unsigned := range []bool{true, false} {
+		t.Run(fmt.Sprintf("unsigned=%v", unsigned), func(t *testing.T) {
+			ls, logs := attackSystem(t, unsigned)
+			if err := ls.Stop("edge2"); err != nil {
+				t.Fatal(err)
+			}
+			id := publishEvent(t, ls, "events.both.1", "both-1")
+			waitRecord(t, ls, id, func(c receipts.Completion) bool { _, ok := c.Processors["edge1"]; return ok })
+
+			a := newAttacker(t, ls)
+			a.captureAllReceipts()
+			rt := ls.Topology
+			a.send(rt.ReceiptSubject("edge2", "processed"), a.receipt(id, "edge2", "edge2", receipts.StatusProcessed))
+			waitRefused(t, ls, logs, receipts.RefusedSubjectMismatch, 1)
+			a.send(rt.ReceiptSubject("edge1", "processed"), a.receipt(id, "edge2", "edge1", receipts.StatusProcessed))
+			waitRefused(t, ls, logs, receipts.RefusedProcessorNotSite, 1)
+
+			c, err := record(t, ls, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := c.Processors["edge2"]; ok || c.Status != receipts.EventPending || !slices.Equal(c.Missing, []string{"edge2"}) {
+				t.Fatalf("the forged receipts changed the record: %+v", c)
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := ls.Start(ctx, "edge2"); err != nil {
+				t.Fatal(err)
+			}
+			c = waitRecord(t, ls, id, func(c receipts.Completion) bool { return c.Status == receipts.EventComplete })
+			if p := c.Processors["edge2"]; p.Site != "edge2" || p.Verified == unsigned {
+				t.Fatalf("edge2's genuine receipt: %+v", p)
+			}
+		})
+	}
+}
+
+// TestAttack_DeadLetterFromElsewhere (attack 3): with signed receipts,
+// edge1 dead-letters an event that was routed only to edge2, in its own
+// name and (through its widened receipts stream) in edge2's, before edge2
+// has processed it; and it reports an event that was never published.
+// The first is refused because edge1 is not an expected processor, the
+// second because it disagrees with its subject; the third is held as
+// origin_unknown and counts for nothing. edge2's genuine receipt, which
+// arrives later, completes its event.
+func TestAttack_DeadLetterFromElsewhere(t *testing.T) {
+	ls, logs := attackSystem(t, false)
+	if err := ls.Stop("edge2"); err != nil {
+		t.Fatal(err)
+	}
+	id := publishEvent(t, ls, "events.only2.1", "only2-1")
+	waitRecord(t, ls, id, func(c receipts.Completion) bool {
+		return c.OriginKnown() && slices.Equal(c.Expected, []string{"edge2"})
+	})
+
+	a := newAttacker(t, ls)
+	rt := ls.Topology
+	dead := string(receipts.StatusDeadLettered)
+	a.send(rt.ReceiptSubject("edge1", dead), a.receipt(id, "edge1", "edge1", receipts.StatusDeadLettered))
+	waitRefused(t, ls, logs, receipts.RefusedNotExpected, 1)
+	a.captureAllReceipts()
+	a.send(rt.ReceiptSubject("edge2", dead), a.receipt(id, "edge2", "edge2", receipts.StatusDeadLettered))
+	waitRefused(t, ls, logs, receipts.RefusedSubjectMismatch, 1)
+	if c, err := record(t, ls, id); err != nil || c.Status != receipts.EventPending || len(c.Processors) != 0 {
+		t.Fatalf("the forged receipts changed the record: %+v %v", c, err)
+	}
+
+	// An event that was never published: held, not a normal record.
+	a.send(rt.ReceiptSubject("edge1", "processed"), a.receipt("never-published", "edge1", "edge1", receipts.StatusProcessed))
+	c := waitRecord(t, ls, "never-published", func(c receipts.Completion) bool { return c.Status == receipts.EventOriginUnknown })
+	if len(c.Processors) != 0 || len(c.Held) != 1 {
+		t.Fatalf("never-published: %+v", c)
+	}
+	l1 := ls.App("l1")
+	if got := registryValue(t, l1.Metrics().Registry(), "leafline_completion_held_total", nil); got != 1 {
+		t.Errorf("leafline_completion_held_total = %v", got)
+	}
+	if len(logs.lines("l1", "receipt held", "never-published")) == 0 {
+		t.Error("no log line for the held receipt")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := ls.Start(ctx, "edge2"); err != nil {
+		t.Fatal(err)
+	}
+	c = waitRecord(t, ls, id, func(c receipts.Completion) bool { return c.Status == receipts.EventComplete })
+	if p := c.Processors["edge2"]; p.Status != receipts.StatusProcessed || !p.Verified || c.Conflict {
+		t.Fatalf("edge2's genuine receipt: %+v", c)
+	}
+	if _, err := record(t, ls, "never-published"); errors.Is(err, receipts.ErrNotFound) {
+		t.Fatal("the held record is gone")
+	}
+}
+
+// rawEdge1 dials the hub's leafnode listener directly, with edge1's
+// certificate and nkey, through a hand-written leafnode client.
+func rawEdge1(t *testing.T, ls *LocalSystem) *rawLeaf {
+	t.Helper()
+	hub, _ := ls.Topology.Site("hub")
+	cfg := ls.Configs["edge1"]
+	l, err := dialRawLeaf(t, hub.Leafnode.Listen, rawLeafCreds{tls: cfg.Leafnode.UpstreamTLS, seedFile: cfg.Leafnode.UpstreamAuth.NkeySeedFile})
+	if err != nil {
+		t.Fatalf("edge1's own credentials refused: %v", err)
+	}
+	return l
+}
+
+// TestAttack_LinkViolation (attacks 1 and 9): with edge1's certificate and
+// nkey, a hand-written leafnode client (a stock server would not send what
+// its link's permissions deny) delivers a forged receipt on the subject of
+// edge2's receipts source at the hub, and subscribes to edge2's event
+// deliveries. The hub refuses each and drops the connection; its
+// leafline_link_violations_total counts them by kind, a "link violation
+// refused" line names them, the forged receipt never reaches L1, and the
+// system goes on working.
+func TestAttack_LinkViolation(t *testing.T) {
+	ls, logs := attackSystem(t, false)
+	hub := ls.App("hub")
+	rt := ls.Topology
+	a := newAttacker(t, ls)
+	forged := a.receipt("forged-delivery", "edge2", "edge2", receipts.StatusProcessed)
+	data, err := forged.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		kind   string
+		attack func(*rawLeaf) error
+	}{
+		{violationPublish, func(l *rawLeaf) error {
+			return l.publish(topology.SourceDeliverSubject("edge2", rt.Receipts.EdgeStream, "hub"), data)
+		}},
+		{violationSubscribe, func(l *rawLeaf) error {
+			return l.send("LS+ " + topology.SourceDeliverSubject("hub", rt.Events.HubStream, "edge2") + "\r\n")
+		}},
+	} {
+		l := rawEdge1(t, ls)
+		if err := tt.attack(l); err != nil {
+			t.Fatal(err)
+		}
+		line, err := l.refusal(10 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.kind, err)
+		}
+		t.Logf("%s: the hub answered %q", tt.kind, line)
+		checkFor(t, 10*time.Second, func() error {
+			if got := registryValue(t, hub.Metrics().Registry(), "leafline_link_violations_total", map[string]string{"kind": tt.kind, "conn": "leafnode"}); got != 1 {
+				return fmt.Errorf("leafline_link_violations_total{kind=%q} = %v", tt.kind, got)
+			}
+			if len(logs.lines("hub", "link violation refused", "kind="+tt.kind, "conn=leafnode")) == 0 {
+				return fmt.Errorf("no log line for the %s violation", tt.kind)
+			}
+			return nil
+		})
+	}
+	if v := hub.Metrics().LastLinkViolation(); v == nil || v.Kind != violationSubscribe {
+		t.Errorf("last violation %+v", v)
+	}
+	// The hub's status says so too.
+	resp, err := http.Get("http://" + hub.OpsAddr() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready Readiness
+	err = json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	if err != nil || ready.LastLinkViolation == nil || ready.LastLinkViolation.Kind != violationSubscribe ||
+		!strings.Contains(ready.LastLinkViolation.Detail, "leafline.src.hub.HA.edge2") {
+		t.Errorf("/readyz: %+v %v", ready.LastLinkViolation, err)
+	}
+	id := publishEvent(t, ls, "events.both.after", "after-violations")
+	waitCompleted(t, ls, []string{id}, "edge1", "edge2")
+	if reachedL1(t, ls, forged.EventID) {
+		t.Fatal("the forged delivery reached L1")
+	}
+}
+
+// TestWriteCredentials_RoleCertificates (attack 4): each site's certificate
+// is only what its role needs, names its own listener's addresses (loopback
+// only when asked for) and its site; every edge gets a receipt key.
+func TestWriteCredentials_RoleCertificates(t *testing.T) {
+	for _, loopback := range []bool{false, true} {
+		t.Run(fmt.Sprintf("loopback=%v", loopback), func(t *testing.T) {
+			tp := &topology.Topology{Sites: []topology.Site{
+				{Name: "l1", Role: topology.RoleL1, Leafnode: topology.SiteLeafnode{Listen: "l1.example.net:7422"}},
+				{Name: "hub", Role: topology.RoleHub, Upstream: "l1", Leafnode: topology.SiteLeafnode{Listen: "0.0.0.0:7422"}},
+				{Name: "edge1", Role: topology.RoleEdge, Upstream: "hub"},
+			}}
+			creds, err := WriteCredentials(t.TempDir(), tp, CredentialOptions{Hosts: []string{"hub.example.net"}, Loopback: loopback})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo := map[bool]string{false: "", true: " localhost 127.0.0.1 ::1"}[loopback]
+			for _, tt := range []struct {
+				site, usage, names string
+			}{
+				{"l1", "server", "l1.example.net hub.example.net" + lo},
+				{"hub", "server client", "hub.example.net" + lo},
+				{"edge1", "client", ""},
+			} {
+				cert := readCert(t, creds.Sites[tt.site].CertFile)
+				var usage, names []string
+				for _, u := range cert.ExtKeyUsage {
+					usage = append(usage, map[x509.ExtKeyUsage]string{x509.ExtKeyUsageServerAuth: "server", x509.ExtKeyUsageClientAuth: "client"}[u])
+				}
+				names = append(names, cert.DNSNames...)
+				for _, ip := range cert.IPAddresses {
+					names = append(names, ip.String())
+				}
+				if got := strings.Join(usage, " "); got != tt.usage {
+					t.Errorf("%s: usage %q, want %q", tt.site, got, tt.usage)
+				}
+				if got := strings.Join(names, " "); got != strings.TrimSpace(tt.names) {
+					t.Errorf("%s: names %q, want %q", tt.site, got, tt.names)
+				}
+				if s, ok := certSite(cert); !ok || s != tt.site {
+					t.Errorf("%s: certificate names site %q", tt.site, s)
+				}
+			}
+			e, _ := tp.Site("edge1")
+			if e.ReceiptKey == "" || creds.Sites["edge1"].ReceiptKeyFile == "" {
+				t.Fatalf("edge1 has no receipt key: %+v", creds.Sites["edge1"])
+			}
+			if _, err := loadSigner(creds.Sites["edge1"].ReceiptKeyFile, e.ReceiptKey); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := pem.Decode(data)
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// TestAttack_StolenEdgeCertAsServer (attack 4): a rogue leafnode listener
+// serving edge1's stolen certificate, to which edge2 is pointed (a DNS or
+// routing attack), is refused by edge2: an edge's certificate is for
+// client authentication only and names no address. edge2 says why in its
+// link status and log, and its upstream_connected stays 0. With a
+// certificate of the old kind (server and client, loopback names) from the
+// same CA, the same rogue is accepted: the control shows the attack is real.
+func TestAttack_StolenEdgeCertAsServer(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
+			logs := &syncBuffer{}
+			ls, err := NewLocalSystem(t.TempDir(), LocalOptions{
+				Edges:  2,
+				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(ls.Close)
+			stolen := ls.Configs["edge1"].Leafnode.UpstreamTLS
+			if control {
+				stolen = writeIssued(t, caFromDir(t, ls.Credentials.Dir), t.TempDir(), "edge1", time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+			}
+			tc, err := listenTLSConfig(stolen, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ports, err := loopback.FreePorts(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rogue, err := server.NewServer(&server.Options{
+				Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+				LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: ports[0], TLSConfig: tc, TLSTimeout: leafTLSTimeout},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go rogue.Start()
+			t.Cleanup(rogue.Shutdown)
+			if !rogue.ReadyForConnections(10 * time.Second) {
+				t.Fatal("rogue server not ready")
+			}
+			ls.Configs["edge2"].Leafnode.UpstreamURL = fmt.Sprintf("nats-leaf://127.0.0.1:%d", ports[0])
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			victim, err := ls.Start(ctx, "edge2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if control {
+				checkFor(t, 15*time.Second, func() error {
+					if !victim.UpstreamConnected() {
+						return errors.New("control: edge2 did not connect to the rogue server")
+					}
+					return nil
+				})
+				return
+			}
+			checkFor(t, 15*time.Second, func() error {
+				why := upstreamError(victim.Server())
+				if !strings.Contains(why, "certificate") {
+					return fmt.Errorf("edge2's upstream error %q does not name the certificate", why)
+				}
+				if len(logs.lines("edge2", "certificate")) == 0 {
+					return errors.New("edge2 logged nothing about the certificate")
+				}
+				return nil
+			})
+			if victim.UpstreamConnected() || registryValue(t, victim.Metrics().Registry(), "leafline_upstream_connected", nil) != 0 {
+				t.Fatal("edge2 connected to a server with an edge's certificate")
+			}
+			t.Logf("edge2: %s", upstreamError(victim.Server()))
+		})
+	}
+}
+
+func TestLinkViolation_Classify(t *testing.T) {
+	for _, tt := range []struct {
+		msg, kind, conn string
+	}{
+		{`127.0.0.1:5 - lid:3 - Publish Violation on "leafline.src.edge2.RE.hub" - Check other side configuration`, violationPublish, "leafnode"},
+		{`127.0.0.1:5 - lid:3 - Subscription Violation on "x" - Check other side configuration`, violationSubscribe, "leafnode"},
+		{`127.0.0.1:5 - lid:3 - authentication error - User "UABC"`, violationAuth, "leafnode"},
+		{`127.0.0.1:5 - lid:3 - TLS leafnode handshake error: remote error: tls: bad certificate`, violationTLS, "leafnode"},
+		{`127.0.0.1:5 - cid:9 - authentication error`, violationAuth, "client"},
+		{`127.0.0.1:5 - cid:9 - TLS handshake error: EOF`, violationTLS, "client"},
+		{`Error trying to connect as leafnode to remote server`, "", ""},
+		{`authentication error`, "", ""}, // names no connection
+	} {
+		v, ok := linkViolation(tt.msg)
+		if ok != (tt.kind != "") || v.Kind != tt.kind || v.Conn != tt.conn {
+			t.Errorf("linkViolation(%q) = %+v, %v; want %s %s", tt.msg, v, ok, tt.kind, tt.conn)
+		}
+	}
+}
+
+// TestAttack_CertificateOfAnotherSite (attack 5): edge1's certificate with
+// edge2's nkey seed (a seed leaked on its own) does not pass for edge2 at
+// the hub: the certificate names edge1. The hub refuses the connection,
+// counts it (leafline_link_violations_total{kind="auth"}) and logs why;
+// each site's own pair is accepted.
+func TestAttack_CertificateOfAnotherSite(t *testing.T) {
+	ls, logs := attackSystem(t, false)
+	hub, _ := ls.Topology.Site("hub")
+	e1, e2 := ls.Configs["edge1"].Leafnode, ls.Configs["edge2"].Leafnode
+	_, err := dialRawLeaf(t, hub.Leafnode.Listen, rawLeafCreds{tls: e1.UpstreamTLS, seedFile: e2.UpstreamAuth.NkeySeedFile})
+	if err == nil || !strings.Contains(err.Error(), "Authorization Violation") {
+		t.Fatalf("edge1's certificate with edge2's seed: %v, want an authorization violation", err)
+	}
+	reg := ls.App("hub").Metrics().Registry()
+	checkFor(t, 10*time.Second, func() error {
+		if got := registryValue(t, reg, "leafline_link_violations_total", map[string]string{"kind": violationAuth, "conn": "leafnode"}); got != 1 {
+			return fmt.Errorf("leafline_link_violations_total{kind=auth} = %v", got)
+		}
+		if len(logs.lines("hub", "leafnode refused", "certificate_site=edge1", "credentials_site=edge2")) == 0 {
+			return errors.New("no log line names the two sites")
+		}
+		return nil
+	})
+	for _, own := range []topology.LeafnodeConfig{e1, e2} {
+		if _, err := dialRawLeaf(t, hub.Leafnode.Listen, rawLeafCreds{tls: own.UpstreamTLS, seedFile: own.UpstreamAuth.NkeySeedFile}); err != nil {
+			t.Fatalf("a site's own certificate and seed: %v", err)
+		}
+	}
+}
+
+// TestAttack_ClientListenerNeedsAuth (attack 6): a box whose client
+// listener takes a password (nats.auth, required to listen beyond the
+// machine) refuses a client without it, counts the refusal
+// (leafline_link_violations_total{kind="auth",conn="client"}) and logs
+// it; a client with it, and the box's own connections, work.
+func TestAttack_ClientListenerNeedsAuth(t *testing.T) {
+	logs := &syncBuffer{}
+	t.Setenv("LEAFLINE_TEST_NATS_PW", "client-s3cret")
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Configure: func(cfg *topology.Config) {
+			if cfg.Site == "edge1" {
+				cfg.NATS.Auth = topology.ClientAuth{PasswordEnv: "LEAFLINE_TEST_NATS_PW"}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	edge, err := ls.Start(ctx, "edge1") // its own connections are inside the process
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nats.Connect(edge.ClientURL()); err == nil || !strings.Contains(err.Error(), "Authorization Violation") {
+		t.Fatalf("a client without the password: %v", err)
+	}
+	if _, err := nats.Connect(edge.ClientURL(), nats.UserInfo(topology.DefaultClientUser, "wrong")); err == nil {
+		t.Fatal("a client with a wrong password connected")
+	}
+	checkFor(t, 10*time.Second, func() error {
+		if got := registryValue(t, edge.Metrics().Registry(), "leafline_link_violations_total", map[string]string{"kind": violationAuth, "conn": "client"}); got != 2 {
+			return fmt.Errorf("leafline_link_violations_total{kind=auth,conn=client} = %v", got)
+		}
+		if len(logs.lines("edge1", "link violation refused", "conn=client")) == 0 {
+			return errors.New("no log line for the refused client")
+		}
+		return nil
+	})
+	nc, err := nats.Connect(edge.ClientURL(), nats.UserInfo(topology.DefaultClientUser, "client-s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Stream(ctx, ls.Topology.Receipts.EdgeStream); err != nil {
+		t.Fatalf("a client with the password: %v", err)
+	}
+}
+
+// TestLint_StockHubConfig (attack 7): the lint reads a stock hub's
+// nats-server configuration with the server's own parser. The one `leafline
+// topology render` writes passes; a sync interval other than always, a
+// JetStream domain other than the site's and a link user's permissions
+// widened beyond its link are each reported. Provision refuses a server
+// whose domain is not the site's, where it would otherwise exit 0 and
+// leave every event pending.
+func TestLint_StockHubConfig(t *testing.T) {
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	hubCfg := ls.Configs["hub"]
+	conf, err := topology.Render(ls.Topology, "hub", hubCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := os.ReadFile(ls.Credentials.Sites["hub"].NkeySeedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(topology.SeedEnv("hub"), strings.TrimSpace(string(seed)))
+	lintConf := func(conf string) []topology.Warning {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "hub.conf")
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ws, err := ServerConfigWarnings(hubCfg, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	if ws := lintConf(conf); len(ws) != 0 {
+		t.Fatalf("the rendered configuration: %v", ws)
+	}
+	for _, tt := range []struct{ name, from, to, want string }{
+		{"sync interval", "sync_interval: always", `sync_interval: "2m"`, "jetstream.sync_interval: is 2m0s, not always"},
+		{"domain", `domain: "hub"`, `domain: "hub2"`, `jetstream.domain: is "hub2", site "hub" has "hub"`},
+		{"widened permissions", "publish: {allow: [", `publish: {allow: [">", `, `site "edge1"'s leafnode user may publish >, beyond what its link needs`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(conf, tt.from) {
+				t.Fatalf("the rendered configuration has no %q", tt.from)
+			}
+			ws := lintConf(strings.Replace(conf, tt.from, tt.to, 1))
+			if len(ws) != 1 || !strings.Contains(ws[0].String(), tt.want) {
+				t.Fatalf("warnings %v, want one with %q", ws, tt.want)
+			}
+		})
+	}
+
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+		JetStream: true, JetStreamDomain: "not-hub", StoreDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js := clientJS(t, srv.ClientURL())
+	err = Provision(ctx, js, hubCfg)
+	if !errors.Is(err, ErrWrongDomain) || !strings.Contains(err.Error(), `it is "not-hub", site "hub" has "hub"`) {
+		t.Fatalf("Provision on a server of another domain: %v", err)
+	}
+
+	// The hub's receipts stream as it was before its sources were bound.
+	hub, _ := ls.Topology.Site("hub")
+	for _, sc := range sitePlan(hubCfg, hub).streams {
+		if sc.Name != ls.Topology.Receipts.HubStream {
+			continue
+		}
+		for _, src := range sc.Sources {
+			src.SubjectTransforms = nil
+		}
+		if _, err := js.CreateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := LiveWarnings(ctx, js, hubCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, w := range ws {
+		all = append(all, w.String())
+	}
+	for _, want := range []string{"jetstream domain: " + ErrWrongDomain.Error(), "stream RH: its source RE (deliver subject leafline.src.edge1.RE.hub) is not bound"} {
+		if !strings.Contains(strings.Join(all, "\n"), want) {
+			t.Errorf("no live warning %q in\n%s", want, strings.Join(all, "\n"))
+		}
+	}
+}
+
+// TestAttack_DirectConsumerReshaped (attack 8): a direct-mode edge may
+// create and update its own consumer on L1 (the links cannot look inside
+// the request), and edge1's box in the attacker's hands gives it an
+// inactive threshold, after which the server would delete it. L1 finds the
+// consumer altered, repairs it in place, counts it
+// (leafline_direct_consumer_altered_total) and logs it loudly; edge1 goes
+// on processing.
+func TestAttack_DirectConsumerReshaped(t *testing.T) {
+	logs := &syncBuffer{}
+	ls := directSystem(t, LocalOptions{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))},
+		map[string]string{"edge1": ""}, nil)
+	l1, _ := ls.Topology.Site("l1")
+	nc, err := nats.Connect(ls.App("edge1").ClientURL(), nats.CustomInboxPrefix(topology.DirectInboxPrefix("edge1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.NewWithDomain(nc, l1.Domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream, name := ls.Topology.Events.OriginStream, topology.DirectConsumerName("edge1")
+	c, err := js.Consumer(ctx, stream, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.CachedInfo().Config
+	cfg.InactiveThreshold = time.Hour
+	if _, err := js.CreateOrUpdateConsumer(ctx, stream, cfg); err != nil {
+		t.Fatalf("the edge's link refused the update: %v", err)
+	}
+	l1js := clientJS(t, ls.App("l1").ClientURL())
+	reg := ls.App("l1").Metrics().Registry()
+	checkFor(t, 3*directGuardEvery, func() error {
+		if got := registryValue(t, reg, "leafline_direct_consumer_altered_total", map[string]string{"edge": "edge1"}); got < 1 {
+			return fmt.Errorf("leafline_direct_consumer_altered_total{edge=edge1} = %v", got)
+		}
+		if len(logs.lines("l1", "DIRECT CONSUMER ALTERED", "repaired in place", "inactive_threshold")) == 0 {
+			return errors.New("no log line for the repair")
+		}
+		c, err := l1js.Consumer(ctx, stream, name)
+		if err != nil {
+			return err
+		}
+		if th := c.CachedInfo().Config.InactiveThreshold; th != 0 {
+			return fmt.Errorf("inactive threshold still %s", th)
+		}
+		return nil
+	})
+	ids := publishN(t, l1js, "after-reshape", 5)
+	waitCompleted(t, ls, ids, "edge1")
+}
+
+func TestDirectConsumerProblems(t *testing.T) {
+	edge := &topology.Site{Name: "edge1", Role: topology.RoleEdge, Filter: "events.a.>"}
+	good := jetstream.ConsumerConfig{Durable: "leafline-sink-edge1", FilterSubject: "events.a.>", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if p, _, _ := directConsumerProblems(good, edge); len(p) != 0 {
+		t.Fatalf("the box's own shape: %v", p)
+	}
+	push := good
+	push.DeliverSubject, push.InactiveThreshold = "elsewhere", time.Second
+	p, fixed, repairable := directConsumerProblems(push, edge)
+	if len(p) != 2 || !repairable || fixed.InactiveThreshold != 0 || !strings.Contains(p[1], "cannot be changed in place") {
+		t.Fatalf("problems %q, repairable %v", p, repairable)
+	}
+}

@@ -1,0 +1,404 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
+)
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// jsonLines decodes every JSON log line of s.
+func jsonLines(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %v: %s", err, line)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestRunner_DeadLetterLoggedAtWarn: every dead-lettering is one WARN line
+// with the event_id (or why there is none) and the error type, and never
+// the payload.
+func TestRunner_DeadLetterLoggedAtWarn(t *testing.T) {
+	f := newContractSite(t, contractOpts{
+		configure: func(c *topology.Config) { c.DeadLetter.Enabled = true },
+		script:    map[string][]sinkOutcome{"refused-1": {sinkPerm}},
+	})
+	var logs lockedBuffer
+	// Before the gate opens: the runner reads its logger only after it.
+	f.r.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "runner")
+	secret := []byte(`{"card":"4111-SECRET"}`)
+	seqs := f.publish(ctMsg{data: secret}, ctMsg{id: "refused-1", data: secret})
+	f.start()
+	checkFor(t, 20*time.Second, func() error {
+		if n := len(f.dlqRecords()); n != 2 {
+			return fmt.Errorf("%d DLQ records", n)
+		}
+		if n := strings.Count(logs.String(), "dlq: dead-lettered"); n != 2 {
+			return fmt.Errorf("%d dead-letter log lines", n)
+		}
+		return nil
+	})
+	if strings.Contains(logs.String(), "SECRET") {
+		t.Fatalf("a log line carries the payload:\n%s", logs.String())
+	}
+	want := map[float64]struct{ id, typ string }{
+		float64(seqs[0]): {"", "no_event_id"},
+		float64(seqs[1]): {"refused-1", "sink_permanent"},
+	}
+	for _, l := range jsonLines(t, logs.String()) {
+		if l["msg"] != "dlq: dead-lettered" {
+			continue
+		}
+		w, ok := want[l["seq"].(float64)]
+		if !ok {
+			t.Fatalf("unexpected line %v", l)
+		}
+		if l["level"] != "WARN" || l["event_id"] != w.id || l["error_type"] != w.typ {
+			t.Errorf("line %v: want WARN event_id %q error_type %q", l, w.id, w.typ)
+		}
+		if w.id == "" && !strings.Contains(fmt.Sprint(l["event_id_error"]), "missing") {
+			t.Errorf("line %v: no event_id_error saying why", l)
+		}
+	}
+}
+
+// TestStorage_DataDirDeletedIsNotReady: a box whose data dir is deleted
+// under it stops, answers /readyz 503 with the reason and exports
+// leafline_storage_writable 0; it starts again by itself once the dir is
+// back.
+func TestStorage_DataDirDeletedIsNotReady(t *testing.T) {
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Insecure: true, UnsignedReceipts: true, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	app, err := ls.Start(ctx, "l1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := "http://" + app.OpsAddr() + "/readyz"
+	if code, err := getJSON(ready, nil); code != http.StatusOK {
+		t.Fatalf("/readyz %d %v before the fault", code, err)
+	}
+	dir := ls.Configs["l1"].DataDir
+	// rm -rf, as an operator would; the running server may write a file
+	// meanwhile, so try again until the dir is gone.
+	checkFor(t, 10*time.Second, func() error { return os.RemoveAll(dir) })
+	checkFor(t, 15*time.Second, func() error {
+		var r Readiness
+		code, err := getJSON(ready, &r)
+		if code != http.StatusServiceUnavailable || !strings.Contains(r.Reason, "storage not writable") {
+			return fmt.Errorf("/readyz %d %+v %v", code, r, err)
+		}
+		if v := metricValue(t, app.OpsAddr(), "leafline_storage_writable"); v != "0" {
+			return fmt.Errorf("leafline_storage_writable %s", v)
+		}
+		return nil
+	})
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the box recreated its deleted data dir: %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 30*time.Second, func() error {
+		if code, err := getJSON(ready, nil); code != http.StatusOK {
+			return fmt.Errorf("/readyz %d %v after the dir came back", code, err)
+		}
+		if v := metricValue(t, app.OpsAddr(), "leafline_storage_writable"); v != "1" {
+			return fmt.Errorf("leafline_storage_writable %s", v)
+		}
+		return nil
+	})
+}
+
+// duplicateKeys returns the keys that occur more than once in one object
+// of a JSON log line (at any depth).
+func duplicateKeys(line []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	var dups []string
+	var walk func() error
+	walk = func() error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				if seen[k.(string)] {
+					dups = append(dups, k.(string))
+				}
+				seen[k.(string)] = true
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return nil
+	}
+	return dups, walk()
+}
+
+// TestL1_UnidentifiedOriginMessagesCountedAndListed: origin messages
+// without a usable event_id (none, empty, too long) are recorded at L1
+// before they are ACKed: counted in the summary and in /metrics, listed by
+// the status service and GET /v1/unidentified, and still there after a
+// restart. Every JSON log line of the box names each key once.
+func TestL1_UnidentifiedOriginMessagesCountedAndListed(t *testing.T) {
+	var logs lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Insecure: true, UnsignedReceipts: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	app, err := ls.Start(ctx, "l1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(app.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var seqs []uint64
+	for _, id := range []string{"", "-", strings.Repeat("x", 600)} {
+		m := nats.NewMsg("events.bad")
+		switch id {
+		case "":
+		case "-":
+			m.Header.Set(jetstream.MsgIDHeader, "")
+			m.Header.Set("Other", "x")
+		default:
+			m.Header.Set(jetstream.MsgIDHeader, id)
+		}
+		m.Data = []byte(`{"secret":"PAYLOAD"}`)
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	good := publishN(t, js, "good", 1)
+
+	client := receipts.NewStatusClient(nc, "")
+	checkFor(t, 20*time.Second, func() error {
+		sum, err := client.Summary(ctx)
+		if err != nil {
+			return err
+		}
+		if sum.Unidentified != 3 || sum.Events != 1 {
+			return fmt.Errorf("summary: unidentified %d events %d", sum.Unidentified, sum.Events)
+		}
+		if v := metricValue(t, app.OpsAddr(), "leafline_completion_origin_unidentified"); v != "3" {
+			return fmt.Errorf("leafline_completion_origin_unidentified %s", v)
+		}
+		return nil
+	})
+	page, err := client.Unidentified(ctx, "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 2 || page.Next == "" {
+		t.Fatalf("first page %+v", page)
+	}
+	rest, err := client.Unidentified(ctx, page.Next, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rest.Items) != 1 || rest.Next != "" {
+		t.Fatalf("second page %+v", rest)
+	}
+	// Listed in the order they were recorded: each once, with its reason.
+	reasons := map[uint64]string{}
+	for _, u := range append(page.Items, rest.Items...) {
+		reasons[u.Seq] = u.Reason
+	}
+	for i, want := range []string{"missing", "missing", "600 bytes"} {
+		if !strings.Contains(reasons[seqs[i]], want) {
+			t.Fatalf("origin seq %d: reason %q, want it to say %q (listed: %v)", seqs[i], reasons[seqs[i]], want, reasons)
+		}
+	}
+	var httpPage receipts.UnidentifiedPage
+	if code, err := getJSON("http://"+app.OpsAddr()+"/v1/unidentified", &httpPage); code != http.StatusOK || len(httpPage.Items) != 3 {
+		t.Fatalf("GET /v1/unidentified: %d %v %+v", code, err, httpPage)
+	}
+	if _, err := client.Get(ctx, good[0]); err != nil {
+		t.Fatalf("the good event: %v", err)
+	}
+
+	// Durable: a restarted L1 still counts them, once each.
+	if err := ls.Stop("l1"); err != nil {
+		t.Fatal(err)
+	}
+	if app, err = ls.Start(ctx, "l1"); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 20*time.Second, func() error {
+		if v := metricValue(t, app.OpsAddr(), "leafline_completion_origin_unidentified"); v != "3" {
+			return fmt.Errorf("after a restart: leafline_completion_origin_unidentified %s", v)
+		}
+		return nil
+	})
+
+	out := logs.String()
+	if strings.Contains(out, "PAYLOAD") {
+		t.Fatal("a log line carries a payload")
+	}
+	if !strings.Contains(out, "recorded as unidentified") {
+		t.Fatal("no log line for the unidentified origin messages")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		dups, err := duplicateKeys([]byte(line))
+		if err != nil || len(dups) > 0 {
+			t.Fatalf("log line repeats keys %v (%v): %s", dups, err, line)
+		}
+	}
+}
+
+// TestSystem_EventIDReusedWithAnotherPayload: the same event_id published
+// again with another payload (as after the origin stream's duplicate
+// window: here the event_id is read from a header JetStream does not
+// dedupe) is counted and logged at the edge and recorded at L1, where the
+// event becomes a conflict; the same payload again is neither.
+func TestSystem_EventIDReusedWithAnotherPayload(t *testing.T) {
+	const header = "Leafline-Test-Event-Id"
+	ls := testSystem(t, LocalOptions{Insecure: true, UnsignedReceipts: true, Configure: func(c *topology.Config) {
+		c.EventID.Header = header
+	}}, nil)
+	js := clientJS(t, ls.App("l1").ClientURL())
+	publish := func(id, data string) {
+		t.Helper()
+		m := nats.NewMsg("events.test")
+		m.Header.Set(header, id)
+		m.Data = []byte(data)
+		if _, err := js.PublishMsg(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := ls.App("l1").Completions()
+	edgeReused := func() float64 { return testutil.ToFloat64(ls.App("edge1").Metrics().eventIDReused) }
+	publish("order-7", `{"qty":1}`)
+	waitCompleted(t, ls, []string{"order-7"}, "edge1")
+	publish("order-7", `{"qty":1}`) // the same event again: a duplicate, no more
+	publish("order-7", `{"qty":2}`) // the id reused for another payload
+	checkFor(t, 30*time.Second, func() error {
+		if n := edgeReused(); n != 1 {
+			return fmt.Errorf("edge: event_id_reused_total %v", n)
+		}
+		if st := svc.Stats(); st.OriginReused != 1 || st.OriginReceived != 3 {
+			return fmt.Errorf("L1 stats %+v", st)
+		}
+		return nil
+	})
+	ctx := context.Background()
+	c, err := svc.Get(ctx, "order-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Conflict || len(c.Reused) != 1 || c.Reused[0].PayloadSHA256 != receipts.PayloadDigest([]byte(`{"qty":2}`)) ||
+		c.PayloadSHA256 != receipts.PayloadDigest([]byte(`{"qty":1}`)) || c.Status != receipts.EventComplete {
+		t.Fatalf("L1 record %+v", c)
+	}
+	items, _, err := svc.List(ctx, receipts.ListQuery{Status: receipts.ListConflict, Limit: 10})
+	if err != nil || len(items) != 1 || items[0].EventID != "order-7" {
+		t.Fatalf("?status=conflict: %v %+v", err, items)
+	}
+	if n := edgeReused(); n != 1 {
+		t.Fatalf("edge: event_id_reused_total %v after the drain", n)
+	}
+}
+
+// TestEdge_SecondBoxOnTheSameDataDir: a second edge box on a running box's
+// data dir stops on the outbox lock, naming it, before it starts an
+// embedded server on the first box's store.
+func TestEdge_SecondBoxOnTheSameDataDir(t *testing.T) {
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Insecure: true, UnsignedReceipts: true, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := ls.Start(ctx, "edge1"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := *ls.Configs["edge1"] // its listeners are on port 0: no clash
+	second, err := New(&cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = second.Run(ctx)
+	started := second.srv != nil
+	if err == nil || !strings.Contains(err.Error(), "locked by another process") {
+		t.Fatalf("second box: %v", err)
+	}
+	if started {
+		t.Fatal("the second box started an embedded server before it failed on the outbox lock")
+	}
+	if code, err := getJSON("http://"+ls.App("edge1").OpsAddr()+"/readyz", nil); code != http.StatusOK {
+		t.Fatalf("the first box: /readyz %d %v", code, err)
+	}
+}
