@@ -136,12 +136,23 @@ func (a *App) Completions() *receipts.Service { return a.svc }
 // its ops endpoint, waits for free space and starts again on the same data
 // dir.
 func (a *App) Run(ctx context.Context) error {
+	var release func() // the data dir's lock, released after everything else
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	defer a.close()
 	// The ops listener first: a busy port fails before any state changes.
 	// It serves for the whole run, also while the box waits for disk space.
 	var err error
 	if a.opsLn, err = net.Listen("tcp", a.cfg.Ops.Listen); err != nil {
 		return fmt.Errorf("ops.listen: %w", err)
+	}
+	// Then the data dir's lock: a second box on the same data dir, of any
+	// role, stops here, before it starts a server on the first one's store.
+	if release, err = lockDataDir(a.cfg.DataDir); err != nil {
+		return err
 	}
 	ops := &http.Server{Handler: a.opsHandler(), ReadHeaderTimeout: 5 * time.Second}
 	opsErr := make(chan error, 1)

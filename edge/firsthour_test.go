@@ -382,23 +382,27 @@ func TestEdge_SecondBoxOnTheSameDataDir(t *testing.T) {
 	t.Cleanup(ls.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := ls.Start(ctx, "edge1"); err != nil {
+	if err := ls.StartAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cfg := *ls.Configs["edge1"] // its listeners are on port 0: no clash
-	second, err := New(&cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = second.Run(ctx)
-	started := second.srv != nil
-	if err == nil || !strings.Contains(err.Error(), "locked by another process") {
-		t.Fatalf("second box: %v", err)
-	}
-	if started {
-		t.Fatal("the second box started an embedded server before it failed on the outbox lock")
-	}
-	if code, err := getJSON("http://"+ls.App("edge1").OpsAddr()+"/readyz", nil); code != http.StatusOK {
-		t.Fatalf("the first box: /readyz %d %v", code, err)
+	for _, site := range []string{"l1", "hub", "edge1"} {
+		t.Run(site, func(t *testing.T) {
+			cfg := *ls.Configs[site] // its listeners are on port 0: no clash
+			second, err := New(&cfg, testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = second.Run(ctx)
+			started := second.srv != nil
+			if err == nil || !strings.Contains(err.Error(), "in use by another leafline box") {
+				t.Fatalf("second box: %v", err)
+			}
+			if started {
+				t.Fatal("the second box started an embedded server before it failed on the data dir's lock")
+			}
+			if code, err := getJSON("http://"+ls.App(site).OpsAddr()+"/readyz", nil); code != http.StatusOK {
+				t.Fatalf("the first box: /readyz %d %v", code, err)
+			}
+		})
 	}
 }
