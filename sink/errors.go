@@ -3,6 +3,7 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -52,4 +53,23 @@ func RetryDelay(err error) time.Duration {
 		return ra.delay
 	}
 	return 0
+}
+
+// outcome names err's class for a log line, without its text (which may
+// carry what the target wrote).
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case IsPermanent(err):
+		return "fail"
+	case errors.Is(err, net.ErrClosed):
+		return "closed"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, ErrMalformed):
+		return "malformed"
+	default:
+		return "retry"
+	}
 }

@@ -250,30 +250,12 @@ func (s *ExecSink) logOutcomes(ctx context.Context, w *execWorker, ids []string,
 			if firstErr == nil {
 				firstErr = err
 			}
-			s.log.Debug("exec sink: delivery failed, to be retried", "event_id", id, "outcome", execOutcome(err))
+			s.log.Debug("exec sink: delivery failed, to be retried", "event_id", id, "outcome", outcome(err))
 		}
 	}
 	if temporary > 0 && ctx.Err() == nil {
 		s.log.Warn("exec sink: events failed temporarily", "events", temporary, "distinct", len(ids),
-			"pid", w.pid, "outcome", execOutcome(firstErr))
-	}
-}
-
-// execOutcome names err's class for a log line, without its text.
-func execOutcome(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case IsPermanent(err):
-		return "fail"
-	case errors.Is(err, net.ErrClosed):
-		return "closed"
-	case errors.Is(err, ErrUnavailable):
-		return "unavailable"
-	case errors.Is(err, ErrMalformed):
-		return "malformed"
-	default:
-		return "retry"
+			"pid", w.pid, "outcome", outcome(firstErr))
 	}
 }
 

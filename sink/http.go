@@ -641,20 +641,7 @@ func httpOutcome(err error) string {
 	if se, ok := errors.AsType[*httpStatusError](err); ok {
 		return "status " + strconv.Itoa(se.code)
 	}
-	switch {
-	case err == nil:
-		return "ok"
-	case IsPermanent(err):
-		return "fail"
-	case errors.Is(err, net.ErrClosed):
-		return "closed"
-	case errors.Is(err, ErrUnavailable):
-		return "unavailable"
-	case errors.Is(err, ErrMalformed):
-		return "malformed"
-	default:
-		return "retry"
-	}
+	return outcome(err)
 }
 
 // post sends one request and reads its answer: at most HTTPMaxAnswer bytes

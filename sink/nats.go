@@ -350,25 +350,6 @@ func replyHeader(h nats.Header, name string) (string, bool) {
 	return "", false
 }
 
-// outcome names err's class for a log line, without its text (which may
-// carry what the service wrote).
-func outcome(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case IsPermanent(err):
-		return "fail"
-	case errors.Is(err, net.ErrClosed):
-		return "closed"
-	case errors.Is(err, ErrUnavailable):
-		return "unavailable"
-	case errors.Is(err, ErrMalformed):
-		return "malformed"
-	default:
-		return "retry"
-	}
-}
-
 // Close cancels the requests in flight, waits for the Writes that sent
 // them to return, and makes later Writes fail temporarily. It does not
 // close the NATS connection, which the box owns. Close is idempotent.
