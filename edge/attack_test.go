@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leafline/leafline/internal/loopback"
+	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -420,7 +421,7 @@ func TestWriteCredentials_RoleCertificates(t *testing.T) {
 				{Name: "hub", Role: topology.RoleHub, Upstream: "l1", Leafnode: topology.SiteLeafnode{Listen: "0.0.0.0:7422"}},
 				{Name: "edge1", Role: topology.RoleEdge, Upstream: "hub"},
 			}}
-			creds, err := WriteCredentials(t.TempDir(), tp, CredentialOptions{Hosts: []string{"hub.example.net"}, Loopback: loopback})
+			creds, err := pki.WriteCredentials(t.TempDir(), tp, pki.CredentialOptions{Hosts: []string{"hub.example.net"}, Loopback: loopback})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -447,7 +448,7 @@ func TestWriteCredentials_RoleCertificates(t *testing.T) {
 				if got := strings.Join(names, " "); got != strings.TrimSpace(tt.names) {
 					t.Errorf("%s: names %q, want %q", tt.site, got, tt.names)
 				}
-				if s, ok := certSite(cert); !ok || s != tt.site {
+				if s, ok := pki.CertSite(cert); !ok || s != tt.site {
 					t.Errorf("%s: certificate names site %q", tt.site, s)
 				}
 			}

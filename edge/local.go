@@ -14,6 +14,7 @@ import (
 
 	"github.com/leafline/leafline/internal/faultproxy"
 	"github.com/leafline/leafline/internal/loopback"
+	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -34,7 +35,7 @@ type LocalSystem struct {
 	Links map[string]*faultproxy.Proxy
 	// Credentials are the generated CA, certificates and nkeys (nil when
 	// Insecure).
-	Credentials *Credentials
+	Credentials *pki.Credentials
 
 	log  *slog.Logger
 	mu   sync.Mutex
@@ -89,10 +90,10 @@ func NewLocalSystem(dir string, o LocalOptions) (*LocalSystem, error) {
 	for i := 1; i <= o.Edges; i++ {
 		t.Sites = append(t.Sites, topology.Site{Name: fmt.Sprintf("edge%d", i), Role: topology.RoleEdge, Upstream: "hub"})
 	}
-	var creds *Credentials
+	var creds *pki.Credentials
 	if !o.Insecure {
 		// Receipt keys come from receiptKeys below, also for an insecure system.
-		if creds, err = WriteCredentials(filepath.Join(dir, "pki"), t, CredentialOptions{Validity: 24 * time.Hour, NoReceiptKeys: true}); err != nil {
+		if creds, err = pki.WriteCredentials(filepath.Join(dir, "pki"), t, pki.CredentialOptions{Validity: 24 * time.Hour, NoReceiptKeys: true}); err != nil {
 			return nil, fmt.Errorf("credentials: %w", err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -20,7 +21,7 @@ import (
 // link user, with that user's permissions; a client only as the local
 // user, without credentials — and binds the two layers of a link's
 // identity: a leafnode whose TLS certificate names a leafline site
-// (siteURI, as `leafline topology certs` issues) must authenticate as that
+// (pki.SiteURI, as `leafline topology certs` issues) must authenticate as that
 // site. Without it, one edge's certificate with another edge's seed would
 // pass for the other edge. A certificate that names no site (an
 // operator's own PKI) binds nothing; the nkey alone then says who it is.
@@ -182,7 +183,7 @@ func (a *linkAuth) bound(c server.ClientAuthentication, u linkUser) bool {
 	if cs == nil || len(cs.PeerCertificates) == 0 {
 		return true
 	}
-	site, ok := certSite(cs.PeerCertificates[0])
+	site, ok := pki.CertSite(cs.PeerCertificates[0])
 	if !ok || site == u.site {
 		return true
 	}

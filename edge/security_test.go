@@ -3,9 +3,7 @@ package edge
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +19,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -59,38 +58,24 @@ func (s *syncBuffer) lines(site string, subs ...string) []string {
 
 // caFromDir loads the CA that WriteCredentials wrote under dir, to issue
 // more certificates from it.
-func caFromDir(t *testing.T, dir string) *certAuthority {
+func caFromDir(t *testing.T, dir string) *pki.CA {
 	t.Helper()
-	certPEM, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	ca, err := pki.LoadCA(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca-key.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb, _ := pem.Decode(certPEM)
-	kb, _ := pem.Decode(keyPEM)
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := x509.ParseECPrivateKey(kb.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &certAuthority{cert: cert, key: key, certPEM: certPEM, keyPEM: keyPEM}
+	return ca
 }
 
 // writeIssued writes a certificate and key issued by ca under dir.
-func writeIssued(t *testing.T, ca *certAuthority, dir, name string, notBefore, notAfter time.Time) topology.TLSFiles {
+func writeIssued(t *testing.T, ca *pki.CA, dir, name string, notBefore, notAfter time.Time) topology.TLSFiles {
 	t.Helper()
-	is, err := ca.issue(name, []string{"localhost", "127.0.0.1"}, notBefore, notAfter)
+	is, err := ca.Issue(name, []string{"localhost", "127.0.0.1"}, notBefore, notAfter)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := topology.TLSFiles{CertFile: filepath.Join(dir, name+".pem"), KeyFile: filepath.Join(dir, name+"-key.pem")}
-	for path, data := range map[string][]byte{f.CertFile: is.certPEM, f.KeyFile: is.keyPEM} {
+	for path, data := range map[string][]byte{f.CertFile: is.CertPEM, f.KeyFile: is.KeyPEM} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -105,39 +90,39 @@ func TestSecurity_LinkRefused(t *testing.T) {
 	now := time.Now()
 	expired := [2]time.Time{now.Add(-48 * time.Hour), now.Add(-24 * time.Hour)}
 	valid := [2]time.Time{now.Add(-time.Hour), now.Add(24 * time.Hour)}
-	intruder, err := newCA("intruder CA", valid[0], valid[1])
+	intruder, err := pki.NewCA("intruder CA", valid[0], valid[1])
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name string
 		// break adjusts the configs; pki is the system's CA, dir a scratch dir.
-		breakLink func(t *testing.T, ls *LocalSystem, pki *certAuthority, dir string)
+		breakLink func(t *testing.T, ls *LocalSystem, pki *pki.CA, dir string)
 		edgeSays  string // in edge1's upstream error and log
 		hubSays   string // in the hub's log
 	}{
-		{"edge trusts another CA", func(t *testing.T, ls *LocalSystem, _ *certAuthority, dir string) {
+		{"edge trusts another CA", func(t *testing.T, ls *LocalSystem, _ *pki.CA, dir string) {
 			path := filepath.Join(dir, "intruder-ca.pem")
-			if err := os.WriteFile(path, intruder.certPEM, 0o600); err != nil {
+			if err := os.WriteFile(path, intruder.CertPEM, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			ls.Configs["edge1"].Leafnode.UpstreamTLS.CAFile = path
 		}, "certificate signed by unknown authority", "tls"},
-		{"hub certificate expired", func(t *testing.T, ls *LocalSystem, pki *certAuthority, dir string) {
+		{"hub certificate expired", func(t *testing.T, ls *LocalSystem, pki *pki.CA, dir string) {
 			f := writeIssued(t, pki, dir, "hub-expired", expired[0], expired[1])
 			ls.Configs["hub"].Leafnode.ListenTLS.CertFile, ls.Configs["hub"].Leafnode.ListenTLS.KeyFile = f.CertFile, f.KeyFile
 		}, "certificate has expired", "tls"},
-		{"edge certificate expired", func(t *testing.T, ls *LocalSystem, pki *certAuthority, dir string) {
+		{"edge certificate expired", func(t *testing.T, ls *LocalSystem, pki *pki.CA, dir string) {
 			f := writeIssued(t, pki, dir, "edge1-expired", expired[0], expired[1])
 			ls.Configs["edge1"].Leafnode.UpstreamTLS.CertFile, ls.Configs["edge1"].Leafnode.UpstreamTLS.KeyFile = f.CertFile, f.KeyFile
 		}, "client certificate for the upstream (CN=edge1-expired) expired", "certificate has expired"},
-		{"edge certificate from another CA", func(t *testing.T, ls *LocalSystem, _ *certAuthority, dir string) {
+		{"edge certificate from another CA", func(t *testing.T, ls *LocalSystem, _ *pki.CA, dir string) {
 			f := writeIssued(t, intruder, dir, "edge1-intruder", valid[0], valid[1])
 			ls.Configs["edge1"].Leafnode.UpstreamTLS.CertFile, ls.Configs["edge1"].Leafnode.UpstreamTLS.KeyFile = f.CertFile, f.KeyFile
 			// A Go TLS client sends only a certificate that the server's
 			// acceptable CAs signed: the hub sees none at all.
 		}, "does not verify against the CA trusted for the upstream", "client didn't provide a certificate"},
-		{"edge key unknown to the hub", func(t *testing.T, ls *LocalSystem, _ *certAuthority, dir string) {
+		{"edge key unknown to the hub", func(t *testing.T, ls *LocalSystem, _ *pki.CA, dir string) {
 			// edge1's box holds a topology naming another key (a stale or
 			// forged copy): the hub knows only the real one.
 			kp, _ := nkeys.CreateUser()

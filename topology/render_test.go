@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -81,7 +81,7 @@ func TestRender_Golden(t *testing.T) {
 	// parser, which loads them.
 	work := t.TempDir()
 	scratch := renderTopology(t)
-	if _, err := edge.WriteCredentials(filepath.Join(work, "certs"), scratch, edge.CredentialOptions{}); err != nil {
+	if _, err := pki.WriteCredentials(filepath.Join(work, "certs"), scratch, pki.CredentialOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Chdir(work)

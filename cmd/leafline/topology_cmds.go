@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -175,7 +176,7 @@ func cmdTopologyCerts(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "leafline topology certs: %v\n", err)
 		return exitFailure
 	}
-	creds, err := edge.WriteCredentials(absDir, &t, edge.CredentialOptions{Validity: *validity, Hosts: hosts, Loopback: *loopback, NoReceiptKeys: *unsigned})
+	creds, err := pki.WriteCredentials(absDir, &t, pki.CredentialOptions{Validity: *validity, Hosts: hosts, Loopback: *loopback, NoReceiptKeys: *unsigned})
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline topology certs: %v\n", err)
 		return exitFailure
@@ -210,7 +211,7 @@ func cmdTopologyCerts(args []string, stdout, stderr io.Writer) int {
 // secureBoxConfig writes dir/<base name of path>: the box config at path,
 // pointing at dir/topology.json, with the site's TLS files and nkey seed.
 // Other keys are kept as they are.
-func secureBoxConfig(path, dir string, t *topology.Topology, creds *edge.Credentials) (string, error) {
+func secureBoxConfig(path, dir string, t *topology.Topology, creds *pki.Credentials) (string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return "", err

@@ -1,17 +1,8 @@
-package edge
+package pki
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -84,21 +75,21 @@ func WriteCredentials(dir string, t *topology.Topology, o CredentialOptions) (*C
 		return nil, err
 	}
 	notBefore := time.Now().Add(-time.Hour)
-	ca, err := newCA("leafline private CA", notBefore, notBefore.Add(o.Validity))
+	ca, err := NewCA("leafline private CA", notBefore, notBefore.Add(o.Validity))
 	if err != nil {
 		return nil, err
 	}
 	creds := &Credentials{Dir: dir, Sites: map[string]SiteCredentials{}}
 	caFile := filepath.Join(dir, "ca.pem")
-	if err := writeNew(caFile, ca.certPEM, 0o644); err != nil {
+	if err := writeNew(caFile, ca.CertPEM, 0o644); err != nil {
 		return nil, err
 	}
-	if err := writeNew(filepath.Join(dir, "ca-key.pem"), ca.keyPEM, 0o600); err != nil {
+	if err := writeNew(filepath.Join(dir, "ca-key.pem"), ca.KeyPEM, 0o600); err != nil {
 		return nil, err
 	}
 	for i := range t.Sites {
 		s := &t.Sites[i]
-		leaf, err := ca.issueFor(s.Name, siteHosts(s, o), certUsage(s.Role), notBefore, notBefore.Add(o.Validity))
+		leaf, err := ca.IssueFor(s.Name, siteHosts(s, o), certUsage(s.Role), notBefore, notBefore.Add(o.Validity))
 		if err != nil {
 			return nil, err
 		}
@@ -107,10 +98,10 @@ func WriteCredentials(dir string, t *topology.Topology, o CredentialOptions) (*C
 			KeyFile:  filepath.Join(dir, s.Name+"-key.pem"),
 			CAFile:   caFile,
 		}
-		if err := writeNew(sc.CertFile, leaf.certPEM, 0o644); err != nil {
+		if err := writeNew(sc.CertFile, leaf.CertPEM, 0o644); err != nil {
 			return nil, err
 		}
-		if err := writeNew(sc.KeyFile, leaf.keyPEM, 0o600); err != nil {
+		if err := writeNew(sc.KeyFile, leaf.KeyPEM, 0o600); err != nil {
 			return nil, err
 		}
 		if s.Leafnode.Listen != "" {
@@ -173,106 +164,4 @@ func writeNew(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return f.Close()
-}
-
-// certAuthority is a CA key pair that issues certificates.
-type certAuthority struct {
-	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
-	certPEM []byte
-	keyPEM  []byte
-}
-
-// issued is a certificate and its key, PEM encoded.
-type issued struct{ certPEM, keyPEM []byte }
-
-func newCA(name string, notBefore, notAfter time.Time) (*certAuthority, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: name, Organization: []string{"leafline"}},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	keyPEM, err := encodeKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return &certAuthority{cert: cert, key: key, certPEM: encodeCert(der), keyPEM: keyPEM}, nil
-}
-
-// issue signs a certificate for cn, valid for hosts (DNS names or IPs), for
-// both server and client authentication.
-func (ca *certAuthority) issue(cn string, hosts []string, notBefore, notAfter time.Time) (issued, error) {
-	return ca.issueFor(cn, hosts, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, notBefore, notAfter)
-}
-
-// issueFor signs a certificate for site cn, valid for hosts (DNS names or
-// IPs) and for usage only. It names the site in a URI (siteURI) too, which
-// binds it to the site's nkey at a leafline listener (linkAuth).
-func (ca *certAuthority) issueFor(cn string, hosts []string, usage []x509.ExtKeyUsage, notBefore, notAfter time.Time) (issued, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return issued{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: cn, Organization: []string{"leafline"}},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  usage,
-		URIs:         []*url.URL{siteURI(cn)},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return issued{}, err
-	}
-	keyPEM, err := encodeKey(key)
-	if err != nil {
-		return issued{}, err
-	}
-	return issued{certPEM: encodeCert(der), keyPEM: keyPEM}, nil
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic(err) // crypto/rand never fails on supported platforms
-	}
-	return n
-}
-
-func encodeCert(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
 }

@@ -1,4 +1,4 @@
-package edge
+package pki
 
 import (
 	"crypto/x509"
@@ -18,7 +18,7 @@ import (
 // for edges and dials L1). A certificate names the addresses of its own
 // listener only — loopback names only when asked for (a system on one
 // machine) — and names its site in a URI, which binds it to the site's
-// nkey at a leafline listener (see linkAuth).
+// nkey at a leafline listener (see the edge package's link authentication).
 
 // siteURIScheme and siteURIPrefix make the URI by which a certificate names
 // its site: "leafline:site:<name>".
@@ -27,14 +27,14 @@ const (
 	siteURIPrefix = "site:"
 )
 
-// siteURI is the URI by which a certificate names site.
-func siteURI(site string) *url.URL {
+// SiteURI is the URI by which a certificate names site.
+func SiteURI(site string) *url.URL {
 	return &url.URL{Scheme: siteURIScheme, Opaque: siteURIPrefix + site}
 }
 
-// certSite returns the site a certificate names (siteURI); ok is false for
+// CertSite returns the site a certificate names (SiteURI); ok is false for
 // a certificate that names none, such as one from an operator's own PKI.
-func certSite(cert *x509.Certificate) (site string, ok bool) {
+func CertSite(cert *x509.Certificate) (site string, ok bool) {
 	for _, u := range cert.URIs {
 		if u.Scheme == siteURIScheme && strings.HasPrefix(u.Opaque, siteURIPrefix) {
 			return strings.TrimPrefix(u.Opaque, siteURIPrefix), true
