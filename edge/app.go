@@ -361,7 +361,8 @@ func (a *App) startL1(ctx context.Context) error {
 		// The service also follows the origin stream, with its own
 		// consumer, so that every published event has a pending record
 		// and can be reported overdue. It ACKs nothing that matters on
-		// L1A: receipts never ACK or delete origin events (seed 004).
+		// L1A: a receipt is not an ACK of the origin message,
+		// and deletes nothing there.
 		OriginStream:  t.Events.OriginStream,
 		OriginEventID: eventIDExtractor(cfg.EventID),
 		Expected:      receipts.ExpectedByFilter(filters),

@@ -15,8 +15,7 @@ import (
 	"github.com/leafline/leafline/topology"
 )
 
-// Direct delivery mode (topology Site.DeliveryMode "direct"; seed 004,
-// option 1): the edge's sink runner consumes the origin stream on L1
+// Direct delivery mode (topology Site.DeliveryMode "direct"): the edge's sink runner consumes the origin stream on L1
 // itself, through both leafnode links, with L1's JetStream API prefix, and
 // ACKs the original delivery on L1. The receipt path is unchanged.
 
