@@ -97,10 +97,9 @@
 //     kernel maps 16 pages around each page read) by a transaction of
 //     512 events.
 //
-// Both are correct; only the cost differs. Draining 1M events the edge
-// went 3854/s and mapped 254 MiB of its outbox with random ids, 8813/s
-// and 23 MiB with time-ordered ones (README, Benchmarks). `leafline
-// publish` and the demo mint UUIDv7.
+// Both are correct; only the cost differs, by about twice the drain rate
+// and ten times the outbox pages mapped. `leafline publish` and the demo
+// mint UUIDv7.
 //
 // # Direct delivery mode
 //
@@ -110,7 +109,7 @@
 // named leafline-sink-<site> (the site's filter, the box's delivery
 // settings) that the box creates or updates in place through L1's API
 // prefix and never recreates (ErrIncompatible). Its ACK is the ACK of the
-// original delivery on L1 (seed 004, option 1); the receipt path and the
+// original delivery on L1; the receipt path and the
 // commit-first rule are unchanged, and L1 still records completion from
 // receipts. The links carry exactly that consumer's lookups, creates, pull
 // requests and ACKs, and the replies under the edge's own inbox prefix

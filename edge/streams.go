@@ -33,7 +33,8 @@ type consumerPlan struct {
 // source stream creates a durable push consumer (AckFlowControl, 1s
 // heartbeat) per downstream site, and the downstream stream binds to it by
 // name. A durable source resumes within about a second after a long cut,
-// where an ephemeral one can take tens of seconds (see DESIGN.md).
+// where an ephemeral one can take tens of seconds (its create request,
+// sent during the outage, blocks recovery for its timeout plus backoff).
 //
 // An edge in direct delivery mode (topology Site.DeliveryMode) owns only its
 // receipts and DLQ streams: it has no L2A, and its hub creates no source

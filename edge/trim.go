@@ -106,15 +106,12 @@ func trimBound(ctx context.Context, s jetstream.Stream, p trimPlan, last uint64)
 //   - its pending count: a stored message is signalled to the stream's
 //     consumers asynchronously, so a consumer can read as having nothing
 //     pending while the stream already holds a message for it
-//     (TestTrim_NewMessageNotYetCounted; until session 10 such a message
-//     could be deleted unseen);
+//     (TestTrim_NewMessageNotYetCounted);
 //   - its delivered sequence: the count of unACKed messages comes from the
 //     consumer's memory and the delivered sequence from its store, and
-//     they can disagree. A hub's source consumer on an edge's RE read 0
-//     unACKed, ACK floor 0 and delivered 2543 right after a link came
-//     back; trimming to the delivered sequence when nothing was unACKed
-//     (session 10's rule) deleted 2543 receipts that the hub had not
-//     stored, which only L1's redrive brings back, ten minutes later
+//     they can disagree: right after a link came back, a source consumer
+//     can read nothing unACKed while its delivered sequence stands above
+//     its ACK floor, and the next hop has not stored what lies between
 //     (TestTrim_DeliveredAheadOfAckFloor).
 func takenUpTo(ctx context.Context, s jetstream.Stream, ci *jetstream.ConsumerInfo, last uint64) (uint64, error) {
 	taken := min(ci.AckFloor.Stream, last)
