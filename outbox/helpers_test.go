@@ -96,21 +96,4 @@ func mustStats(t testing.TB, o *Outbox) Stats {
 	return s
 }
 
-// waitFor polls cond until it returns nil, failing the test with cond's
-// last error after 10s.
-func waitFor(t testing.TB, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %v", err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leafline/leafline/internal/check"
 )
 
 // fakePublisher records what it is asked to publish and fails on demand.
@@ -101,7 +103,7 @@ func pendingCount(o *Outbox) (int, error) {
 
 func waitAllPublished(t *testing.T, o *Outbox) {
 	t.Helper()
-	waitFor(t, func() error {
+	check.For(t, 10*time.Second, time.Millisecond, func() error {
 		n, err := pendingCount(o)
 		if err == nil && n != 0 {
 			err = errorf("%d records still pending", n)
@@ -215,7 +217,7 @@ func TestRelay_MinAge(t *testing.T) {
 
 	// Let the relay look several times (each look reads the clock).
 	start := clk.reads.Load()
-	waitFor(t, func() error {
+	check.For(t, 10*time.Second, time.Millisecond, func() error {
 		if n := clk.reads.Load() - start; n < 5 {
 			return errorf("relay looked %d times", n)
 		}
@@ -236,7 +238,7 @@ func TestRelay_Kick(t *testing.T) {
 	p := &fakePublisher{}
 	r := NewRelay(o, p, RelayConfig{Interval: time.Hour, MinAge: time.Second})
 	startRelay(t, r)
-	waitFor(t, func() error { // the look Run does on start
+	check.For(t, 10*time.Second, time.Millisecond, func() error { // the look Run does on start
 		if clk.reads.Load() == 0 {
 			return errorf("relay has not looked yet")
 		}

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
@@ -101,7 +102,7 @@ func startBox(t *testing.T, target Target) *box {
 	if err := ls.StartAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		for _, s := range []string{"hub", "edge1"} {
 			if !ls.App(s).UpstreamConnected() {
 				return fmt.Errorf("%s is not connected upstream", s)
@@ -148,7 +149,7 @@ func (b *box) status(id string) receipts.Status {
 
 func (b *box) waitStatus(t *testing.T, d time.Duration, want map[string]receipts.Status) {
 	t.Helper()
-	checkFor(t, d, func() error {
+	check.For(t, d, 50*time.Millisecond, func() error {
 		for id, st := range want {
 			if got := b.status(id); got != st {
 				return fmt.Errorf("event %s: status %q at L1, want %q", id, got, st)
@@ -292,7 +293,7 @@ func (b *box) testCrash(t *testing.T) {
 	app := b.ls.App("edge1")
 	killed := make(chan struct{})
 	go func() { b.ls.Kill("edge1"); close(killed) }()
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if app.Server().Running() {
 			return errors.New("edge1's server is still running")
 		}
@@ -397,23 +398,6 @@ func (w *watchedSink) Write(ctx context.Context, evs []sink.Event) []error {
 		errs[i] = errCrashed
 	}
 	return errs
-}
-
-// checkFor polls fn every 50ms until it returns nil, or fails t with its
-// last error once d has passed.
-func checkFor(t *testing.T, d time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 type testWriter struct{ t *testing.T }
