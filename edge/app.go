@@ -63,10 +63,10 @@ type App struct {
 	traceRunner func(step string, eventID string)
 
 	opsLn     net.Listener
-	opsFailed atomic.Value                     // error: the ops server failed
-	opsSrv    atomic.Pointer[server.Server]    // the current server, for the ops handlers
-	opsSvc    atomic.Pointer[receipts.Service] // the current completion service
-	opsDirect atomic.Pointer[directConsumer]   // the current direct-mode sink consumer
+	opsFailed atomic.Value                   // error: the ops server failed
+	opsSrv    atomic.Pointer[server.Server]  // the current server, for the ops handlers
+	opsStatus atomic.Pointer[http.Handler]   // the status API of the current completion service
+	opsDirect atomic.Pointer[directConsumer] // the current direct-mode sink consumer
 	ready     chan struct{}
 	readyOnce sync.Once
 	isReady   atomic.Bool
@@ -378,7 +378,8 @@ func (a *App) startL1(ctx context.Context) error {
 		return fmt.Errorf("completion service: %w", err)
 	}
 	a.svc = svc
-	a.opsSvc.Store(svc)
+	statusAPI := receipts.NewHTTPHandler(svc)
+	a.opsStatus.Store(&statusAPI)
 	a.metrics.watchCompletions(svc.Stats)
 	a.metrics.watchRefusals(svc.Refusals)
 	a.metrics.watchUnidentified(svc.UnidentifiedCount)
@@ -608,7 +609,7 @@ func (a *App) close() {
 // teardown stops what start started, in order, and forgets it: the micro
 // service, the NATS connection, the embedded server, the outbox.
 func (a *App) teardown() {
-	a.opsSvc.Store(nil)
+	a.opsStatus.Store(nil)
 	a.opsSrv.Store(nil)
 	if a.micro != nil {
 		_ = a.micro.Stop()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -30,13 +29,13 @@ func (a *App) opsHandler() http.Handler {
 		// /v1/summary — served by the current completion service (a new
 		// one after a restart on a full disk).
 		mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-			svc := a.opsSvc.Load()
-			if svc == nil {
+			api := a.opsStatus.Load()
+			if api == nil {
 				msg, _ := a.notReady.Load().(string)
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the completion service is not running: " + msg})
 				return
 			}
-			receipts.NewHTTPHandler(svc).ServeHTTP(w, r)
+			(*api).ServeHTTP(w, r)
 		})
 	}
 	if a.cfg.Ops.Pprof {

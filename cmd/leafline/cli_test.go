@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/nats-io/nats.go"
 )
 
@@ -57,7 +59,7 @@ func TestCLI_FlagsAfterPositional(t *testing.T) {
 	e := startStatusEnv(t)
 	e.event(t, "ev-1")
 	e.event(t, "-dash")
-	statusPoll(t, func() error {
+	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		for _, c := range []struct {
 			id   string
 			args []string
@@ -117,7 +119,7 @@ func TestPending_Unidentified(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.event(t, "ok-1")
-	statusPoll(t, func() error {
+	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		code, out, errs := runStatusCmd(cmdPending, "--config", e.cfg, "--unidentified")
 		if code != exitOK || !strings.Contains(out, "events.noid") || !strings.Contains(out, "missing") {
 			return fmt.Errorf("pending --unidentified: exit %d %q %q", code, out, errs)

@@ -466,18 +466,15 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "leafline status: EVENT_ID: %v\n", err)
 		return exitUsage
 	}
-	nc, js, err := connect(cfg, *server)
+	nc, _, err := connect(cfg, *server)
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline status: %v\n", err)
 		return exitFailure
 	}
 	defer nc.Close()
-	kv, err := js.KeyValue(ctx, cfg.Completion.Bucket)
-	if err != nil {
-		fmt.Fprintf(stderr, "leafline status: completion bucket %s: %v\n", cfg.Completion.Bucket, err)
-		return exitFailure
-	}
-	c, err := receipts.NewStore(kv).Get(ctx, eid)
+	rctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	c, err := receipts.NewStatusClient(nc, "").Get(rctx, eid)
 	if errors.Is(err, receipts.ErrNotFound) {
 		fmt.Fprintf(stderr, "leafline status: no completion recorded for event_id %q\n", eid)
 		return exitFailure

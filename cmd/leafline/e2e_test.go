@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -82,19 +83,18 @@ func (p *proc) signal(sig syscall.Signal) {
 
 func waitHTTP(t *testing.T, url, log string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	check.For(t, 60*time.Second, 100*time.Millisecond, func() error {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(log)
-	t.Fatalf("%s not ready; log:\n%s", url, b)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := os.ReadFile(log)
+			return fmt.Errorf("%s answers %s; log:\n%s", url, resp.Status, b)
+		}
+		return nil
+	})
 }
 
 // metric reads one sample of a metric family from a box's /metrics.
@@ -197,13 +197,12 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 	<-js.PublishAsyncComplete()
 
 	edge := procs["edge1"]
-	deadline := time.Now().Add(60 * time.Second)
-	for metric(t, edge.ops, "leafline_messages_acked_total") < 200 {
-		if time.Now().After(deadline) {
-			t.Fatal("edge did not start processing")
+	check.For(t, 60*time.Second, 20*time.Millisecond, func() error {
+		if n := metric(t, edge.ops, "leafline_messages_acked_total"); n < 200 {
+			return fmt.Errorf("the edge has ACKed %v events, want 200 before the kill", n)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	acked := metric(t, edge.ops, "leafline_messages_acked_total")
 	edge.signal(syscall.SIGKILL)
 	t.Logf("SIGKILLed the edge after %v ACKs", acked)
@@ -218,13 +217,12 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 	}
 	store := receipts.NewStore(kv)
 	l1 := procs["l1"]
-	deadline = time.Now().Add(120 * time.Second)
-	for metric(t, l1.ops, "leafline_completion_applied_total") < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("applied %v of %d", metric(t, l1.ops, "leafline_completion_applied_total"), n)
+	check.For(t, 120*time.Second, 100*time.Millisecond, func() error {
+		if got := metric(t, l1.ops, "leafline_completion_applied_total"); got < n {
+			return fmt.Errorf("applied %v of %d", got, n)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, id := range ids {
 		c, err := store.Get(context.Background(), id)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipts"
 )
 
@@ -119,22 +120,6 @@ func runStatusCmd(f func(context.Context, []string, io.Writer, io.Writer) int, a
 	return code, out.String(), errb.String()
 }
 
-// statusPoll retries f until it returns nil or 20s pass.
-func statusPoll(t *testing.T, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestPendingAndSummaryCommands(t *testing.T) {
 	env := startStatusEnv(t)
 	env.event(t, "evt one") // a space: quoted in tables
@@ -147,7 +132,7 @@ func TestPendingAndSummaryCommands(t *testing.T) {
 	// Table: overdue once 200ms have passed. Without --site only pending
 	// events; per site every event the site owes (evt-3 is dead_lettered
 	// at edge1 and still owed by edge2).
-	statusPoll(t, func() error {
+	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		code, out, errs := runStatusCmd(cmdPending, "--config", env.cfg, "--overdue")
 		if code != exitOK || !strings.Contains(out, `"evt one"`) || strings.Contains(out, "evt-2") || strings.Contains(out, "evt-3") {
 			return fmt.Errorf("pending --overdue: %d\n%s%s", code, out, errs)
