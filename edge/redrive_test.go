@@ -32,6 +32,7 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 	edge := ls.App("edge1")
 	published := func() float64 { return testutil.ToFloat64(edge.Metrics().receiptsPublished) }
 	fetched := func() float64 { return testutil.ToFloat64(edge.Metrics().fetched) }
+	acked := func() float64 { return testutil.ToFloat64(edge.Metrics().acked) }
 
 	send := func(id string, redrive bool) {
 		t.Helper()
@@ -53,7 +54,7 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 		want    float64
 	}{{false, 0}, {true, 1}} {
 		time.Sleep(3 * time.Second) // past the duplicate window of the last copy
-		p0, f0 := published(), fetched()
+		p0, f0, a0 := published(), fetched(), acked()
 		send(ids[0], c.redrive)
 		checkFor(t, 30*time.Second, func() error {
 			if fetched() < f0+1 {
@@ -69,7 +70,13 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 			}
 			return nil
 		})
-		time.Sleep(500 * time.Millisecond) // its batch finishes
+		// The copy's ACK comes after any receipt its batch publishes.
+		checkFor(t, 30*time.Second, func() error {
+			if acked() < a0+1 {
+				return fmt.Errorf("the copy is not ACKed yet")
+			}
+			return nil
+		})
 		if got := published() - p0; got != c.want {
 			t.Errorf("redrive=%v: %v receipts published for the copy, want %v", c.redrive, got, c.want)
 		}

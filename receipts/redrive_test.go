@@ -103,7 +103,10 @@ func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
 	sendReceipt(t, js, "lost", "edge-1", StatusProcessed)
 	waitStatus(t, svc, "lost", EventComplete)
 	before, _ := redriveCopies(t, js, "lost")
-	time.Sleep(1200 * time.Millisecond)
+	// A round as of an hour later would redrive anything still overdue.
+	if n, err := svc.RedriveOnce(ctx, time.Now().Add(time.Hour)); err != nil || n != 0 {
+		t.Errorf("a round after completion redrove %d events (err %v), want 0", n, err)
+	}
 	if after, _ := redriveCopies(t, js, "lost"); len(after) != len(before) {
 		t.Errorf("a complete event was redriven: %v -> %v", before, after)
 	}
