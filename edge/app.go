@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leafline/leafline/edge/eventid"
+	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
@@ -44,23 +46,13 @@ type App struct {
 	svc    *receipts.Service
 	signer nkeys.KeyPair // the edge's receipt-signing key, if configured
 	micro  micro.Service
-	run    *runner
+	run    *runner.Runner
 	// opened is the sink the config names, when the box opened it (not
 	// one given with WithSink or WithTxSink, which the caller owns).
 	opened sink.Opened
 	// wrote is signalled (without blocking) after each outbox transaction
 	// of the runner: releaseMapped then drops the pages it touched.
 	wrote chan struct{}
-
-	// wrapPublisher, if set before Run, wraps the runner's receipt
-	// publisher, which then publishes every batch alone (fault injection
-	// in tests).
-	wrapPublisher func(outbox.Publisher) outbox.Publisher
-	// runnerGate, if set before Run, holds the sink runner until it is
-	// closed (benchmarks preload a backlog first).
-	runnerGate <-chan struct{}
-	// traceRunner, if set before Run, receives the runner's contract steps.
-	traceRunner func(step string, eventID string)
 
 	opsLn     net.Listener
 	opsFailed atomic.Value                   // error: the ops server failed
@@ -280,7 +272,7 @@ func (a *App) startEdge(ctx context.Context) error {
 	}
 	// The server stages one atomic batch at a time per connection: a
 	// second connection lets the runner's second publisher overlap its
-	// batch with the first's (runner.pub2).
+	// batch with the first's (runner.Options.Publishers).
 	if a.pubNC, err = nats.Connect("", nats.InProcessServer(a.srv), nats.Name("leafline-"+a.site.Name+"-receipts"),
 		nats.MaxReconnects(-1)); err != nil {
 		return fmt.Errorf("connect to embedded server: %w", err)
@@ -293,42 +285,37 @@ func (a *App) startEdge(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r := &runner{
-		cfg:      cfg,
-		site:     a.site.Name,
-		nc:       sinkConn(cons, a.nc), // a direct consumer's own connection
-		js:       a.js,
-		progress: progress,
-		cons:     cons,
-		ob:       ob,
-		pub:      &receiptPublisher{js: a.js, signer: a.signer},
-		pub2:     &receiptPublisher{js: js2, signer: a.signer},
-		eventID:  eventIDExtractor(cfg.EventID),
-		backoff:  newBackoff(cfg.Delivery.Retry),
-		metrics:  a.metrics,
-		log:      a.log.With("component", "runner"),
-		wrote:    a.wrote,
+	ro := runner.Options{
+		Config:   cfg,
+		Site:     a.site.Name,
+		NC:       sinkConn(cons, a.nc), // a direct consumer's own connection
+		JS:       a.js,
+		Progress: progress,
+		Consumer: cons,
+		Outbox:   ob,
+		Publishers: []outbox.Publisher{
+			&receiptPublisher{js: a.js, signer: a.signer},
+			&receiptPublisher{js: js2, signer: a.signer},
+		},
+		Metrics: a.metrics.runner(),
+		Log:     a.log.With("component", "runner"),
+		Wrote:   a.wrote,
+		Hooks:   a.opts.runnerHooks,
 	}
 	switch {
 	case a.opts.sink != nil:
-		r.sink = a.opts.sink
+		ro.Sink = a.opts.sink
 	case a.opts.txSink != nil:
-		r.txSink = a.opts.txSink
+		ro.TxSink = a.opts.txSink
 	default:
 		if a.opened, err = sink.Open(cfg.Sink, sink.Deps{NC: a.nc, Log: a.log}); err != nil {
 			return err
 		}
-		r.sink, r.txSink = a.opened.Sink, a.opened.TxSink
+		ro.Sink, ro.TxSink = a.opened.Sink, a.opened.TxSink
 	}
-	if a.wrapPublisher != nil {
-		// Every batch through the wrapped publisher.
-		r.pub, r.pub2 = a.wrapPublisher(r.pub), nil
+	if a.run, err = runner.New(ro); err != nil {
+		return err
 	}
-	r.gate = a.runnerGate
-	if a.traceRunner != nil {
-		r.trace = func(step string, it *item) { a.traceRunner(step, it.ev.ID) }
-	}
-	a.run = r
 	if d, ok := cons.(*directConsumer); ok {
 		a.opsDirect.Store(d)
 	}
@@ -364,7 +351,7 @@ func (a *App) startL1(ctx context.Context) error {
 		// L1A: a receipt is not an ACK of the origin message,
 		// and deletes nothing there.
 		OriginStream:  t.Events.OriginStream,
-		OriginEventID: eventIDExtractor(cfg.EventID),
+		OriginEventID: eventid.Extractor(cfg.EventID),
 		Expected:      receipts.ExpectedByFilter(filters),
 		OverdueAfter:  cfg.Completion.OverdueAfter.D(),
 		RedriveAfter:  cfg.Completion.RedriveAfter.D(),
@@ -468,7 +455,7 @@ func acceptReceipt(t *topology.Topology) func(receipts.Receipt) error {
 func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { return a.monitor(ctx) })
 	if a.run != nil {
-		g.Go(func() error { return a.run.run(ctx) })
+		g.Go(func() error { return a.run.Run(ctx) })
 		relay := outbox.NewRelay(a.ob, &receiptPublisher{js: a.js, signer: a.signer}, outbox.RelayConfig{
 			Interval:    a.cfg.Outbox.RelayInterval.D(),
 			MinAge:      topology.RelayMinAge,
@@ -618,7 +605,7 @@ func (a *App) teardown() {
 	a.opsDirect.Store(nil)
 	if a.run != nil {
 		// A direct consumer's own connection: flush the ACKs it buffered.
-		if c, ok := a.run.cons.(interface{ Close() }); ok {
+		if c, ok := a.run.Consumer().(interface{ Close() }); ok {
 			c.Close()
 		}
 	}

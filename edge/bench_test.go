@@ -98,6 +98,7 @@ import (
 	"go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 
+	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
@@ -422,13 +423,13 @@ type benchTrace struct {
 	last    time.Time
 }
 
-func (tr *benchTrace) step(step, _ string) {
+func (tr *benchTrace) step(step, _ string, _ *jetstream.MsgMetadata) {
 	if step == "ack" {
 		tr.acks.Add(1)
 	}
 }
 
-func (tr *benchTrace) batch(bt batchTimes) {
+func (tr *benchTrace) batch(bt runner.BatchTimes) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	d := bt.Done.Sub(bt.Fetch)
@@ -523,8 +524,8 @@ func newBenchEnv(b *testing.B, dir string, edges int, filters map[string]string,
 		nc: map[string]*nats.Conn{}, js: map[string]jetstream.JetStream{}}
 	ls.prepare = func(name string, a *App) {
 		if g, ok := env.gates[name]; ok {
-			a.runnerGate = g
-			a.traceRunner = env.traces[name].step
+			tr := env.traces[name]
+			a.opts.runnerHooks = runner.Hooks{Gate: g, Trace: tr.step, OnBatch: tr.batch}
 		}
 	}
 	b.Cleanup(env.close)
@@ -582,8 +583,6 @@ func (env *benchEnv) close() {
 }
 
 func (env *benchEnv) open(edge string) {
-	// The runner reads onBatch after its gate opens.
-	env.ls.App(edge).run.onBatch = env.traces[edge].batch
 	close(env.gates[edge])
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/sink"
@@ -172,17 +173,21 @@ type contractSite struct {
 	client   jetstream.JetStream // the test's own connection
 	cnc      *nats.Conn
 	ob       *outbox.Outbox
-	r        *runner
-	sink     *scriptSink
-	metrics  *Metrics
-	onStep   func(f *contractSite, s ctStep)
+	// ro is the runner's options until start builds it into r; a test
+	// may adjust them before start.
+	ro      runner.Options
+	r       *runner.Runner
+	pub     outbox.Publisher // the runner's first receipt publisher
+	sink    *scriptSink
+	metrics *Metrics
+	onStep  func(f *contractSite, s ctStep)
 
 	mu    sync.Mutex
 	steps []ctStep
 	advs  map[string][]ctAdvisory // advisory kind → advisories
 	wire  []ctWire                // acknowledgements as the server received them
 
-	gate    chan struct{}
+	started bool
 	cancel  context.CancelFunc
 	done    chan error
 	stopped bool
@@ -331,7 +336,7 @@ func newContractSite(t *testing.T, o contractOpts) *contractSite {
 	srv := startContractServer(t, dir+"/jetstream", server.RANDOM_PORT)
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	f := &contractSite{t: t, cfg: cfg, srv: srv, storeDir: dir + "/jetstream", onStep: o.onStep, advs: map[string][]ctAdvisory{},
-		gate: make(chan struct{}), done: make(chan error, 1)}
+		done: make(chan error, 1)}
 
 	// The test's own connection: creates the assets, publishes, inspects.
 	cnc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
@@ -441,53 +446,70 @@ func newContractSite(t *testing.T, o contractOpts) *contractSite {
 		t.Fatal(err)
 	}
 	f.metrics = newMetrics(ctSite, "edge")
-	f.r = &runner{
-		cfg:      cfg,
-		site:     ctSite,
-		nc:       f.nc,
-		js:       js,
-		progress: progress,
-		cons:     cons,
-		ob:       f.ob,
-		pub:      &receiptPublisher{js: js},
-		eventID:  eventIDExtractor(cfg.EventID),
-		backoff:  newBackoff(cfg.Delivery.Retry),
-		metrics:  f.metrics,
-		log:      ctLogger(t).With("component", "runner"),
-		gate:     f.gate,
+	f.pub = &receiptPublisher{js: js}
+	if o.wrapPub != nil {
+		f.pub = o.wrapPub(f.pub)
+	}
+	f.ro = runner.Options{
+		Config:     cfg,
+		Site:       ctSite,
+		NC:         f.nc,
+		JS:         js,
+		Progress:   progress,
+		Consumer:   cons,
+		Outbox:     f.ob,
+		Publishers: []outbox.Publisher{f.pub},
+		Metrics:    f.metrics.runner(),
+		Log:        ctLogger(t).With("component", "runner"),
+		Hooks:      runner.Hooks{Trace: f.trace},
 	}
 	if o.txSink {
-		f.r.txSink = sink.StoreSink{}
+		f.ro.TxSink = sink.StoreSink{}
 	} else {
 		f.sink = newScriptSink(o.script, o.hold)
-		f.r.sink = f.sink
+		f.ro.Sink = f.sink
 	}
-	if o.wrapPub != nil {
-		f.r.pub = o.wrapPub(f.r.pub)
-	}
-	f.r.trace = func(step string, it *item) {
-		s := ctStep{name: step, seq: it.meta.Sequence.Stream, delivered: it.meta.NumDelivered, eventID: it.ev.ID, at: time.Now()}
-		f.mu.Lock()
-		f.steps = append(f.steps, s)
-		f.mu.Unlock()
-		if f.onStep != nil {
-			f.onStep(f, s)
-		}
-	}
-	rctx, rcancel := context.WithCancel(context.Background())
-	f.cancel = rcancel
-	go func() { f.done <- f.r.run(rctx) }()
 	t.Cleanup(f.stop)
 	return f
 }
 
-// start lets the runner fetch.
-func (f *contractSite) start() { close(f.gate) }
+// trace records a step of the contract that the runner reports.
+func (f *contractSite) trace(step, eventID string, meta *jetstream.MsgMetadata) {
+	s := ctStep{name: step, seq: meta.Sequence.Stream, delivered: meta.NumDelivered, eventID: eventID, at: time.Now()}
+	f.mu.Lock()
+	f.steps = append(f.steps, s)
+	f.mu.Unlock()
+	if f.onStep != nil {
+		f.onStep(f, s)
+	}
+}
+
+// receiptRecord is the receipt record the runner writes for eventID.
+func (f *contractSite) receiptRecord(eventID string, status receipts.Status, reason string) (outbox.Record, error) {
+	r, err := runner.New(f.ro)
+	if err != nil {
+		return outbox.Record{}, err
+	}
+	return r.ReceiptRecord(eventID, status, reason)
+}
+
+// start builds the runner from f.ro and lets it fetch.
+func (f *contractSite) start() {
+	f.t.Helper()
+	r, err := runner.New(f.ro)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.r, f.started = r, true
+	rctx, rcancel := context.WithCancel(context.Background())
+	f.cancel = rcancel
+	go func() { f.done <- r.Run(rctx) }()
+}
 
 // stop cancels the runner and waits for run to return; a batch in flight
 // finishes first.
 func (f *contractSite) stop() {
-	if f.stopped {
+	if f.stopped || !f.started {
 		return
 	}
 	f.stopped = true
@@ -650,9 +672,9 @@ func (f *contractSite) streamRawMsgs(name string) []*jetstream.RawStreamMsg {
 
 // dlqRecords decodes every DLQ record the runner wrote (the filler of a
 // "full" DLQ stream is skipped).
-func (f *contractSite) dlqRecords() []DLQRecord {
+func (f *contractSite) dlqRecords() []runner.DLQRecord {
 	f.t.Helper()
-	var out []DLQRecord
+	var out []runner.DLQRecord
 	for _, m := range f.streamRawMsgs(f.cfg.DeadLetter.Stream) {
 		if m.Header.Get(jetstream.MsgIDHeader) == "filler" {
 			continue
@@ -660,11 +682,11 @@ func (f *contractSite) dlqRecords() []DLQRecord {
 		if want := "leafline.dlq." + ctSite; m.Subject != want {
 			f.t.Errorf("DLQ record on subject %q, want %q", m.Subject, want)
 		}
-		r, err := DecodeDLQRecord(m.Data)
+		r, err := runner.DecodeDLQRecord(m.Data)
 		if err != nil {
 			f.t.Fatalf("DLQ record %d: %v", m.Sequence, err)
 		}
-		if got, want := m.Header.Get(jetstream.MsgIDHeader), dlqMsgID(ctSite, r.Stream, r.StreamSeq); got != want {
+		if got, want := m.Header.Get(jetstream.MsgIDHeader), fmt.Sprintf("dlq-%s-%s-%d", ctSite, r.Stream, r.StreamSeq); got != want {
 			f.t.Errorf("DLQ record Nats-Msg-Id %q, want %q", got, want)
 		}
 		out = append(out, r)
@@ -971,7 +993,7 @@ func TestContract(t *testing.T) {
 			name: "redelivery_of_processed_event_acks_without_second_record",
 			msgs: ids(1, "again"),
 			opts: contractOpts{before: func(t *testing.T, f *contractSite) {
-				rec, err := f.r.receiptRecord("again-0", receipts.StatusProcessed, "")
+				rec, err := f.receiptRecord("again-0", receipts.StatusProcessed, "")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -979,7 +1001,7 @@ func TestContract(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := f.r.pub.Publish(context.Background(), stored); err != nil {
+				if err := f.pub.Publish(context.Background(), stored); err != nil {
 					t.Fatal(err)
 				}
 				if err := f.ob.MarkPublished([]string{rec.Key}); err != nil {
@@ -1003,7 +1025,7 @@ func TestContract(t *testing.T) {
 			name: "redelivery_with_pending_receipt_publishes_it",
 			msgs: ids(1, "pend"),
 			opts: contractOpts{before: func(t *testing.T, f *contractSite) {
-				rec, err := f.r.receiptRecord("pend-0", receipts.StatusProcessed, "")
+				rec, err := f.receiptRecord("pend-0", receipts.StatusProcessed, "")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -1030,7 +1052,7 @@ func TestContract(t *testing.T) {
 			name: "lost_puback_duplicate_in_atomic_receipt_batch",
 			msgs: []ctMsg{{id: "lost-0"}, {id: "new-1"}, {id: "new-2"}},
 			opts: contractOpts{before: func(t *testing.T, f *contractSite) {
-				rec, err := f.r.receiptRecord("lost-0", receipts.StatusProcessed, "")
+				rec, err := f.receiptRecord("lost-0", receipts.StatusProcessed, "")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -1038,7 +1060,7 @@ func TestContract(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := f.r.pub.Publish(context.Background(), stored); err != nil {
+				if err := f.pub.Publish(context.Background(), stored); err != nil {
 					t.Fatal(err)
 				}
 			}},
@@ -1188,7 +1210,7 @@ func TestContract(t *testing.T) {
 				r := recs[0]
 				if r.Site != ctSite || r.Subject != "events.test" || r.Stream != ctStream || r.Consumer != ctConsumer ||
 					r.StreamSeq != seqs[0] || r.ConsumerSeq != 1 || r.EventID != "d-0" || r.EventIDError != "" ||
-					r.Delivered != 1 || r.ErrorType != "sink_permanent" || r.Version != DLQVersion {
+					r.Delivered != 1 || r.ErrorType != "sink_permanent" || r.Version != runner.DLQVersion {
 					t.Errorf("DLQ record %+v", r)
 				}
 				if time.Since(r.DeadLetteredAt) > time.Minute || r.DeadLetteredAt.After(time.Now()) {
@@ -1749,7 +1771,7 @@ func TestContractBug_DeadLetterRedeliveredAfterDuplicateWindow(t *testing.T) {
 	}
 }
 
-func ctDelivered(recs []DLQRecord) []uint64 {
+func ctDelivered(recs []runner.DLQRecord) []uint64 {
 	var out []uint64
 	for _, r := range recs {
 		out = append(out, r.Delivered)
@@ -1895,7 +1917,7 @@ func (f *contractSite) checkWire(t *testing.T, i int, seq uint64, steps []ctStep
 		if finalSteps[s.name] && s.name != "leave" {
 			want = append(want, fmt.Sprintf("%s@%d", s.name, s.delivered))
 			if s.name == "nak" {
-				delays = append(delays, f.r.backoff(s.delivered))
+				delays = append(delays, runner.Backoff(f.cfg.Delivery.Retry)(s.delivered))
 			}
 		}
 	}

@@ -440,7 +440,7 @@ type appTrace struct {
 	onStep func(step, eventID string)
 }
 
-func (a *appTrace) record(step, id string) {
+func (a *appTrace) record(step, id string, _ *jetstream.MsgMetadata) {
 	a.mu.Lock()
 	if a.steps == nil {
 		a.steps = map[string][]string{}
@@ -501,8 +501,8 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 		c.Delivery.MaxMessageBytes = 256
 	}}, func(name string, a *App) {
 		if name == "edge1" {
-			a.traceRunner = tr.record
-			a.runnerGate = gate
+			a.opts.runnerHooks.Trace = tr.record
+			a.opts.runnerHooks.Gate = gate
 		}
 	})
 	js := clientJS(t, ls.App("l1").ClientURL())
@@ -593,7 +593,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 		c.Delivery.Retry.BackoffMS, c.Delivery.Retry.BackoffMaxMS = 200, 200
 	}}, func(name string, a *App) {
 		if name == "edge1" {
-			a.traceRunner = tr.record
+			a.opts.runnerHooks.Trace = tr.record
 		}
 	})
 	edge := ls.App("edge1")

@@ -409,7 +409,7 @@ func (a *App) DirectStatus() (DirectStatus, bool) {
 	if a.run == nil {
 		return DirectStatus{}, false
 	}
-	return directStatus(a.run.cons)
+	return directStatus(a.run.Consumer())
 }
 
 // directStatus returns the status of cons when it is a direct-mode sink

@@ -183,7 +183,7 @@ func TestDirect_EndToEnd(t *testing.T) {
 	// out on the consumer's own connection: only its inbox crosses the links.
 	for name, direct := range map[string]bool{"edge1": true, "edge2": false} {
 		a := ls.App(name)
-		if nc := sinkConn(a.run.cons, a.nc); (nc != a.nc) != direct {
+		if nc := sinkConn(a.run.Consumer(), a.nc); (nc != a.nc) != direct {
 			t.Fatalf("%s: sinkConn is the box's connection: %v", name, nc == a.nc)
 		}
 	}

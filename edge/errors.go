@@ -1,19 +1,17 @@
 package edge
 
 import (
-	"errors"
-	"fmt"
-
-	"github.com/leafline/leafline/sink"
+	"github.com/leafline/leafline/edge/eventid"
+	"github.com/leafline/leafline/edge/runner"
 )
 
 // ErrNoEventID means a message carries no usable event_id. It is permanent.
-var ErrNoEventID = fmt.Errorf("%w: no usable event_id", sink.ErrPermanent)
+var ErrNoEventID = eventid.ErrNoEventID
 
 // ErrOversize means a message is larger than delivery.max_message_bytes. It
 // is permanent.
-var ErrOversize = fmt.Errorf("%w: message too large", sink.ErrPermanent)
+var ErrOversize = runner.ErrOversize
 
 // ErrFatal marks an error after which the box must stop (a bbolt commit
 // error): state is not retried in place; the supervisor restarts the box.
-var ErrFatal = errors.New("fatal")
+var ErrFatal = runner.ErrFatal

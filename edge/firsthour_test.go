@@ -65,8 +65,7 @@ func TestRunner_DeadLetterLoggedAtWarn(t *testing.T) {
 		script:    map[string][]sinkOutcome{"refused-1": {sinkPerm}},
 	})
 	var logs lockedBuffer
-	// Before the gate opens: the runner reads its logger only after it.
-	f.r.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "runner")
+	f.ro.Log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "runner")
 	secret := []byte(`{"card":"4111-SECRET"}`)
 	seqs := f.publish(ctMsg{data: secret}, ctMsg{id: "refused-1", data: secret})
 	f.start()

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/sink"
 )
 
@@ -8,8 +9,16 @@ import (
 type Option func(*options)
 
 type options struct {
-	sink   sink.Sink
-	txSink sink.TxSink
+	sink        sink.Sink
+	txSink      sink.TxSink
+	runnerHooks runner.Hooks
+}
+
+// WithRunnerHooks gives an edge box's sink runner h: a gate that holds it,
+// a trace of its contract steps, its batches' stage times, a wrapped
+// receipt publisher. For tests and benchmarks; production sets none.
+func WithRunnerHooks(h runner.Hooks) Option {
+	return func(o *options) { o.runnerHooks = h }
 }
 
 // WithSink makes an edge box hand its events to s instead of the sink its

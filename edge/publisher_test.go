@@ -31,7 +31,7 @@ func TestReceiptPublisher_NamesWhatAFailedPublishStored(t *testing.T) {
 	}
 	recs := make([]outbox.Record, 5)
 	for i := range recs {
-		if recs[i], err = f.r.receiptRecord(fmt.Sprintf("part-%d", i), receipts.StatusProcessed, ""); err != nil {
+		if recs[i], err = f.receiptRecord(fmt.Sprintf("part-%d", i), receipts.StatusProcessed, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

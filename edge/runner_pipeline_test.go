@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
@@ -33,12 +34,14 @@ func TestContract_PipelineManyBatches(t *testing.T) {
 				c.Delivery.BatchSize, c.Delivery.BacklogBatchSize = 4, 4
 			}})
 			if v.two {
-				f.r.pub = &slowPublisher{next: f.r.pub, delay: 30 * time.Millisecond}
-				f.r.pub2 = &receiptPublisher{js: clientJS(t, f.srv.ClientURL())}
+				f.ro.Publishers = []outbox.Publisher{
+					&slowPublisher{next: f.pub, delay: 30 * time.Millisecond},
+					&receiptPublisher{js: clientJS(t, f.srv.ClientURL())},
+				}
 			}
 			var mu sync.Mutex
-			var bts []batchTimes
-			f.r.onBatch = func(bt batchTimes) { mu.Lock(); bts = append(bts, bt); mu.Unlock() }
+			var bts []runner.BatchTimes
+			f.ro.Hooks.OnBatch = func(bt runner.BatchTimes) { mu.Lock(); bts = append(bts, bt); mu.Unlock() }
 			const n = 48
 			seqs := f.publish(ids(n, "pl")...)
 			f.start()
@@ -91,7 +94,7 @@ func TestContract_PipelineManyBatches(t *testing.T) {
 			if v.two {
 				// Some batch got its PubAck before a batch fetched earlier.
 				byFetch := slices.Clone(bts)
-				slices.SortFunc(byFetch, func(a, b batchTimes) int { return a.Fetch.Compare(b.Fetch) })
+				slices.SortFunc(byFetch, func(a, b runner.BatchTimes) int { return a.Fetch.Compare(b.Fetch) })
 				overtaken := 0
 				for i := 1; i < len(byFetch); i++ {
 					if byFetch[i].PubAck.Before(byFetch[i-1].PubAck) {
@@ -118,7 +121,7 @@ func TestContract_BacklogBatches(t *testing.T) {
 	}})
 	var mu sync.Mutex
 	var got [][2]int // asked, messages
-	f.r.onBatch = func(bt batchTimes) { mu.Lock(); got = append(got, [2]int{bt.Asked, bt.Messages}); mu.Unlock() }
+	f.ro.Hooks.OnBatch = func(bt runner.BatchTimes) { mu.Lock(); got = append(got, [2]int{bt.Asked, bt.Messages}); mu.Unlock() }
 	const n = 44 // 4, then 10 while full: 4 + 4×10
 	f.publish(ids(n, "bl")...)
 	f.start()

@@ -152,7 +152,7 @@ func TestReceiptPublisher_SignsBatches(t *testing.T) {
 	const n = 5
 	recs := make([]outbox.Record, n)
 	for i := range recs {
-		rec, err := f.r.receiptRecord(fmt.Sprintf("batch-%d", i), receipts.StatusProcessed, "")
+		rec, err := f.receiptRecord(fmt.Sprintf("batch-%d", i), receipts.StatusProcessed, "")
 		if err != nil {
 			t.Fatal(err)
 		}

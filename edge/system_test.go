@@ -203,7 +203,7 @@ func TestRunner_ReceiptPublishFails_NoAckThenExactlyOnce(t *testing.T) {
 		c.Outbox.RelayInterval = topology.Duration(time.Hour)
 	}}, func(name string, a *App) {
 		if name == "edge1" {
-			a.wrapPublisher = func(p outbox.Publisher) outbox.Publisher { fp.next = p; return fp }
+			a.opts.runnerHooks.WrapPublisher = func(p outbox.Publisher) outbox.Publisher { fp.next = p; return fp }
 		}
 	})
 	edge := ls.App("edge1")

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/sink"
@@ -211,7 +212,7 @@ func (b *box) testPermanent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DLQ record: %v", err)
 	}
-	rec, err := edge.DecodeDLQRecord(last.Data)
+	rec, err := runner.DecodeDLQRecord(last.Data)
 	if err != nil {
 		t.Fatal(err)
 	}

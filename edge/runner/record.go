@@ -1,4 +1,4 @@
-package edge
+package runner
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/leafline/leafline/edge/eventid"
 )
 
 // DLQVersion is the version of the DLQRecord format.
@@ -105,7 +107,7 @@ func dlqMsgID(site, stream string, seq uint64) string {
 // errorType classifies a permanent failure for DLQ records and metrics.
 func errorType(err error) string {
 	switch {
-	case errors.Is(err, ErrNoEventID):
+	case errors.Is(err, eventid.ErrNoEventID):
 		return "no_event_id"
 	case errors.Is(err, ErrOversize):
 		return "oversize"

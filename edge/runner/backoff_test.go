@@ -1,4 +1,4 @@
-package edge
+package runner
 
 import (
 	"math"
@@ -30,7 +30,7 @@ func TestBackoff_Modes(t *testing.T) {
 		{"exponential", 0, 100 * ms},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			b := newBackoff(topology.RetryConfig{Mode: tc.mode, Jitter: "none", BackoffMS: 100, BackoffMaxMS: 5000})
+			b := Backoff(topology.RetryConfig{Mode: tc.mode, Jitter: "none", BackoffMS: 100, BackoffMaxMS: 5000})
 			if got := b(tc.n); got != tc.want {
 				t.Fatalf("%s n=%d: got %s, want %s", tc.mode, tc.n, got, tc.want)
 			}
@@ -40,7 +40,7 @@ func TestBackoff_Modes(t *testing.T) {
 
 func TestBackoff_JitterStaysInRange(t *testing.T) {
 	for _, jitter := range []string{"full", "equal"} {
-		b := newBackoff(topology.RetryConfig{Mode: "exponential", Jitter: jitter, BackoffMS: 100, BackoffMaxMS: 1000})
+		b := Backoff(topology.RetryConfig{Mode: "exponential", Jitter: jitter, BackoffMS: 100, BackoffMaxMS: 1000})
 		lo := time.Duration(0)
 		if jitter == "equal" {
 			lo = 500 * time.Millisecond

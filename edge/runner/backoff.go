@@ -1,4 +1,4 @@
-package edge
+package runner
 
 import (
 	"math/rand/v2"
@@ -7,10 +7,10 @@ import (
 	"github.com/leafline/leafline/topology"
 )
 
-// newBackoff returns the NAK delay for a message delivered n times
+// Backoff returns the NAK delay for a message delivered n times
 // (n >= 1), from the retry settings. The arithmetic saturates at
 // BackoffMaxMS instead of overflowing, whatever n is.
-func newBackoff(c topology.RetryConfig) func(delivered uint64) time.Duration {
+func Backoff(c topology.RetryConfig) func(delivered uint64) time.Duration {
 	base := time.Duration(c.BackoffMS) * time.Millisecond
 	maxd := time.Duration(c.BackoffMaxMS) * time.Millisecond
 	return func(n uint64) time.Duration {

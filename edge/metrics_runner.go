@@ -1,0 +1,18 @@
+package edge
+
+import "github.com/leafline/leafline/edge/runner"
+
+// runner is the part of m that the sink runner counts into.
+func (m *Metrics) runner() runner.Metrics {
+	return runner.Metrics{
+		Fetched: m.fetched, Processed: m.processed, Acked: m.acked, Nacked: m.nacked,
+		Terminated: m.terminated, DeadLettered: m.deadLettered,
+		PermanentUnacked: m.permanentUnacked, Redeliveries: m.redeliveries,
+		MaxDeliverExhausted: m.maxDeliverExhausted,
+		ReceiptsPublished:   m.receiptsPublished, ReceiptPublishErrors: m.receiptPublishErrors,
+		DLQPublishErrors: m.dlqPublishErrors, EventIDReused: m.eventIDReused,
+		AckConfAttempts: m.ackConfAttempts, AckConfSuccesses: m.ackConfSuccesses,
+		AckConfTimeouts: m.ackConfTimeouts, AckConfFailures: m.ackConfFailures,
+		SinkSeconds: m.sinkSeconds, PubAckSeconds: m.pubAckSeconds, AckConfSeconds: m.ackConfSeconds,
+	}
+}

@@ -1,0 +1,127 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leafline/leafline/edge/eventid"
+	"github.com/leafline/leafline/outbox"
+	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/sink"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// decode extracts the event from a message; a bad message gets a permanent error.
+func (r *Runner) decode(msg jetstream.Msg) item {
+	it := item{msg: msg}
+	meta, err := msg.Metadata()
+	if err != nil {
+		it.err = sink.Permanent(fmt.Errorf("no JetStream metadata: %w", err))
+		it.meta = &jetstream.MsgMetadata{}
+		return it
+	}
+	it.meta = meta
+	if meta.NumDelivered > 1 {
+		r.metrics.Redeliveries.Inc()
+	}
+	it.ev = sink.Event{Subject: msg.Subject(), OriginStream: r.cfg.Topology.Events.OriginStream, Data: msg.Data(), StreamSeq: meta.Sequence.Stream}
+	// The event_id comes first, so that any later permanent failure (an
+	// oversize message) can still be reported to L1 as dead_lettered.
+	id, err := r.eventID(msg)
+	if err != nil {
+		it.err = err
+		return it
+	}
+	// The receipt is built here so that an event_id the receipt format
+	// refuses is this message's permanent failure, never a batch's.
+	it.digest = receipts.PayloadDigest(msg.Data())
+	if it.rec, err = r.digestReceiptRecord(id, receipts.StatusProcessed, "", it.digest); err != nil {
+		it.err = fmt.Errorf("%w: %w", eventid.ErrNoEventID, err)
+		return it
+	}
+	it.ev.ID, it.hasRec = id, true
+	if size := len(msg.Data()); size > r.cfg.Delivery.MaxMessageBytes {
+		it.err = fmt.Errorf("%w: %d bytes > %d", ErrOversize, size, r.cfg.Delivery.MaxMessageBytes)
+	}
+	return it
+}
+
+// digestReceiptRecord is ReceiptRecord with the payload's digest
+// (receipts.PayloadDigest) in the receipt.
+func (r *Runner) digestReceiptRecord(eventID string, status receipts.Status, reason, digest string) (outbox.Record, error) {
+	rc := receipts.New(eventID, r.cfg.Topology.Events.OriginStream, r.site, r.site, status, time.Now().UTC())
+	rc.Reason, rc.PayloadSHA256 = reason, digest
+	data, err := rc.Encode()
+	if err != nil {
+		return outbox.Record{}, err
+	}
+	return outbox.Record{
+		Key:     rc.MsgID(),
+		Subject: r.cfg.Topology.ReceiptSubject(r.site, string(rc.Status)),
+		Data:    data,
+	}, nil
+}
+
+// attrs are the log attributes of an item: never the payload or headers.
+func (r *Runner) attrs(it *item, extra ...any) []any {
+	a := []any{"event_id", it.ev.ID, "stream", it.meta.Stream, "seq", it.meta.Sequence.Stream, "delivered", it.meta.NumDelivered}
+	return append(a, extra...)
+}
+
+func okItems(items []item) []int {
+	var ok []int
+	for i := range items {
+		if items[i].err == nil {
+			ok = append(ok, i)
+		}
+	}
+	return ok
+}
+
+func events(items []item, idx []int) []sink.Event {
+	evs := make([]sink.Event, len(idx))
+	for j, i := range idx {
+		evs[j] = items[i].ev
+	}
+	return evs
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// redriven reports whether msg is an event L1 published again because it
+// was overdue (receipts.RedriveHeader).
+func redriven(msg jetstream.Msg) bool {
+	return msg != nil && msg.Headers().Get(receipts.RedriveHeader) != ""
+}
+
+// noteReuse compares a message's payload with the one its event_id was
+// first receipted for. The outbox returns the receipt already stored under
+// the receipt's key (a redelivery, a redrive, or the same event_id
+// published again after the origin stream's duplicate window); its
+// payload_sha256 is the first payload's digest. A different digest means
+// the event_id was reused for another payload: the sink (which keys by
+// event_id) absorbed it and the first outcome stands, so the edge counts it
+// (leafline_event_id_reused_total) and logs it at WARN, without the
+// payload. L1 sees the same reuse on its origin stream and marks the event
+// a conflict (receipts.OriginReuse).
+func (r *Runner) noteReuse(it *item, stored outbox.Record) {
+	if it.digest == "" || bytes.Equal(stored.Data, it.rec.Data) {
+		return // this very receipt: stored now
+	}
+	first, err := receipts.Decode(stored.Data)
+	if err != nil || first.PayloadSHA256 == "" || first.PayloadSHA256 == it.digest {
+		return
+	}
+	r.metrics.EventIDReused.Inc()
+	r.log.Warn("event_id reused with another payload: handled as a duplicate of the first (its outcome stands); the new message stays in the origin stream",
+		r.attrs(it, "payload_sha256", it.digest, "first_payload_sha256", first.PayloadSHA256, "status", string(first.Status))...)
+}

@@ -1,0 +1,71 @@
+// Package runner is the edge's sink runner: it takes events from a durable
+// JetStream pull consumer, writes them through a sink, records a receipt
+// for each in the bbolt outbox, publishes the receipts to the local
+// receipts stream and only then acknowledges the source messages.
+//
+// # Guarantee: commit first, ACK last
+//
+// A message is ACKed (or, when dead-lettered, terminated) only after its
+// business write is durable, its receipt is committed to the outbox and the
+// receipts stream PubAck'ed that receipt. Any failure before that leaves
+// the message unacked: it is redelivered, and the redelivery finds its
+// receipt and DLQ record already stored. Sinks must therefore be
+// idempotent by event_id; the runner may hand them the same event twice.
+//
+// Per fetched batch the runner:
+//
+//  1. extracts each message's event_id (a message without one is a
+//     permanent failure, see package eventid);
+//  2. writes the events through the sink, idempotently by event_id;
+//  3. for each permanent failure, with a DLQ configured: publishes a DLQ
+//     record (DLQRecord) and waits for its PubAck;
+//  4. commits every receipt — processed, and dead_lettered for the
+//     dead-lettered events — and, for a TxSink, the business records, to the
+//     bbolt outbox in ONE transaction;
+//  5. publishes the receipts not yet published to the local receipts stream
+//     and waits for every PubAck; marks them published in the outbox;
+//  6. only then ACKs the source messages (or, for dead letters with
+//     dead_letter.ack_term_after_publish, terminates them), confirmed when
+//     delivery.ack_confirmation is enabled.
+//
+// A bbolt commit error is fatal (ErrFatal): Run returns it and the box
+// stops; nothing of the batch is ACKed.
+//
+// # Pipeline
+//
+// The steps of consecutive batches overlap in four goroutines, so that
+// the fetch of one batch, the outbox fsync of another and the receipts
+// stream writes of two more run at the same time:
+//
+//	fetcher (1) ──▶ committer (2-4; mark, 6) ◀──▶ publishers (5: sign, publish, PubAck)
+//	    ▲               │
+//	    └── permit ─────┘
+//
+// The committer does every outbox write, in order: a batch's commit, and
+// the marks of the batches the publishers have handed back, each followed by
+// that batch's final acknowledgements. The marks ride in the next batch's
+// commit transaction when a fetched batch is waiting, else in one of their
+// own. The fetcher fetches (and decodes) the next batch only with a permit,
+// which the committer grants once per batch, after the batch's plain-sink
+// write and DLQ publishes and before its outbox commit: at most one batch
+// waits fetched, and nothing is fetched once shutdown began (a batch
+// already fetched is finished). At most publishDepth committed batches are
+// with the publishers. Every batch is covered by InProgress heartbeats
+// (when enabled) from its fetch to its final acknowledgement. Each message
+// still passes steps 1-6 in order; only different batches overlap, and a
+// crash anywhere leaves at most a few batches unacked, to be redelivered
+// like one.
+//
+// # Caveats
+//
+// NOTE: a batch may wait for the batches ahead of it (a commit, up to
+// publishDepth receipt publishes bounded by outbox.publish_timeout) before
+// it is ACKed, and its mark and ACKs wait for the committer to finish what
+// it is doing: with a slow plain sink, the next batch's sink write. Size
+// AckWait for that, or enable InProgress.
+//
+// Temporary sink failures are retried in place up to
+// delivery.retry.max_retries times, then NAKed with backoff (Backoff) or
+// left for AckWait. A sink's own retry delay is honoured up to
+// maxRetryAfter.
+package runner
