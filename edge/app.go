@@ -63,7 +63,7 @@ type App struct {
 	readyOnce sync.Once
 	isReady   atomic.Bool
 	notReady  atomic.Value // string: why the box is not ready
-	killed    atomic.Bool  // kill was called: a test's simulated crash
+	crashed   atomic.Bool  // Crash was called
 	closed    sync.Once
 }
 
@@ -514,11 +514,11 @@ func (a *App) monitor(ctx context.Context) error {
 		return err
 	}
 	for {
-		if ctx.Err() == nil && !a.killed.Load() && a.srv.Running() && !a.srv.JetStreamEnabled() {
+		if ctx.Err() == nil && !a.crashed.Load() && a.srv.Running() && !a.srv.JetStreamEnabled() {
 			a.metrics.jetstreamEnabled.Set(0)
 			return errJetStreamDisabled
 		}
-		if err := probe.check(time.Now()); err != nil && ctx.Err() == nil && !a.killed.Load() {
+		if err := probe.check(time.Now()); err != nil && ctx.Err() == nil && !a.crashed.Load() {
 			return err
 		}
 		a.metrics.storageWritable.Set(1)
@@ -633,10 +633,13 @@ func (a *App) teardown() {
 	a.nc, a.js, a.pubNC, a.ob, a.svc, a.run, a.signer = nil, nil, nil, nil, nil, nil, nil
 }
 
-// kill closes the box's NATS connection and server under its running loops,
-// with no drain: in-flight work is abandoned unacked, as in a crash.
-func (a *App) kill() {
-	a.killed.Store(true)
+// Crash stops the box as a power cut would, for fault-injection harnesses:
+// it closes the box's NATS connections and server under its running loops,
+// with no drain, so in-flight work is abandoned unacked; the box then
+// reports nothing (no storage alarms) until Run returns. Restart it with a
+// new App on the same data dir. Use Run's context to stop a box cleanly.
+func (a *App) Crash() {
+	a.crashed.Store(true)
 	if a.nc != nil {
 		a.nc.Close()
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/internal/faultproxy"
+	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -519,7 +520,7 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 	edge := ls.App("edge1")
 	ejs := clientJS(t, edge.ClientURL())
 	checkFor(t, 30*time.Second, func() error {
-		if n := streamState(context.Background(), ejs, "L2A").LastSeq; n != 12 {
+		if n := localsys.StreamState(context.Background(), ejs, "L2A").LastSeq; n != 12 {
 			return fmt.Errorf("L2A has %d of 12", n)
 		}
 		return nil
@@ -558,7 +559,7 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 		}
 		return nil
 	})
-	if n := streamState(context.Background(), ejs, "DLQ").Msgs; n != 2 {
+	if n := localsys.StreamState(context.Background(), ejs, "DLQ").Msgs; n != 2 {
 		t.Errorf("DLQ holds %d, want 2", n)
 	}
 	// L1 can see a receipt before the edge has sent (and counted) the
@@ -652,7 +653,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 	if tail := strings.Join(steps[len(steps)-len(stepsDLQ)-1:], " "); tail != strings.Join(append(append([]string{}, stepsDLQ...), "term"), " ") {
 		t.Errorf("held-big: %v", steps)
 	}
-	if n := streamState(ctx, ejs, "DLQ").Msgs; n != 2 {
+	if n := localsys.StreamState(ctx, ejs, "DLQ").Msgs; n != 2 {
 		t.Errorf("DLQ holds %d, want filler + 1", n)
 	}
 	// The record is visible in the KV a moment before the service counts

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -85,7 +86,7 @@ func dumpSystem(t *testing.T, ls *LocalSystem) {
 		}
 		js, _ := jetstream.New(nc)
 		for _, sc := range sitePlan(ls.Configs[s.Name], &s).streams {
-			t.Logf("%s %s: %d messages", s.Name, sc.Name, streamState(ctx, js, sc.Name).Msgs)
+			t.Logf("%s %s: %d messages", s.Name, sc.Name, localsys.StreamState(ctx, js, sc.Name).Msgs)
 		}
 		if st, ok := a.DirectStatus(); ok {
 			t.Logf("%s direct: %+v", s.Name, st)
@@ -216,12 +217,12 @@ func TestDirect_UpstreamDown(t *testing.T) {
 			return nil
 		})
 		st0, _ := edge.DirectStatus()
-		held := streamState(ctx, ejs, "RE").LastSeq
+		held := localsys.StreamState(ctx, ejs, "RE").LastSeq
 		during := publishN(t, l1js, fmt.Sprintf("during-%s", link), 100)
 		all = append(all, during...)
 		time.Sleep(4 * time.Second) // the outage under observation
 		st, _ := edge.DirectStatus()
-		if n := streamState(ctx, ejs, "RE").LastSeq; n != held {
+		if n := localsys.StreamState(ctx, ejs, "RE").LastSeq; n != held {
 			t.Fatalf("RE stored %d new receipts with L1 unreachable", n-held)
 		}
 		if st.Reachable || !strings.Contains(st.LastError, "unreachable") {

@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/internal/demo"
+	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/sink"
 )
@@ -53,7 +55,7 @@ func (j *journal) Write(ctx context.Context, evs []sink.Event) []error {
 	return errs
 }
 
-// An edge box hands its events to a sink written in Go. LocalSystem runs
+// An edge box hands its events to a sink written in Go. demo.NewSystem runs
 // L1, a hub and the edge in this process; in a program of one box,
 // edge.New(cfg, logger, edge.WithSink(j)) does the same.
 func ExampleWithSink() {
@@ -63,14 +65,13 @@ func ExampleWithSink() {
 	defer f.Close()
 	j := &journal{f: f, seen: map[string]bool{}}
 
-	ls, err := edge.NewLocalSystem(dir, edge.LocalOptions{
+	ls, err := demo.NewSystem(dir, localsys.Options{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Options: func(site string) []edge.Option {
-			if site == "edge1" {
-				return []edge.Option{edge.WithSink(j)}
-			}
-			return nil
-		},
+	}, func(site string) []edge.Option {
+		if site == "edge1" {
+			return []edge.Option{edge.WithSink(j)}
+		}
+		return nil
 	})
 	if err != nil {
 		fmt.Println(err)

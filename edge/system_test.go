@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
@@ -25,11 +26,10 @@ func testSystem(t *testing.T, o LocalOptions, prepare func(string, *App)) *Local
 	if o.Logger == nil {
 		o.Logger = testLogger(t)
 	}
-	ls, err := NewLocalSystem(t.TempDir(), o)
+	ls, err := NewLocalSystem(t.TempDir(), o, prepare)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls.prepare = prepare
 	t.Cleanup(ls.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -259,7 +259,7 @@ func TestSystem_LinkCut(t *testing.T) {
 
 	first := publishN(t, l1js, "before", 300)
 	checkFor(t, 30*time.Second, func() error {
-		if n := streamState(ctx, ejs, "L2A").LastSeq; n < 300 {
+		if n := localsys.StreamState(ctx, ejs, "L2A").LastSeq; n < 300 {
 			return fmt.Errorf("L2A has received %d", n)
 		}
 		return nil
@@ -275,12 +275,12 @@ func TestSystem_LinkCut(t *testing.T) {
 	// The edge processes everything it has while cut: 300 receipts held
 	// locally in RE (the hub cannot take them).
 	checkFor(t, 30*time.Second, func() error {
-		if n := streamState(ctx, ejs, "RE").Msgs; n < 300 {
+		if n := localsys.StreamState(ctx, ejs, "RE").Msgs; n < 300 {
 			return fmt.Errorf("RE holds %d receipts", n)
 		}
 		return nil
 	})
-	if n := streamState(ctx, ejs, "L2A").LastSeq; n != 300 {
+	if n := localsys.StreamState(ctx, ejs, "L2A").LastSeq; n != 300 {
 		t.Fatalf("L2A has received %d events by the end of the cut, want 300", n)
 	}
 	ls.Links["edge1"].Restore()

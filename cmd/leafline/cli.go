@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -199,11 +199,11 @@ func configMissing(path string) error {
 
 // holdDemo returns the demo's Hold with --keep: it prints the summary and
 // waits for ctx (Ctrl-C) while the sites still run.
-func holdDemo(ctx context.Context, keep bool, stdout, stderr io.Writer) func(edge.DemoResult) {
+func holdDemo(ctx context.Context, keep bool, stdout, stderr io.Writer) func(demo.Result) {
 	if !keep {
 		return nil
 	}
-	return func(res edge.DemoResult) {
+	return func(res demo.Result) {
 		fmt.Fprintln(stdout, res.Summary())
 		fmt.Fprintln(stderr, "demo: the sites keep running; Ctrl-C stops them")
 		<-ctx.Done()

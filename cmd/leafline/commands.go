@@ -21,6 +21,7 @@ import (
 
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/bench"
+	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -290,7 +291,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	res, err := edge.RunDemo(ctx, edge.DemoOptions{
+	res, err := demo.Run(ctx, demo.RunOptions{
 		Events: *events, Cut: *cut, Timeout: *timeout, Dir: *dir, Progress: stderr, Logger: log,
 		Bad: *bad, DeadLetter: *dlq, AckConfirm: *confirm, Sink: sinkCfg,
 		Hold: holdDemo(ctx, *keep, stdout, stderr),

@@ -27,6 +27,8 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/internal/demo"
+	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
@@ -277,11 +279,11 @@ func runSink(ctx context.Context, o SinkOptions, name, dir string) (SinkRow, err
 			return nil
 		}
 	}
-	ls, err := edge.NewLocalSystem(dir, edge.LocalOptions{Logger: o.Log, Options: opt, Configure: func(c *topology.Config) {
+	ls, err := demo.NewSystem(dir, localsys.Options{Logger: o.Log, Configure: func(c *topology.Config) {
 		if c.Site == "edge1" {
 			c.Sink = tg.cfg
 		}
-	}})
+	}}, opt)
 	if err != nil {
 		return row, err
 	}

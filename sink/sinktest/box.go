@@ -17,6 +17,9 @@ import (
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/demo"
+	"github.com/leafline/leafline/internal/localsys"
+	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
@@ -61,7 +64,7 @@ func RunBox(t *testing.T, target Target, o BoxOptions) {
 type box struct {
 	target Target
 	sink   *watchedSink
-	ls     *edge.LocalSystem
+	ls     *demo.System
 	js     jetstream.JetStream // at L1
 }
 
@@ -70,9 +73,9 @@ func startBox(t *testing.T, target Target) *box {
 	b := &box{target: target, sink: &watchedSink{inner: newSink(t, target), seen: map[string]int{}}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		log = slog.New(slog.NewTextHandler(logx.TestWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	ls, err := edge.NewLocalSystem(t.TempDir(), edge.LocalOptions{
+	ls, err := demo.NewSystem(t.TempDir(), localsys.Options{
 		Logger: log,
 		Configure: func(c *topology.Config) {
 			if c.Site != "edge1" {
@@ -86,12 +89,11 @@ func startBox(t *testing.T, target Target) *box {
 			c.Delivery.Retry.BackoffMS = 200
 			c.Delivery.Retry.BackoffMaxMS = 2000
 		},
-		Options: func(site string) []edge.Option {
-			if site == "edge1" {
-				return []edge.Option{edge.WithSink(b.sink)}
-			}
-			return nil
-		},
+	}, func(site string) []edge.Option {
+		if site == "edge1" {
+			return []edge.Option{edge.WithSink(b.sink)}
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -400,7 +402,3 @@ func (w *watchedSink) Write(ctx context.Context, evs []sink.Event) []error {
 	}
 	return errs
 }
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

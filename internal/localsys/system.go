@@ -1,4 +1,9 @@
-package edge
+// Package localsys runs a whole leafline topology (one L1, one hub, some
+// edges) in this process on loopback, each link through a fault proxy
+// that can cut it: the harness of the demo, the system tests and the
+// benchmarks. It is generic over the box type, so that the box package's
+// own tests can use it without an import cycle.
+package localsys
 
 import (
 	"context"
@@ -10,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/leafline/leafline/internal/faultproxy"
@@ -18,16 +24,23 @@ import (
 	"github.com/leafline/leafline/topology"
 )
 
-// LocalSystem runs a whole leafline topology — one L1, one hub and some
-// edges — as Apps in this process, on loopback, with every leafnode link
+// System runs a whole leafline topology — one L1, one hub and some
+// edges — as boxes of type A in this process, on loopback, with every leafnode link
 // going through a faultproxy.Proxy so that it can be cut. The demo and the
 // integration tests use it.
 //
 // Every link is secured as a real deployment should be: mutual TLS with a
 // private CA generated under Dir/pki, an nkey per site, and each site's
 // leafnode user restricted to the subjects of its link
-// (topology.LinkPermissions). LocalOptions.Insecure turns that off.
-type LocalSystem struct {
+// (topology.LinkPermissions). Options.Insecure turns that off.
+// Box is what System needs of a box: edge.App is one.
+type Box interface {
+	Run(ctx context.Context) error
+	Ready() <-chan struct{}
+	Crash()
+}
+
+type System[A Box] struct {
 	Dir      string
 	Topology *topology.Topology
 	Configs  map[string]*topology.Config
@@ -37,23 +50,20 @@ type LocalSystem struct {
 	// Insecure).
 	Credentials *pki.Credentials
 
-	log  *slog.Logger
-	mu   sync.Mutex
-	apps map[string]*runningApp
-	// prepare, if set, is called with each App after New and before Run
-	// (tests use it to inject faults into a real part).
-	prepare func(name string, a *App)
-	options func(site string) []Option
+	log    *slog.Logger
+	mu     sync.Mutex
+	apps   map[string]*runningApp[A]
+	newBox func(cfg *topology.Config, log *slog.Logger) (A, error)
 }
 
-type runningApp struct {
-	app    *App
+type runningApp[A Box] struct {
+	app    A
 	cancel context.CancelFunc
 	done   chan error
 }
 
-// LocalOptions shape a LocalSystem.
-type LocalOptions struct {
+// Options shape a System.
+type Options struct {
 	// Edges is the number of edge sites, named edge1, edge2, … Zero means 1.
 	Edges int
 	// Configure, if set, adjusts each box's config before validation.
@@ -65,14 +75,11 @@ type LocalOptions struct {
 	// UnsignedReceipts leaves receipts unsigned (the default is an ed25519
 	// receipt key per edge, verified at L1).
 	UnsignedReceipts bool
-	// Options, if set, gives the options for each box's New (a Go sink for
-	// an edge, say).
-	Options func(site string) []Option
 }
 
-// NewLocalSystem lays out the topology and configs under dir and starts the
-// link proxies. It starts no box.
-func NewLocalSystem(dir string, o LocalOptions) (*LocalSystem, error) {
+// New lays out the topology and configs under dir and starts the link
+// proxies. It starts no box; Start makes each with newBox.
+func New[A Box](dir string, o Options, newBox func(cfg *topology.Config, log *slog.Logger) (A, error)) (*System[A], error) {
 	if o.Edges <= 0 {
 		o.Edges = 1
 	}
@@ -107,9 +114,9 @@ func NewLocalSystem(dir string, o LocalOptions) (*LocalSystem, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	ls := &LocalSystem{Dir: dir, Topology: t, Configs: map[string]*topology.Config{},
-		Links: map[string]*faultproxy.Proxy{}, Credentials: creds, log: o.Logger, apps: map[string]*runningApp{},
-		options: o.Options}
+	ls := &System[A]{Dir: dir, Topology: t, Configs: map[string]*topology.Config{},
+		Links: map[string]*faultproxy.Proxy{}, Credentials: creds, log: o.Logger, apps: map[string]*runningApp[A]{},
+		newBox: newBox}
 	for i := range t.Sites {
 		s := &t.Sites[i]
 		cfg := &topology.Config{
@@ -148,24 +155,18 @@ func NewLocalSystem(dir string, o LocalOptions) (*LocalSystem, error) {
 }
 
 // Start runs the named box and waits until it is ready.
-func (ls *LocalSystem) Start(ctx context.Context, name string) (*App, error) {
+func (ls *System[A]) Start(ctx context.Context, name string) (A, error) {
+	var none A
 	cfg, ok := ls.Configs[name]
 	if !ok {
-		return nil, fmt.Errorf("no site %q", name)
+		return none, fmt.Errorf("no site %q", name)
 	}
-	var opts []Option
-	if ls.options != nil {
-		opts = ls.options(name)
-	}
-	app, err := New(cfg, ls.log, opts...)
+	app, err := ls.newBox(cfg, ls.log)
 	if err != nil {
-		return nil, err
-	}
-	if ls.prepare != nil {
-		ls.prepare(name, app)
+		return none, err
 	}
 	actx, cancel := context.WithCancel(context.Background())
-	ra := &runningApp{app: app, cancel: cancel, done: make(chan error, 1)}
+	ra := &runningApp[A]{app: app, cancel: cancel, done: make(chan error, 1)}
 	go func() { ra.done <- app.Run(actx) }()
 	select {
 	case <-app.Ready():
@@ -174,11 +175,11 @@ func (ls *LocalSystem) Start(ctx context.Context, name string) (*App, error) {
 		if err == nil {
 			err = errors.New("stopped before ready")
 		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return none, fmt.Errorf("%s: %w", name, err)
 	case <-ctx.Done():
 		cancel()
 		<-ra.done
-		return nil, ctx.Err()
+		return none, ctx.Err()
 	}
 	ls.mu.Lock()
 	ls.apps[name] = ra
@@ -187,7 +188,7 @@ func (ls *LocalSystem) Start(ctx context.Context, name string) (*App, error) {
 }
 
 // StartAll starts L1, then the hub, then every edge.
-func (ls *LocalSystem) StartAll(ctx context.Context) error {
+func (ls *System[A]) StartAll(ctx context.Context) error {
 	for _, s := range ls.Topology.Sites {
 		if _, err := ls.Start(ctx, s.Name); err != nil {
 			return err
@@ -196,18 +197,19 @@ func (ls *LocalSystem) StartAll(ctx context.Context) error {
 	return nil
 }
 
-// App returns the running box of that name, or nil.
-func (ls *LocalSystem) App(name string) *App {
+// App returns the running box of that name, or A's zero value (nil).
+func (ls *System[A]) App(name string) A {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ra := ls.apps[name]; ra != nil {
 		return ra.app
 	}
-	return nil
+	var none A
+	return none
 }
 
 // Stop stops the named box gracefully and returns Run's result.
-func (ls *LocalSystem) Stop(name string) error {
+func (ls *System[A]) Stop(name string) error {
 	ls.mu.Lock()
 	ra := ls.apps[name]
 	delete(ls.apps, name)
@@ -226,7 +228,7 @@ func (ls *LocalSystem) Stop(name string) error {
 
 // Kill stops the named box abruptly: its server and outbox are closed under
 // the running loops, with no drain, as close to a crash as one process gets.
-func (ls *LocalSystem) Kill(name string) {
+func (ls *System[A]) Kill(name string) {
 	ls.mu.Lock()
 	ra := ls.apps[name]
 	delete(ls.apps, name)
@@ -234,13 +236,13 @@ func (ls *LocalSystem) Kill(name string) {
 	if ra == nil {
 		return
 	}
-	ra.app.kill()
+	ra.app.Crash()
 	ra.cancel()
 	<-ra.done
 }
 
 // Close stops every box and every proxy.
-func (ls *LocalSystem) Close() {
+func (ls *System[A]) Close() {
 	for i := len(ls.Topology.Sites) - 1; i >= 0; i-- {
 		if err := ls.Stop(ls.Topology.Sites[i].Name); err != nil {
 			ls.log.Warn("stop", "site", ls.Topology.Sites[i].Name, "err", err)
@@ -277,4 +279,16 @@ func receiptKeys(dir string, t *topology.Topology) (map[string]string, error) {
 		s.ReceiptKey, files[s.Name] = pub, path
 	}
 	return files, nil
+}
+
+// streamState is a stream's state (zero if it cannot be read): Msgs is
+// what it holds now (in a trimmed stream, about what is not yet taken),
+// LastSeq how many messages it has stored so far, which trimming does not
+// lower.
+func StreamState(ctx context.Context, js jetstream.JetStream, name string) jetstream.StreamState {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return jetstream.StreamState{}
+	}
+	return s.CachedInfo().State
 }

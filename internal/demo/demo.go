@@ -1,4 +1,8 @@
-package edge
+// Package demo runs the demo: L1, a hub and an edge in this process, a link
+// cut in the middle, and a count of what L1 recorded. It also gives the
+// local system of edge boxes that the conformance suites and benchmarks
+// run.
+package demo
 
 import (
 	"context"
@@ -13,13 +17,30 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
 
-// DemoOptions shape RunDemo.
-type DemoOptions struct {
+// System is a local system of edge boxes (see localsys.System).
+type System = localsys.System[*edge.App]
+
+// NewSystem lays out a System whose boxes edge.New makes, each with
+// opts(site) (nil: no options).
+func NewSystem(dir string, o localsys.Options, opts func(site string) []edge.Option) (*System, error) {
+	return localsys.New(dir, o, func(cfg *topology.Config, log *slog.Logger) (*edge.App, error) {
+		var bo []edge.Option
+		if opts != nil {
+			bo = opts(cfg.Site)
+		}
+		return edge.New(cfg, log, bo...)
+	})
+}
+
+// RunOptions shape Run.
+type RunOptions struct {
 	Events  int           // events published at L1; zero means 1000
 	Cut     time.Duration // how long the edge↔hub link is cut; zero means 3s
 	Timeout time.Duration // how long to wait for every completion; zero means 2m
@@ -42,33 +63,33 @@ type DemoOptions struct {
 	Configure func(*topology.Config)
 	// Hold, if set, is called with the result while the sites still run;
 	// they stop when it returns (the demo's --keep waits for Ctrl-C).
-	Hold func(DemoResult)
+	Hold func(Result)
 }
 
-// DemoResult is what the demo counted. Completed counts events with a
+// Result is what the demo counted. Completed counts events with a
 // terminal record at L1 (processed, or dead_lettered for bad events).
-type DemoResult struct {
+type Result struct {
 	Published, Processed, Completed, DeadLettered, DuplicateCompletions, Lost int
 }
 
 // Summary is the demo's one-line result.
-func (r DemoResult) Summary() string {
+func (r Result) Summary() string {
 	return fmt.Sprintf("summary published=%d processed=%d completed=%d duplicate_completions=%d lost=%d",
 		r.Published, r.Processed, r.Completed, r.DuplicateCompletions, r.Lost)
 }
 
 // OK reports whether nothing was lost or applied twice.
-func (r DemoResult) OK() bool {
+func (r Result) OK() bool {
 	return r.Lost == 0 && r.DuplicateCompletions == 0 && r.Completed == r.Published
 }
 
-// RunDemo runs L1, a hub and one edge in this process on loopback,
+// Run runs L1, a hub and one edge in this process on loopback,
 // publishes half of the events, cuts the edge↔hub link, publishes the other
 // half while the edge goes on processing what it has (its receipts pile up
 // in its local receipts stream), restores the link, and waits until L1 has
 // recorded a completion for every published event.
-func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
-	var res DemoResult
+func Run(ctx context.Context, o RunOptions) (Result, error) {
+	var res Result
 	if o.Events <= 0 {
 		o.Events = 1000
 	}
@@ -106,7 +127,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 			o.Configure(c)
 		}
 	}
-	ls, err := NewLocalSystem(dir, LocalOptions{Configure: configure, Logger: o.Logger})
+	ls, err := NewSystem(dir, localsys.Options{Configure: configure, Logger: o.Logger}, nil)
 	if err != nil {
 		return res, err
 	}
@@ -114,9 +135,9 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	if err := ls.StartAll(ctx); err != nil {
 		return res, err
 	}
-	l1, hub, edge := ls.App("l1"), ls.App("hub"), ls.App("edge1")
-	say("started l1 (nats %s, ops http://%s), hub, edge1 (nats %s, sink %s) under %s", l1.ClientURL(), l1.OpsAddr(), edge.ClientURL(), ls.Configs["edge1"].Sink.Type, dir)
-	if err := waitFor(ctx, 30*time.Second, func() bool { return hub.UpstreamConnected() && edge.UpstreamConnected() }); err != nil {
+	l1, hub, e1 := ls.App("l1"), ls.App("hub"), ls.App("edge1")
+	say("started l1 (nats %s, ops http://%s), hub, edge1 (nats %s, sink %s) under %s", l1.ClientURL(), l1.OpsAddr(), e1.ClientURL(), ls.Configs["edge1"].Sink.Type, dir)
+	if err := waitFor(ctx, 30*time.Second, func() bool { return hub.UpstreamConnected() && e1.UpstreamConnected() }); err != nil {
 		return res, fmt.Errorf("leafnode links did not come up: %w", err)
 	}
 	say("leafnode links up: edge1 -> hub -> l1 (mutual TLS with a private CA under %s, an nkey per site, per-link permissions; receipts signed per edge)", filepath.Join(dir, "pki"))
@@ -130,7 +151,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	if err != nil {
 		return res, err
 	}
-	enc, err := nats.Connect(edge.ClientURL())
+	enc, err := nats.Connect(e1.ClientURL())
 	if err != nil {
 		return res, err
 	}
@@ -156,13 +177,13 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		res.Published += len(bad)
 		say("published %d bad events (payload above the edge's max_message_bytes); dlq=%t ack_confirmation=%t", len(bad), o.DeadLetter, o.AckConfirm)
 	}
-	if err := waitFor(ctx, 30*time.Second, func() bool { return streamState(ctx, ejs, t.Events.EdgeStream).LastSeq >= uint64(first) }); err != nil {
+	if err := waitFor(ctx, 30*time.Second, func() bool { return localsys.StreamState(ctx, ejs, t.Events.EdgeStream).LastSeq >= uint64(first) }); err != nil {
 		return res, fmt.Errorf("events did not reach the edge: %w", err)
 	}
 
 	ls.Links["edge1"].Cut()
 	cutAt := time.Now()
-	say("link edge1<->hub CUT for %s; edge1 had received %d events in %s", o.Cut, streamState(ctx, ejs, t.Events.EdgeStream).LastSeq, t.Events.EdgeStream)
+	say("link edge1<->hub CUT for %s; edge1 had received %d events in %s", o.Cut, localsys.StreamState(ctx, ejs, t.Events.EdgeStream).LastSeq, t.Events.EdgeStream)
 	n, err = publishEvents(ctx, js, o.Events-first, &ids)
 	res.Published += n
 	if err != nil {
@@ -170,9 +191,9 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	}
 	say("published %d more events at l1 while the link is cut", n)
 	sleepCtx(ctx, time.Until(cutAt.Add(o.Cut)))
-	processed := processedAt(edge, 0)
+	processed := processedAt(e1, ls.Configs["edge1"], 0)
 	say("during the cut: edge1 processed %d events, holds %d receipts for the hub in %s; l1 applied %d completions",
-		processed, streamState(ctx, ejs, t.Receipts.EdgeStream).Msgs, t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
+		processed, localsys.StreamState(ctx, ejs, t.Receipts.EdgeStream).Msgs, t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
 	say("l1 summary during the cut: %s", summaryLine(ctx, l1))
 	ls.Links["edge1"].Restore()
 	restoredAt := time.Now()
@@ -197,7 +218,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	})
 	res.DeadLettered = terminal(bad, receipts.StatusDeadLettered)
 	res.Completed = terminal(ids, receipts.StatusProcessed) + res.DeadLettered
-	res.Processed = processedAt(edge, res.DeadLettered)
+	res.Processed = processedAt(e1, ls.Configs["edge1"], res.DeadLettered)
 	applied := int(l1.Completions().Stats().Applied)
 	res.DuplicateCompletions = max(0, applied-res.Completed)
 	res.Lost = res.Published - res.Completed
@@ -214,7 +235,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	say("l1 status API, %s: curl http://%s/v1/summary ; curl http://%s%s", until, l1.OpsAddr(), l1.OpsAddr(), receipts.EventPath(ids[0]))
 	if len(bad) > 0 {
 		say("bad events: %d reported as dead_lettered at l1 (of %d); DLQ stream %s holds %d records",
-			res.DeadLettered, len(bad), ls.Configs["edge1"].DeadLetter.Stream, streamState(ctx, ejs, ls.Configs["edge1"].DeadLetter.Stream).Msgs)
+			res.DeadLettered, len(bad), ls.Configs["edge1"].DeadLetter.Stream, localsys.StreamState(ctx, ejs, ls.Configs["edge1"].DeadLetter.Stream).Msgs)
 	}
 	if o.Hold != nil {
 		o.Hold(res)
@@ -222,15 +243,15 @@ func RunDemo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	return res, nil
 }
 
-// processedAt counts the events edge has processed: the events the store
+// processedAt counts the events e (configured by cfg) has processed: the events the store
 // sink holds, or, with any other sink (whose target the demo cannot read),
 // the receipts in the outbox less the dead-lettered ones.
-func processedAt(edge *App, deadLettered int) int {
-	if edge.cfg.Sink.Type == "store" && edge.opts.sink == nil && edge.opts.txSink == nil {
-		n, _ := sink.CountStored(edge.Outbox().DB())
+func processedAt(e *edge.App, cfg *topology.Config, deadLettered int) int {
+	if cfg.Sink.Type == "store" {
+		n, _ := sink.CountStored(e.Outbox().DB())
 		return n
 	}
-	st, err := edge.Outbox().Stats()
+	st, err := e.Outbox().Stats()
 	if err != nil {
 		return 0
 	}
@@ -289,7 +310,7 @@ func publishEvents(ctx context.Context, js jetstream.JetStream, n int, ids *[]st
 }
 
 // summaryLine renders L1's completion summary in one line.
-func summaryLine(ctx context.Context, l1 *App) string {
+func summaryLine(ctx context.Context, l1 *edge.App) string {
 	sum, err := l1.Completions().Summary(ctx)
 	if err != nil {
 		return "unavailable: " + err.Error()
@@ -320,18 +341,6 @@ func publishBad(ctx context.Context, js jetstream.JetStream, n int, ids *[]strin
 	return n, nil
 }
 
-// streamState is a stream's state (zero if it cannot be read): Msgs is
-// what it holds now (in a trimmed stream, about what is not yet taken),
-// LastSeq how many messages it has stored so far, which trimming does not
-// lower.
-func streamState(ctx context.Context, js jetstream.JetStream, name string) jetstream.StreamState {
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		return jetstream.StreamState{}
-	}
-	return s.CachedInfo().State
-}
-
 // waitFor polls cond every 50ms until it holds, ctx ends, or d passes.
 func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 	deadline := time.Now().Add(d)
@@ -345,4 +354,14 @@ func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 		sleepCtx(ctx, 50*time.Millisecond)
 	}
 	return nil
+}
+
+// sleepCtx waits d or until ctx is done, whichever comes first.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

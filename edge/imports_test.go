@@ -1,0 +1,12 @@
+package edge
+
+import (
+	"testing"
+
+	"github.com/leafline/leafline/internal/importcheck"
+)
+
+// TestImports: the box wires the runner, sinks, outbox, receipts and PKI; it never imports a test or demo harness (internal/localsys, internal/demo) or a fault injector.
+func TestImports(t *testing.T) {
+	importcheck.Only(t, "edge/eventid", "edge/runner", "internal/logx", "outbox", "pki", "receipts", "sink", "topology")
+}
