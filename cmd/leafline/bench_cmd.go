@@ -8,25 +8,85 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/leafline/leafline/internal/bench"
 )
 
+// benchUsage heads `leafline bench --help`.
+const benchUsage = `usage: leafline bench [flags]
+
+Measures leafline on this machine, in this process, SyncAlways on every
+server: the phases below, then a table and a final line
+  bench leafline_eps=… e2e_eps=… flushes_per_event=… drain_eps=… …
+with the figures of the phases that ran.
+
+phases (--only, comma-separated; default all of them):
+  k  CPU cost of signing and verifying receipts
+  z  the disk's fsync ceiling (1 and 16 writers)
+  s  L1 publish and L1->hub sourcing under SyncAlways
+  a  raw consume of an edge backlog (Fetch+Ack)
+  b  receipt ceiling: atomic batch publish of receipts
+  c  naive loop: one commit, publish and ACK per event
+  d  the sink runner draining a backlog (store and file sinks)
+  f  drain: an edge's receipts backlog after a cut link, to L1
+  e  end to end: published at L1 until completed at L1
+  r  peak RSS of an edge run as a separate leafline process
+  sinks  each sink side by side (--sinks, --events); only when named,
+         or when --sinks is given without --only
+
+f and e run once per --transport. The leafline phases need Linux.
+`
+
+// benchFlags are the flags of `leafline bench`.
+type benchFlags struct {
+	only, transport, ids, profile, dir           string
+	backlog, size, file, naive, e2e, drain, prob int
+	rss, batch, backlogBatch                     int
+	unsigned, insecure, verbose                  bool
+	// the sinks table
+	events         int
+	sinks, dsnEnv  string
+	sinksGiven     bool
+	onlyGiven      bool
+	rssMemLimit    string
+	rssProfile     string
+	rssBinForBench string
+}
+
+func (f *benchFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.only, "only", "", "comma-separated `phases` to run (default: "+strings.Join(bench.Phases, ",")+")")
+	fs.StringVar(&f.transport, "transport", "sourcing", "comma-separated link `transports` f and e run over ("+strings.Join(bench.Transports, ", ")+")")
+	fs.IntVar(&f.backlog, "backlog", 200_000, "events preloaded for the runner (a-d)")
+	fs.IntVar(&f.size, "size", 256, "event payload `bytes`")
+	fs.IntVar(&f.file, "file", 20_000, "events for the file sink run (d2)")
+	fs.IntVar(&f.naive, "naive", 5_000, "events for the naive loop (c)")
+	fs.IntVar(&f.e2e, "e2e", 10_000, "events for end to end (e)")
+	fs.IntVar(&f.drain, "drain", 20_000, "receipts accumulated during the cut (f)")
+	fs.IntVar(&f.prob, "probe", 10_000, "events for the publish and sourcing probe (s)")
+	fs.IntVar(&f.rss, "rss", 100_000, "backlog of the separate-process edge (r)")
+	fs.IntVar(&f.batch, "batch", 0, "delivery.batch_size for every edge (0: the default)")
+	fs.IntVar(&f.backlogBatch, "backlog-batch", 0, "delivery.backlog_batch_size for every edge (0: the default)")
+	fs.StringVar(&f.ids, "ids", "random", "event ids: random (UUIDv4-like) or time (UUIDv7-like)")
+	fs.BoolVar(&f.unsigned, "unsigned", false, "leave receipts unsigned")
+	fs.BoolVar(&f.insecure, "insecure", false, "links over plain TCP, without mutual TLS")
+	fs.StringVar(&f.profile, "profile", "", "write a CPU and a heap profile per phase into `DIR`")
+	fs.StringVar(&f.rssMemLimit, "rss-memlimit", "", "GOMEMLIMIT for the edge process of r (empty: its default)")
+	fs.StringVar(&f.rssProfile, "rss-profile", "", "write the r edge process's heap profile at its peak to `FILE`")
+	fs.IntVar(&f.events, "events", 20000, "backlog each sink drains (sinks)")
+	fs.StringVar(&f.sinks, "sinks", strings.Join(bench.SinkNames, ","), "comma-separated rows of the sinks table: "+strings.Join(bench.SinkNames, ", "))
+	fs.StringVar(&f.dsnEnv, "postgres-dsn-env", "", "environment `VAR` holding a PostgreSQL connection string for the postgres row (unset: the row is skipped)")
+	fs.StringVar(&f.dir, "dir", "", "keep the systems' data under `DIR` (default: a temp dir, removed)")
+	fs.BoolVar(&f.verbose, "v", false, "log the boxes' warnings (sinks)")
+}
+
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bench", stderr)
-	events := fs.Int("events", 20000, "backlog each sink drains")
-	size := fs.Int("size", 256, "event payload `bytes`")
-	sinks := fs.String("sinks", strings.Join(bench.SinkNames, ","), "comma-separated rows: "+strings.Join(bench.SinkNames, ", "))
-	dsnEnv := fs.String("postgres-dsn-env", "", "environment `VAR` holding a PostgreSQL connection string for the postgres row (unset: the row is skipped)")
-	dir := fs.String("dir", "", "keep the boxes' data under `DIR` (default: a temp dir, removed)")
-	verbose := fs.Bool("v", false, "log the boxes' warnings")
+	var f benchFlags
+	f.define(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: leafline bench [flags]")
-		fmt.Fprintln(stderr, "\nMeasures each sink on this machine: an edge box (with L1 and a hub, in this")
-		fmt.Fprintln(stderr, "process, SyncAlways) drains a backlog through the sink into a trivial target.")
-		fmt.Fprintln(stderr, "Prints a table and a final `bench sinks …` line.")
-		fmt.Fprintln(stderr)
+		fmt.Fprint(stderr, benchUsage, "\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -39,29 +99,72 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "leafline bench: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	if *events < 100 || *events > 10_000_000 {
-		fmt.Fprintf(stderr, "leafline bench: --events must be 100..10000000, got %d\n", *events)
+	fs.Visit(func(fl *flag.Flag) {
+		f.sinksGiven = f.sinksGiven || fl.Name == "sinks"
+		f.onlyGiven = f.onlyGiven || fl.Name == "only"
+	})
+	phases := list(f.only)
+	if !f.onlyGiven && f.sinksGiven {
+		phases = []string{"sinks"}
+	}
+	runSinks := false
+	if i := slices.Index(phases, "sinks"); i >= 0 {
+		runSinks, phases = true, append(phases[:i:i], phases[i+1:]...)
+	}
+	code := exitOK
+	if len(phases) > 0 || !runSinks {
+		code = f.runPhases(ctx, phases, stdout, stderr)
+	}
+	if runSinks && code == exitOK {
+		code = f.runSinks(ctx, stdout, stderr)
+	}
+	return code
+}
+
+// runPhases runs the leafline phases (all when phases is empty).
+func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, stderr io.Writer) int {
+	o := bench.Options{
+		Phases: phases, Transports: list(f.transport),
+		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
+		Probe: f.prob, RSS: f.rss, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
+		Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
+		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,
+	}
+	// The r phase runs this very binary as the edge process.
+	if exe, err := os.Executable(); err == nil {
+		o.RSSBin = exe
+	}
+	if err := o.Validate(); err != nil {
+		fmt.Fprintf(stderr, "leafline bench: %v\n", err)
 		return exitUsage
 	}
-	if *size < 16 || *size > 1<<20 {
-		fmt.Fprintf(stderr, "leafline bench: --size must be 16..1048576, got %d\n", *size)
+	if _, err := bench.Leafline(ctx, o); err != nil {
+		fmt.Fprintf(stderr, "leafline bench: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// runSinks runs the sinks table.
+func (f *benchFlags) runSinks(ctx context.Context, stdout, stderr io.Writer) int {
+	if f.events < 100 || f.events > 10_000_000 {
+		fmt.Fprintf(stderr, "leafline bench: --events must be 100..10000000, got %d\n", f.events)
 		return exitUsage
 	}
-	o := bench.SinkOptions{Events: *events, Size: *size, Dir: *dir, Progress: stderr}
-	for _, s := range strings.Split(*sinks, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			o.Sinks = append(o.Sinks, s)
-		}
+	if f.size < 16 || f.size > 1<<20 {
+		fmt.Fprintf(stderr, "leafline bench: --size must be 16..1048576, got %d\n", f.size)
+		return exitUsage
 	}
-	if *dsnEnv != "" {
-		v, ok := os.LookupEnv(*dsnEnv)
+	o := bench.SinkOptions{Events: f.events, Size: f.size, Dir: f.dir, Progress: stderr, Sinks: list(f.sinks)}
+	if f.dsnEnv != "" {
+		v, ok := os.LookupEnv(f.dsnEnv)
 		if !ok || v == "" {
-			fmt.Fprintf(stderr, "leafline bench: --postgres-dsn-env: environment variable %s is unset or empty\n", *dsnEnv)
+			fmt.Fprintf(stderr, "leafline bench: --postgres-dsn-env: environment variable %s is unset or empty\n", f.dsnEnv)
 			return exitUsage
 		}
 		o.PostgresDSN = v
 	}
-	if *verbose {
+	if f.verbose {
 		o.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	rows, err := bench.Sinks(ctx, o)
@@ -71,4 +174,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailure
 	}
 	return exitOK
+}
+
+// list splits a comma-separated flag value, dropping empty items.
+func list(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -53,7 +53,7 @@ func init() {
 		{"topology", "render|permissions|certs [flags]", "render a site's nats-server config, print a link's permissions, or create a private CA, certificates and nkeys", cmdTopology},
 		{"provision", "--config FILE [--server URL] [--creds FILE] [--lint-only] [--server-config FILE]", "create a site's streams and consumers on a stock nats-server, then lint them live (and its configuration file)", cmdProvision},
 		{"trim", "--config FILE [--server URL] [--creds FILE] [--every INTERVAL]", "delete from a stock nats-server site's streams what their takers have ACKed (a box does it itself)", cmdTrim},
-		{"bench", "[--events N] [--sinks LIST] [--postgres-dsn-env VAR]", "measure each sink on this machine: events/s, write latency, CPU, ratio to the store sink", cmdBench},
+		{"bench", "[--only PHASES] [--transport LIST] [--backlog N] [--e2e N] [--drain N] [--sinks LIST]", "measure leafline on this machine: the runner, end to end, the drain after a cut, each sink; prints a table and a bench line", cmdBench},
 		{"outbox", "check|inspect --config FILE [--json]", "verify the edge's outbox file, or count pending and published receipts (box stopped)", cmdOutbox},
 		{"version", "", "print the version, the commit it was built from, and the Go and nats-server versions (also --version)", cmdVersion},
 	}

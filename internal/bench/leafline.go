@@ -1,0 +1,216 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// Phases are the phases Leafline runs, in order; see the doc of Options.
+var Phases = []string{"k", "z", "s", "a", "b", "c", "d", "f", "e", "r"}
+
+// Transports are the link transports SetTransport knows.
+var Transports = []string{"sourcing"}
+
+// SetTransport makes every link of t carry its events and receipts over
+// transport, one of Transports. "sourcing" is the topology as rendered
+// (JetStream sourcing across the leafnode links).
+var SetTransport = func(t *topology.Topology, transport string) error {
+	if transport != "sourcing" {
+		return fmt.Errorf("bench: unknown transport %q (known: %s)", transport, strings.Join(Transports, ", "))
+	}
+	return nil
+}
+
+// Options shape Leafline. Zero sizes mean the defaults in parentheses.
+//
+// Phases without servers, on a quiet process:
+//
+//	k  CPU cost of signing receipts (edge) and verifying them (L1);
+//	z  the disk's fsync ceiling: 256-byte appends, each fsynced, by 1 and
+//	   by 16 writers, each on a file of its own.
+//
+// Then one system on loopback (l1, hub, two edges: edge1 store sink,
+// edge2 file sink; mutual TLS links and signed receipts unless told
+// otherwise), preloaded with sync_interval 2m (rows P1-P4, setup only),
+// then restarted with SyncAlways and the edge links cut:
+//
+//	s  L1 publish and L1A→HA sourcing ingest (Probe events);
+//	a  raw consume of edge1's backlog (durable pull consumer, Fetch+Ack);
+//	b  receipt ceiling: atomic batch publish of receipts on edge1's server;
+//	c  naive: per message Commit, synchronous receipt publish, Ack;
+//	d  the real runner: store sink (edge1, Backlog), file sink (edge2, File).
+//
+// Then, per transport, a system of l1, a hub and one edge:
+//
+//	f  drain: the edge processes Drain events while its link is cut, then
+//	   the link is restored and its receipts are timed until all are
+//	   completed at L1;
+//	e  end to end: E2E events published at L1 until completed at L1.
+//
+// And last:
+//
+//	r  peak RSS of an edge run as a separate `leafline run` process
+//	   (SyncAlways) draining RSS events.
+type Options struct {
+	// Phases to run, from Phases; empty runs all.
+	Phases []string
+	// Transports run f and e once each; empty means "sourcing".
+	Transports []string
+
+	Backlog int // events preloaded for edge1, phases a-d (200000)
+	Size    int // event payload bytes (256)
+	File    int // events for the file sink run, at most Backlog (20000)
+	Naive   int // events for the naive loop c (5000)
+	E2E     int // events for end to end e (10000)
+	Drain   int // receipts accumulated during the cut for f (20000)
+	Probe   int // events for the SyncAlways probe s (10000)
+	RSS     int // backlog of the separate-process run r (100000)
+
+	// Batch and BacklogBatch set delivery.batch_size and
+	// delivery.backlog_batch_size for every edge; zero keeps the defaults.
+	Batch, BacklogBatch int
+	// IDs is "random" (the default: every receipt and stored event lands on
+	// its own B+tree page) or "time" (UUIDv7-like, 10 per millisecond).
+	IDs string
+	// Unsigned leaves receipts unsigned; Insecure runs the links over plain
+	// TCP. The default is signed receipts and mutual TLS.
+	Unsigned, Insecure bool
+	// Profile, if set, is a directory for a CPU and a heap profile per phase.
+	Profile string
+	// RSSBin is the leafline binary r runs (it must accept run --config);
+	// required for r.
+	RSSBin string
+	// RSSProfile, if set, receives the edge process's heap profile taken
+	// when its Go heap peaked during r.
+	RSSProfile string
+	// RSSMemLimit is GOMEMLIMIT for r's edge process ("" keeps its default).
+	RSSMemLimit string
+	// RSSAge is how long r waits after its preload before it starts the
+	// edge process.
+	RSSAge time.Duration
+	// Dir holds the systems' data; empty means a temp dir, removed after.
+	Dir string
+	// Out receives the banner, the table and the final line.
+	Out io.Writer
+}
+
+func (o *Options) setDefaults() {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&o.Backlog, 200_000)
+	def(&o.Size, 256)
+	def(&o.File, 20_000)
+	def(&o.Naive, 5_000)
+	def(&o.E2E, 10_000)
+	def(&o.Drain, 20_000)
+	def(&o.Probe, 10_000)
+	def(&o.RSS, 100_000)
+	o.File, o.Naive = min(o.File, o.Backlog), min(o.Naive, o.Backlog)
+	if len(o.Phases) == 0 {
+		o.Phases = Phases
+	}
+	if len(o.Transports) == 0 {
+		o.Transports = []string{"sourcing"}
+	}
+	if o.IDs == "" {
+		o.IDs = "random"
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+}
+
+// Validate reports every bad option at once.
+func (o *Options) Validate() error {
+	var errs []string
+	for _, p := range o.Phases {
+		if !slices.Contains(Phases, p) {
+			errs = append(errs, fmt.Sprintf("unknown phase %q (known: %s)", p, strings.Join(Phases, ",")))
+		}
+	}
+	for _, t := range o.Transports {
+		if !slices.Contains(Transports, t) {
+			errs = append(errs, fmt.Sprintf("unknown transport %q (known: %s)", t, strings.Join(Transports, ",")))
+		}
+	}
+	for _, s := range []struct {
+		name string
+		v    int
+	}{{"backlog", o.Backlog}, {"size", o.Size}, {"file", o.File}, {"naive", o.Naive}, {"e2e", o.E2E},
+		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch}} {
+		if s.v < 0 || s.v > 10_000_000 {
+			errs = append(errs, fmt.Sprintf("%s must be 0..10000000, got %d", s.name, s.v))
+		}
+	}
+	if o.Size > 0 && o.Size < 16 {
+		errs = append(errs, fmt.Sprintf("size must be at least 16 bytes, got %d", o.Size))
+	}
+	if o.IDs != "" && o.IDs != "random" && o.IDs != "time" {
+		errs = append(errs, fmt.Sprintf("ids %q: want random or time", o.IDs))
+	}
+	if o.on("r") && o.RSSBin == "" {
+		errs = append(errs, "phase r needs the leafline binary to run (RSSBin)")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("bench: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func (o *Options) on(phase string) bool {
+	return len(o.Phases) == 0 || slices.Contains(o.Phases, phase)
+}
+
+// Figure is one named figure of the final line.
+type Figure struct {
+	Name  string
+	Value float64
+}
+
+// Line is the final `bench …` line: each figure as name=value.
+func Line(figs []Figure) string {
+	var b strings.Builder
+	b.WriteString("bench")
+	for _, f := range figs {
+		b.WriteString(" " + f.Name + "=" + strconv.FormatFloat(f.Value, 'f', digits(f.Value), 64))
+	}
+	return b.String()
+}
+
+// digits keeps a ratio's decimals and drops a rate's.
+func digits(v float64) int {
+	if v >= 100 || v == 0 {
+		return 0
+	}
+	return 3
+}
+
+// ParseLine reads a line printed by Line back into its figures.
+func ParseLine(line string) ([]Figure, error) {
+	fields := strings.Fields(line)
+	if len(fields) == 0 || fields[0] != "bench" {
+		return nil, fmt.Errorf("bench: not a bench line: %q", line)
+	}
+	var figs []Figure
+	for _, f := range fields[1:] {
+		name, val, ok := strings.Cut(f, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("bench: field %q is not name=value", f)
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bench: field %q: %w", f, err)
+		}
+		figs = append(figs, Figure{name, v})
+	}
+	return figs, nil
+}
