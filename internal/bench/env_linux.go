@@ -212,7 +212,7 @@ func benchPayload(n int) []byte {
 // benchID names event i of a phase: unique and deterministic. By default
 // in random order like UUIDv4 ids (a bijective 64-bit mix of i), so that
 // the store sink's and the outbox's B+trees see random inserts; with
-// -leafline.ids time like UUIDv7 ids minted at 10 a millisecond (the time,
+// Options.IDs "time" like UUIDv7 ids minted at 10 a millisecond (the time,
 // a counter, then random bits), which they append.
 func (b *tb) id(prefix string) func(int) string {
 	if b.o.IDs == "time" {

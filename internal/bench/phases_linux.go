@@ -230,7 +230,7 @@ func benchNaiveLoop(b *tb, env *benchEnv, n int) benchRow {
 	}
 	defer iter.Stop()
 	// The naive loop signs each receipt as d does (unless
-	// -leafline.unsigned), with the same derived-once key.
+	// Options.Unsigned), with the same derived-once key.
 	var signer *receipts.Signer
 	if !b.o.Unsigned {
 		kp, err := nkeys.CreateUser()
