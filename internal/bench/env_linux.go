@@ -13,6 +13,8 @@ import (
 
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/edge/runner"
+	"github.com/leafline/leafline/internal/demo"
+	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/topology"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,7 +22,7 @@ import (
 
 type benchEnv struct {
 	b      *tb
-	ls     *edge.LocalSystem
+	ls     *demo.System
 	gates  map[string]chan struct{}
 	traces map[string]*benchTrace
 	nc     map[string]*nats.Conn
@@ -32,7 +34,7 @@ func benchLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// newBenchEnv lays out a LocalSystem of l1, a hub and edges under dir, the
+// newBenchEnv lays out a local system of l1, a hub and edges under dir, the
 // edges' filters and sinks as given, every link over transport. Each
 // edge's runner waits for env.open.
 func newBenchEnv(b *tb, dir string, edges int, filters map[string]string, sink map[string]string, transport string) *benchEnv {
@@ -46,7 +48,7 @@ func newBenchEnv(b *tb, dir string, edges int, filters map[string]string, sink m
 		tr := env.traces[site]
 		return []edge.Option{edge.WithRunnerHooks(runner.Hooks{Gate: g, Trace: tr.step, OnBatch: tr.batch})}
 	}
-	ls, err := edge.NewLocalSystem(dir, edge.LocalOptions{Edges: edges, Logger: benchLogger(), UnsignedReceipts: b.o.Unsigned, Insecure: b.o.Insecure, Options: hooks, Configure: func(c *topology.Config) {
+	ls, err := demo.NewSystem(dir, localsys.Options{Edges: edges, Logger: benchLogger(), UnsignedReceipts: b.o.Unsigned, Insecure: b.o.Insecure, Configure: func(c *topology.Config) {
 		c.JetStream.SyncInterval = "2m" // preload only; restart() switches to always
 		if s, ok := sink[c.Site]; ok {
 			c.Sink.Type = s
@@ -57,7 +59,7 @@ func newBenchEnv(b *tb, dir string, edges int, filters map[string]string, sink m
 		if b.o.BacklogBatch > 0 {
 			c.Delivery.BacklogBatchSize = b.o.BacklogBatch
 		}
-	}})
+	}}, hooks)
 	if err != nil {
 		b.Fatal(err)
 	}
