@@ -23,6 +23,7 @@ const (
 	DefaultRetryDelay         = 500 * time.Millisecond
 	DefaultQuarantineMaxBytes = 1 << 30
 	DefaultInFlight           = 64
+	DefaultApplyBatch         = 128
 	DefaultOriginConsumer     = "leafline-origin"
 	DefaultOriginHeader       = "Nats-Msg-Id"
 	DefaultRedriveMax         = 1000
@@ -104,6 +105,13 @@ type ServiceConfig struct {
 	// different event_ids in parallel, one event_id always in the same lane
 	// (serialized). Zero = DefaultInFlight (64); 1 = one at a time.
 	InFlight int
+	// ApplyBatch is the most receipts whose records the receipts loop
+	// writes with one atomic batch (Store.ApplyBatch): one disk flush for
+	// all of them instead of one per receipt. Zero = DefaultApplyBatch;
+	// 1 = one compare-and-set write per receipt in InFlight lanes. With
+	// batches, min(InFlight, 4) workers apply them, one event_id always in
+	// the same worker; each message is ACKed only after its batch committed.
+	ApplyBatch int
 
 	// OriginStream is the origin events stream to follow (e.g. "L1A") so
 	// that every published event gets a pending record. Zero = no origin
@@ -165,6 +173,7 @@ func (c *ServiceConfig) setDefaults() {
 	setDefault(&c.RetryDelay, DefaultRetryDelay)
 	setDefault(&c.IndexBucket, c.Bucket+IndexBucketSuffix)
 	setDefault(&c.InFlight, DefaultInFlight)
+	setDefault(&c.ApplyBatch, DefaultApplyBatch)
 	setDefault(&c.OriginConsumer, DefaultOriginConsumer)
 	setDefault(&c.OriginHeader, DefaultOriginHeader)
 	setDefault(&c.OverdueAfter, DefaultOverdueAfter)
@@ -208,6 +217,9 @@ func (c *ServiceConfig) Validate() error {
 	}
 	if c.InFlight < 1 || c.InFlight > 1024 {
 		add("InFlight", "must be 1..1024, got %d", c.InFlight)
+	}
+	if c.ApplyBatch < 1 || c.ApplyBatch > MaxApplyBatch {
+		add("ApplyBatch", "must be 1..%d, got %d", MaxApplyBatch, c.ApplyBatch)
 	}
 	if c.OriginStream != "" {
 		if err := validateName(c.OriginStream); err != nil {

@@ -136,6 +136,24 @@
 // while another writer changes the record is retried and may count one
 // receipt twice. The recorded status is exact.
 //
+// # Batches
+//
+// Store.ApplyBatch (what the Service uses by default, ServiceConfig.ApplyBatch)
+// makes the same decisions as Apply for each receipt, in order, but writes
+// the records of up to MaxApplyBatch events with one atomic batch publish to
+// the bucket's stream (Setup sets AllowAtomicPublish on it): one disk flush
+// per batch instead of one per receipt. The receipts of one event are
+// folded into one record write. Each message of the batch carries the
+// compare-and-set of a single write (Nats-Expected-Last-Subject-Sequence:
+// the revision read, 0 for a new key), which the server checks per message
+// inside an atomic batch, and commits all of them or none. If any
+// expectation fails (another instance got in between) or the batch is
+// refused, nothing of it was written and its receipts are applied one by
+// one as above; a batch whose answer is lost is read back (one record
+// found as written means all were) or else applied one by one. So the
+// rules above hold unchanged for batches. The index entries that become
+// true are written before the batch; the removals follow it.
+//
 // # Origin tracking
 //
 // With ServiceConfig.OriginStream the Service runs a second loop with its own
@@ -213,9 +231,13 @@
 //     ErrIndexIncomplete) → NAK with a delay that doubles per delivery up to
 //     MaxRetryDelay; never ACK.
 //
-// Messages are applied by InFlight lanes (default 64) chosen by a hash of the
-// event_id: different events in parallel, one event's receipts in order,
-// each message ACKed after its own work. Memory is bounded by BatchSize
+// Messages are applied in batches of up to ApplyBatch (default 128) by
+// min(InFlight, 4) workers chosen by a hash of the event_id: different
+// events in parallel, one event's receipts in order, each message ACKed
+// only after its batch committed (and, for a quarantined one, after its
+// quarantine PubAck). A kill between the commit and the ACKs leaves the
+// batch's messages unACKed: their redeliveries count as Duplicates. With
+// ApplyBatch 1, InFlight lanes (default 64) apply one message each. Memory is bounded by BatchSize
 // (pull buffer) plus 3×InFlight messages whatever the backlog. Bad input never
 // stops the service.
 //

@@ -32,6 +32,7 @@ const failpointChildEnv = "LEAFLINE_RECEIPTS_TEST_CHILD_URL"
 func failpointConfig(js jetstream.JetStream) ServiceConfig {
 	cfg := testConfig(js)
 	cfg.AckWait, cfg.OpTimeout = 2*time.Second, time.Second
+	cfg.InFlight = 1 // with batches: one worker, so that receipts share them
 	return cfg
 }
 
@@ -54,24 +55,9 @@ func TestService_Failpoint_AfterKVWrite(t *testing.T) {
 	r := testReceipt(eventID(1))
 	pa := publish(t, js, mustEncode(t, r), r.MsgID())
 
-	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestService_Failpoint_AfterKVWrite$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(),
-		failpointChildEnv+"="+srv.ClientURL(),
-		failpoint.EnvVar+"="+failpoint.L1AfterKVWrite+"=kill@1")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		t.Fatalf("child: %v, want death by SIGKILL\n%s", err, out.String())
-	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("child: %v, want death by SIGKILL\n%s", err, out.String())
-	}
-	if want := "failpoint " + failpoint.L1AfterKVWrite + ": SIGKILL"; !strings.Contains(out.String(), want) {
-		t.Fatalf("child output lacks %q:\n%s", want, out.String())
+	out := runKilledChild(t, ctx, "TestService_Failpoint_AfterKVWrite", srv.ClientURL())
+	if want := "failpoint " + failpoint.L1AfterKVWrite + ": SIGKILL"; !strings.Contains(out, want) {
+		t.Fatalf("child output lacks %q:\n%s", want, out)
 	}
 
 	// The KV write happened: the record holds the receipt, no duplicate yet.
@@ -120,6 +106,30 @@ func TestService_Failpoint_AfterKVWrite(t *testing.T) {
 	if p := c.Processors[r.Processor]; p.Status != StatusProcessed || p.ReceiptID != r.ReceiptID || p.Duplicates != 1 {
 		t.Fatalf("record after the redelivery: %+v", p)
 	}
+}
+
+// runKilledChild runs test in a child process (this test binary again)
+// against the server at url with the failpoint l1.after_kv_write=kill@1,
+// checks that it died by SIGKILL, and returns its output.
+func runKilledChild(t *testing.T, ctx context.Context, test, url string) string {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(),
+		failpointChildEnv+"="+url,
+		failpoint.EnvVar+"="+failpoint.L1AfterKVWrite+"=kill@1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("child: %v, want death by SIGKILL\n%s", err, out.String())
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child: %v, want death by SIGKILL\n%s", err, out.String())
+	}
+	return out.String()
 }
 
 // runFailpointChild runs a Service against the parent's server until the

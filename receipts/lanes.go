@@ -49,15 +49,8 @@ func pipeline(ctx context.Context, iter jetstream.MessagesContext, n int, prepar
 		wg.Wait()
 	}()
 	for {
-		msg, err := iter.Next(jetstream.NextContext(ctx))
-		if ctx.Err() != nil {
-			// Next may return a buffered message even when ctx is done.
-			if err == nil {
-				_ = msg.Nak()
-			}
-			return nil
-		}
-		if err != nil {
+		msg, err := nextMsg(ctx, iter)
+		if msg == nil {
 			return err
 		}
 		h, prep := prepare(msg)
@@ -68,6 +61,23 @@ func pipeline(ctx context.Context, iter jetstream.MessagesContext, n int, prepar
 			return nil
 		}
 	}
+}
+
+// nextMsg waits for the next message of iter. It returns a nil message
+// when ctx is done (with a nil error) or the iterator failed.
+func nextMsg(ctx context.Context, iter jetstream.MessagesContext) (jetstream.Msg, error) {
+	msg, err := iter.Next(jetstream.NextContext(ctx))
+	if ctx.Err() != nil {
+		// Next may return a buffered message even when ctx is done.
+		if err == nil {
+			_ = msg.Nak()
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return msg, nil
 }
 
 // laneHash hashes an event_id to a lane.

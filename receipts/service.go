@@ -274,7 +274,7 @@ func (s *Service) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return s.loop(gctx, "receipts", s.setup, func(ctx context.Context, cons jetstream.Consumer) error {
-			return s.consume(ctx, cons, s.prepareReceipt, s.handle)
+			return s.consume(ctx, cons, s.consumeReceipts)
 		})
 	})
 	if s.cfg.RedriveAfter > 0 {
@@ -286,7 +286,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.OriginStream != "" {
 		g.Go(func() error {
 			return s.loop(gctx, "origin", s.setupOrigin, func(ctx context.Context, cons jetstream.Consumer) error {
-				return s.consume(ctx, cons, s.prepareOrigin, s.handleOrigin)
+				return s.consume(ctx, cons, func(ctx context.Context, iter jetstream.MessagesContext) error {
+					return pipeline(ctx, iter, s.cfg.InFlight, s.prepareOrigin, s.handleOrigin)
+				})
 			})
 		})
 	}
@@ -367,14 +369,14 @@ func isFatal(err error) bool {
 // processed far inside AckWait and a reconnect burst does not cause
 // redeliveries (see DESIGN.md: keep one long-lived pull iterator per
 // consumer). See pipeline for the lanes.
-func (s *Service) consume(ctx context.Context, cons jetstream.Consumer, prepare func(jetstream.Msg) (uint64, any), handle func(context.Context, jetstream.Msg, any)) error {
+func (s *Service) consume(ctx context.Context, cons jetstream.Consumer, run func(context.Context, jetstream.MessagesContext) error) error {
 	iter, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.BatchSize))
 	if err != nil {
 		return err
 	}
 	defer iter.Stop()
 	s.log.Info("receipts: consuming", "consumer", cons.CachedInfo().Name, "stream", cons.CachedInfo().Stream, "batch", s.cfg.BatchSize, "lanes", s.cfg.InFlight)
-	err = pipeline(ctx, iter, s.cfg.InFlight, prepare, handle)
+	err = run(ctx, iter)
 	if ctx.Err() != nil {
 		s.release(iter)
 		return nil
@@ -408,9 +410,19 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 	receivedAt := time.Now().UTC()
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
+	r, err := s.check(msg, prep)
+	var res BatchResult
+	if err == nil {
+		res.Outcome, res.OriginSeq, res.Err = s.Store().applyOutcome(opCtx, r, receivedAt)
+	} else {
+		res.Err = err
+	}
+	s.finish(opCtx, msg, r, receivedAt, res)
+}
 
-	meta, _ := msg.Metadata() // nil only for a non-JetStream message
-
+// check decodes, binds, accepts and verifies one receipt message; an error
+// matching ErrQuarantine sends it to quarantine.
+func (s *Service) check(msg jetstream.Msg, prep any) (Receipt, error) {
 	d := prep.(decoded)
 	r, err := d.r, d.err
 	if err == nil {
@@ -425,33 +437,37 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 			err = fmt.Errorf("%w: %w", ErrRejected, err)
 		}
 	}
-	if err == nil {
-		var out Outcome
-		var originSeq uint64
-		out, originSeq, err = s.Store().applyOutcome(opCtx, r, receivedAt)
-		if out != 0 { // recorded (err may still report unfinished index work)
-			s.redrive.sawReceipt(r.Processor, originSeq, time.Now())
-			switch out {
-			case Applied:
-				s.applied.Add(1)
-			case Duplicate:
-				s.duplicates.Add(1)
-			case Conflict:
-				s.conflicts.Add(1)
-				s.log.Warn("receipts: conflicting status ignored", append(logAttrs(meta), "event_id", quoteShort(r.EventID), "processor", r.Processor, "status", r.Status)...)
-			case Held:
-				s.held.Add(1)
-				s.log.Warn("receipts: receipt held: its event's origin has not been seen", append(logAttrs(meta), "event_id", quoteShort(r.EventID), "processor", r.Processor, "receipt_site", r.Site, "status", r.Status)...)
-			}
-			if err == nil {
-				// A kill here leaves the record written and the message
-				// unACKed: its redelivery must count as a Duplicate.
-				failpoint.Inject(failpoint.L1AfterKVWrite)
-				s.ack(msg, meta)
-				return
-			}
-			// ErrIndexIncomplete: redeliver so the repeat finishes the index.
+	return r, err
+}
+
+// finish counts what was done with one receipt message and ends it: ACK
+// after its record was written (res.Outcome set, no error), ACK after the
+// quarantine record's PubAck, NAK with a delay otherwise.
+func (s *Service) finish(opCtx context.Context, msg jetstream.Msg, r Receipt, receivedAt time.Time, res BatchResult) {
+	meta, _ := msg.Metadata() // nil only for a non-JetStream message
+	out, err := res.Outcome, res.Err
+	if out != 0 { // recorded (err may still report unfinished index work)
+		s.redrive.sawReceipt(r.Processor, res.OriginSeq, time.Now())
+		switch out {
+		case Applied:
+			s.applied.Add(1)
+		case Duplicate:
+			s.duplicates.Add(1)
+		case Conflict:
+			s.conflicts.Add(1)
+			s.log.Warn("receipts: conflicting status ignored", append(logAttrs(meta), "event_id", quoteShort(r.EventID), "processor", r.Processor, "status", r.Status)...)
+		case Held:
+			s.held.Add(1)
+			s.log.Warn("receipts: receipt held: its event's origin has not been seen", append(logAttrs(meta), "event_id", quoteShort(r.EventID), "processor", r.Processor, "receipt_site", r.Site, "status", r.Status)...)
 		}
+		if err == nil {
+			// A kill here leaves the record written and the message
+			// unACKed: its redelivery must count as a Duplicate.
+			failpoint.Inject(failpoint.L1AfterKVWrite)
+			s.ack(msg, meta)
+			return
+		}
+		// ErrIndexIncomplete: redeliver so the repeat finishes the index.
 	}
 	if errors.Is(err, ErrQuarantine) {
 		created, qerr := s.publishQuarantine(opCtx, msg, meta, receivedAt, err)

@@ -457,6 +457,7 @@ func TestService_ShutdownReleasesBuffered(t *testing.T) {
 	inAccept, release := make(chan struct{}, n), make(chan struct{})
 	cfg := testConfig(js)
 	cfg.InFlight = lanes
+	cfg.ApplyBatch = 1 // the lanes: one message in hand per lane
 	cfg.Accept = func(Receipt) error {
 		inAccept <- struct{}{}
 		<-release // hold every lane until shutdown has begun

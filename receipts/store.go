@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -118,6 +119,9 @@ type Store struct {
 	callTimeout  time.Duration
 	now          func() time.Time
 	holdUnknown  bool // StoreConfig.HoldUntilOrigin
+
+	js                                    jetstream.JetStream // for ApplyBatch; nil: NewStore
+	batches, batchRecords, batchFallbacks atomic.Uint64
 }
 
 // NewStore returns a Store over kv without a status index: Get, Apply,
@@ -172,6 +176,9 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		if err := setHistory(ctx, cfg.JS, cfg.Bucket, cfg.History); err != nil {
 			return nil, err
 		}
+		if err := enableAtomic(ctx, cfg.JS, cfg.Bucket); err != nil {
+			return nil, err
+		}
 	}
 	ikv, err := openBucket(ctx, cfg.JS, cfg.IndexBucket, "leafline completion status index", cfg.Create, cfg.Replicas, 1)
 	if err != nil {
@@ -185,6 +192,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	st.ix, st.overdueAfter, st.callTimeout = ix, cfg.OverdueAfter, cfg.CallTimeout
 	st.sites = normalizeNames(cfg.Sites)
 	st.holdUnknown = cfg.HoldUntilOrigin
+	st.js = cfg.JS
 	return st, nil
 }
 

@@ -1,0 +1,69 @@
+//go:build unix
+
+package receipts
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// TestService_Failpoint_AfterBatchCommit kills a batched Service (one
+// worker, so that the receipts share batches) in a child process after its
+// first batch committed and before any ACK. A second Service absorbs every
+// redelivery: each receipt is applied exactly once over both processes,
+// and each one the child committed is counted once as a duplicate.
+func TestService_Failpoint_AfterBatchCommit(t *testing.T) {
+	if url := os.Getenv(failpointChildEnv); url != "" {
+		runFailpointChild(t, url)
+		return
+	}
+	if testing.Short() {
+		t.Skip("runs a child process; skipped with -short")
+	}
+	srv, js := startJS(t)
+	ctx := testCtx(t)
+	createR1(t, js)
+	const n = 20
+	for i := 0; i < n; i++ {
+		r := testReceipt(eventID(i))
+		publish(t, js, mustEncode(t, r), r.MsgID())
+	}
+	runKilledChild(t, ctx, "TestService_Failpoint_AfterBatchCommit", srv.ClientURL())
+	kv, err := js.KeyValue(ctx, DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewStore(kv)
+	committed := 0
+	for i := 0; i < n; i++ {
+		if _, err := st.Get(ctx, eventID(i)); err == nil {
+			committed++
+		}
+	}
+	if committed == 0 {
+		t.Fatal("no record after the kill; want the first batch committed")
+	}
+
+	svc, err := NewService(failpointConfig(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startService(t, svc)
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if err := statsEqual(svc, Stats{Received: n, Applied: uint64(n - committed), Duplicates: uint64(committed)}); err != nil {
+			return err
+		}
+		return consumerDrained(ctx, js, "R1", DefaultConsumer)
+	})
+	for i := 0; i < n; i++ {
+		c, err := st.Get(ctx, eventID(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := c.Processors["edge-1"]; p.Status != StatusProcessed || p.Duplicates > 1 {
+			t.Fatalf("event %d after the redelivery: %+v", i, p)
+		}
+	}
+	t.Logf("the child committed %d of %d receipts before it was killed", committed, n)
+}
