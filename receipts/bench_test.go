@@ -103,15 +103,7 @@ func benchApply(b *testing.B, n int, originFirst bool) {
 	srv, js := startJSSync(b, *benchSyncAlways)
 	createR1(b, js)
 	if originFirst {
-		createL1A(b, js, jetstream.LimitsPolicy)
-		if _, err := js.CreateStream(testCtx(b), jetstream.StreamConfig{Name: "RX", Subjects: []string{"unused.receipts"}}); err != nil {
-			b.Fatal(err)
-		}
-		publishAll(b, js, n, func(i int) *nats.Msg {
-			m := &nats.Msg{Subject: "events.b", Header: nats.Header{}}
-			m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("bench-%07d", i))
-			return m
-		})
+		preloadOrigins(b, js, n)
 	}
 	preload(b, js, n)
 	var raw, svcDur, originDur time.Duration
@@ -168,6 +160,21 @@ func benchApply(b *testing.B, n int, originFirst bool) {
 		b.ReportMetric(float64(n*b.N)/originDur.Seconds(), "origin-events/s")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// preloadOrigins creates L1A with n events and an empty receipts stream RX
+// for a tracker that only follows the origin.
+func preloadOrigins(b *testing.B, js jetstream.JetStream, n int) {
+	b.Helper()
+	createL1A(b, js, jetstream.LimitsPolicy)
+	if _, err := js.CreateStream(testCtx(b), jetstream.StreamConfig{Name: "RX", Subjects: []string{"unused.receipts"}}); err != nil {
+		b.Fatal(err)
+	}
+	publishAll(b, js, n, func(i int) *nats.Msg {
+		m := &nats.Msg{Subject: "events.b", Header: nats.Header{}}
+		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("bench-%07d", i))
+		return m
+	})
 }
 
 // waitCount polls get until it reaches want (5 minutes at most).

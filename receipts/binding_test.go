@@ -141,9 +141,12 @@ func TestService_Binding(t *testing.T) {
 			t.Fatalf("%s: %+v", id, c)
 		}
 	}
-	if st := svc.Stats(); st.Held != 2 || st.Applied != 3 {
-		t.Fatalf("stats %+v", st)
-	}
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { // counted after the record is written
+		if st := svc.Stats(); st.Held != 2 || st.Applied != 3 {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
 	if got := listAll(t, svc, ListQuery{Status: ListPending}); !slices.Equal(got, []string{"early", "stray"}) {
 		t.Fatalf("pending (origin_unknown included): %q", got)
 	}
@@ -156,9 +159,12 @@ func TestService_Binding(t *testing.T) {
 	if _, ok := c.Unexpected["edge-2"]; !ok || len(c.Processors) != 0 || len(c.Held) != 0 || !slices.Equal(c.Missing, []string{"edge-1"}) {
 		t.Fatalf("stray after its origin: %+v", c)
 	}
-	if st := svc.Stats(); st.HeldReleased != 1 || st.HeldRefused != 1 || st.Applied != 4 {
-		t.Fatalf("stats %+v", st)
-	}
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { // counted after the record is written
+		if st := svc.Stats(); st.HeldReleased != 1 || st.HeldRefused != 1 || st.Applied != 4 {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
 	if !strings.Contains(logs.String(), "held receipts refused") {
 		t.Error("no log line for the refused held receipt")
 	}

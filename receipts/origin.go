@@ -116,23 +116,30 @@ func (s *Service) handleOrigin(ctx context.Context, msg jetstream.Msg, prep any)
 		PublishedAt: meta.Timestamp, Expected: expected, Digest: PayloadDigest(msg.Data()),
 	}
 	out, hr, err := s.Store().applyOrigin(opCtx, o, time.Now())
+	s.finishOrigin(msg, meta, o, out, hr, err)
+}
+
+// finishOrigin counts what was done with one origin message and ends it:
+// ACK after its record was written, ACK of one that can never be tracked,
+// NAK with a delay otherwise.
+func (s *Service) finishOrigin(msg jetstream.Msg, meta *jetstream.MsgMetadata, o Origin, out OriginOutcome, hr heldRelease, err error) {
 	switch out {
 	case OriginCreated, OriginMerged:
 		s.originTracked.Add(1)
-		s.countReleased(meta, p.id, hr)
+		s.countReleased(meta, o.EventID, hr)
 	case OriginKnown:
 		s.originKnown.Add(1)
 	case OriginReused:
 		s.originKnown.Add(1)
 		s.originReused.Add(1)
-		s.log.Warn("receipts: event_id reused with another payload: the first publication stands; the event is marked a conflict", append(logAttrs(meta), "event_id", quoteShort(p.id), "subject", msg.Subject(), "payload_sha256", o.Digest)...)
+		s.log.Warn("receipts: event_id reused with another payload: the first publication stands; the event is marked a conflict", append(logAttrs(meta), "event_id", quoteShort(o.EventID), "subject", msg.Subject(), "payload_sha256", o.Digest)...)
 	}
 	switch {
 	case err == nil:
 		s.ack(msg, meta)
 	case errors.Is(err, ErrInvalid):
 		s.originSkipped.Add(1)
-		s.log.Error("receipts: origin event not tracked: Expected returned invalid processors", append(logAttrs(meta), "event_id", quoteShort(p.id), "err", err)...)
+		s.log.Error("receipts: origin event not tracked: Expected returned invalid processors", append(logAttrs(meta), "event_id", quoteShort(o.EventID), "err", err)...)
 		s.ack(msg, meta)
 	default: // transient, ErrIndexIncomplete, or a corrupt record to repair
 		s.originRetried.Add(1)

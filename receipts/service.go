@@ -286,9 +286,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.OriginStream != "" {
 		g.Go(func() error {
 			return s.loop(gctx, "origin", s.setupOrigin, func(ctx context.Context, cons jetstream.Consumer) error {
-				return s.consume(ctx, cons, func(ctx context.Context, iter jetstream.MessagesContext) error {
-					return pipeline(ctx, iter, s.cfg.InFlight, s.prepareOrigin, s.handleOrigin)
-				})
+				return s.consume(ctx, cons, s.consumeOrigins)
 			})
 		})
 	}

@@ -184,6 +184,11 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Create {
+		if err := enableAtomic(ctx, cfg.JS, cfg.IndexBucket); err != nil {
+			return nil, err
+		}
+	}
 	ix, err := newIndex(ctx, cfg.JS, ikv)
 	if err != nil {
 		return nil, fmt.Errorf("receipts: open store: %w", err)

@@ -147,10 +147,7 @@ func (s *Store) writeChunk(ctx context.Context, items []BatchItem, gs []*batchGr
 			s.foldGroup(ctx, items, g)
 		}
 		if !g.perItem && g.val != nil {
-			m := nats.NewMsg(s.kvSubject(KVKey(g.eventID)))
-			m.Data = g.val
-			m.Header.Set(expectedLastSubjSeqHeader, strconv.FormatUint(g.rev, 10))
-			msgs = append(msgs, m)
+			msgs = append(msgs, s.casMsg(g))
 			batched = append(batched, g)
 		}
 	}
@@ -160,12 +157,14 @@ func (s *Store) writeChunk(ctx context.Context, items []BatchItem, gs []*batchGr
 			g.perItem = true
 		}
 	}
-	for _, g := range gs {
+	// Each group's follow-up (index removals, or the per-receipt path)
+	// touches its own event only, so groups proceed in parallel.
+	eachGroup(gs, func(g *batchGroup) {
 		if g.perItem {
 			for _, i := range g.idx {
 				res[i].Outcome, res[i].OriginSeq, res[i].Err = s.applyOutcome(ctx, items[i].Receipt, items[i].ReceivedAt)
 			}
-			continue
+			return
 		}
 		var ierr error
 		if g.val != nil {
@@ -177,32 +176,38 @@ func (s *Store) writeChunk(ctx context.Context, items []BatchItem, gs []*batchGr
 				res[i].Err = ierr
 			}
 		}
+	})
+}
+
+// eachGroup runs f for every group, getConcurrency at a time.
+func eachGroup(gs []*batchGroup, f func(*batchGroup)) {
+	sem := make(chan struct{}, getConcurrency)
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(g)
+		})
 	}
+	wg.Wait()
 }
 
 // readGroups reads the record of every group, a few at a time. A group
 // whose record cannot be read is applied one by one (which reports the
 // error, e.g. a corrupt record to quarantine).
 func (s *Store) readGroups(ctx context.Context, gs []*batchGroup) {
-	sem := make(chan struct{}, getConcurrency)
-	var wg sync.WaitGroup
-	for _, g := range gs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			c, rev, _, err := s.get(ctx, g.eventID)
-			switch {
-			case errors.Is(err, ErrNotFound):
-				g.c = Completion{EventID: g.eventID, Processors: map[string]ProcessorRecord{}}
-			case err != nil:
-				g.perItem = true
-			default:
-				g.c, g.rev, g.old = c, rev, indexKeys(&c)
-			}
-		}()
-	}
-	wg.Wait()
+	eachGroup(gs, func(g *batchGroup) {
+		c, rev, _, err := s.get(ctx, g.eventID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			g.c = Completion{EventID: g.eventID, Processors: map[string]ProcessorRecord{}}
+		case err != nil:
+			g.perItem = true
+		default:
+			g.c, g.rev, g.old = c, rev, indexKeys(&c)
+		}
+	})
 }
 
 // foldGroup applies the group's receipts in order to its record (exactly
@@ -297,6 +302,16 @@ func refused(err error) bool {
 	}
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr)
+}
+
+// casMsg is g's record write as a message of an atomic batch, with the
+// compare-and-set of a single write: 0 (no message yet) for a new key, or
+// the revision that was read.
+func (s *Store) casMsg(g *batchGroup) *nats.Msg {
+	m := nats.NewMsg(s.kvSubject(KVKey(g.eventID)))
+	m.Data = g.val
+	m.Header.Set(expectedLastSubjSeqHeader, strconv.FormatUint(g.rev, 10))
+	return m
 }
 
 // kvSubject is the subject of a key in the completion bucket's stream.

@@ -34,7 +34,7 @@ func siteReceipt(id, proc string, status Status) Receipt {
 func mixedInput() (origins []Origin, items []BatchItem) {
 	at := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 	for i := 0; i < 12; i++ {
-		origins = append(origins, Origin{EventID: eventID(i), Stream: "L1A", Subject: "events.a", Seq: uint64(i + 1), PublishedAt: at, Expected: []string{"edge-1", "edge-2"}})
+		origins = append(origins, Origin{EventID: eventID(i), Stream: "L1A", Subject: "events.a", Seq: uint64(i + 1), PublishedAt: at, Expected: []string{"edge-1", "edge-2"}, Digest: PayloadDigest([]byte("payload"))})
 	}
 	add := func(r Receipt) {
 		items = append(items, BatchItem{Receipt: r, ReceivedAt: at.Add(time.Duration(len(items)) * time.Second)})
@@ -83,13 +83,21 @@ func TestStore_ApplyBatch_EqualsPerReceipt(t *testing.T) {
 	one, batched := openTestStore(t, js, "one"), openTestStore(t, js, "batched")
 	origins, items := mixedInput()
 	now := time.Date(2026, 1, 2, 3, 0, 1, 0, time.UTC)
-	for _, o := range origins {
-		for _, st := range []*Store{one, batched} {
-			if _, err := st.ApplyOrigin(ctx, o, now); err != nil {
-				t.Fatal(err)
+	// Half the origins come before the receipts, half after them (their
+	// receipts are held, then released), then a repeat and a reuse.
+	reused := origins[3]
+	reused.Digest, reused.Seq = PayloadDigest([]byte("another payload")), 99
+	applyOrigins := func(os []Origin) {
+		t.Helper()
+		got := batched.ApplyOriginBatch(ctx, os, now)
+		for i, o := range os {
+			out, hr, err := one.applyOrigin(ctx, o, now)
+			if out != got[i].Outcome || (err == nil) != (got[i].Err == nil) || !reflect.DeepEqual(hr, got[i].held) {
+				t.Errorf("origin %s: one by one %v %+v %v, batched %v %+v %v", o.EventID, out, hr, err, got[i].Outcome, got[i].held, got[i].Err)
 			}
 		}
 	}
+	applyOrigins(origins[:6])
 	var want, got []BatchResult
 	for _, it := range items {
 		var r BatchResult
@@ -118,6 +126,7 @@ func TestStore_ApplyBatch_EqualsPerReceipt(t *testing.T) {
 	if seen[Applied] == 0 || seen[Duplicate] == 0 || seen[Conflict] == 0 || seen[Held] == 0 || refused == 0 {
 		t.Fatalf("the input lacks a case: outcomes %v, refused %d", seen, refused)
 	}
+	applyOrigins(append(slices.Clone(origins[6:]), origins[2], reused, origins[7]))
 	a, err := one.All(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +137,12 @@ func TestStore_ApplyBatch_EqualsPerReceipt(t *testing.T) {
 	}
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("records differ:\nper receipt %+v\nbatched     %+v", a, b)
+	}
+	if c, err := batched.Get(ctx, eventID(3)); err != nil || len(c.Reused) != 1 {
+		t.Errorf("event 3: %+v %v; want the reuse recorded", c, err)
+	}
+	if c, err := batched.Get(ctx, eventID(7)); err != nil || len(c.Held) != 0 || c.Processors["edge-1"].Status != StatusProcessed {
+		t.Errorf("event 7: %+v %v; want its held receipt released", c, err)
 	}
 	if ka, kb := indexKeysOf(t, one), indexKeysOf(t, batched); !slices.Equal(ka, kb) {
 		t.Errorf("index differs:\nper receipt %v\nbatched     %v", ka, kb)

@@ -1,0 +1,202 @@
+package receipts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// OriginResult is what ApplyOriginBatch did with one Origin: what
+// ApplyOrigin would have returned for it.
+type OriginResult struct {
+	Outcome OriginOutcome
+	Err     error
+	held    heldRelease
+}
+
+// ApplyOriginBatch records origins as if ApplyOrigin were called for each
+// in order (with the same now), and returns one result per origin.
+//
+// The pending index entries of all of them are written with one atomic
+// batch to the index bucket's stream, and then their records with one
+// atomic batch to the completion bucket's stream, with the same
+// create/compare-and-set expectations as ApplyOrigin (see ApplyBatch): two
+// disk flushes for up to MaxApplyBatch events. Where a batch is refused or
+// cannot be shown to have landed, the origins of that chunk are applied one
+// by one with ApplyOrigin (index entries already written are harmless: the
+// index is a superset of the truth).
+func (s *Store) ApplyOriginBatch(ctx context.Context, origins []Origin, now time.Time) []OriginResult {
+	res := make([]OriginResult, len(origins))
+	var order []string
+	groups := map[string][]int{}
+	for i, o := range origins {
+		if err := o.Validate(); err != nil {
+			res[i].Err = err
+			continue
+		}
+		if _, ok := groups[o.EventID]; !ok {
+			order = append(order, o.EventID)
+		}
+		groups[o.EventID] = append(groups[o.EventID], i)
+	}
+	now = now.UTC()
+	for start := 0; start < len(order); start += MaxApplyBatch {
+		chunk := order[start:min(start+MaxApplyBatch, len(order))]
+		gs := make([]*batchGroup, len(chunk))
+		for j, id := range chunk {
+			gs[j] = &batchGroup{eventID: id, idx: groups[id], written: map[idxKey]bool{}, perItem: s.js == nil || s.ix == nil}
+		}
+		if s.js != nil && s.ix != nil {
+			s.readGroups(ctx, gs)
+			s.writeOrigins(ctx, origins, gs, res, now)
+		}
+		eachGroup(gs, func(g *batchGroup) {
+			if g.perItem {
+				for _, i := range g.idx {
+					res[i].Outcome, res[i].held, res[i].Err = s.applyOrigin(ctx, origins[i], now)
+				}
+				return
+			}
+			if g.val != nil {
+				if err := s.cleanup(ctx, idToken(g.eventID), &g.c, g.old, g.written, nil); err != nil {
+					for _, i := range g.idx {
+						res[i].Err = err
+					}
+				}
+			}
+		})
+	}
+	return res
+}
+
+// writeOrigins folds each group's origins into its record (the decisions
+// of applyOrigin), writes the index entries and then the records in one
+// atomic batch each, and fills in res; on failure it marks the groups for
+// the per-origin path.
+func (s *Store) writeOrigins(ctx context.Context, origins []Origin, gs []*batchGroup, res []OriginResult, now time.Time) {
+	var idx, recs []*nats.Msg
+	var batched []*batchGroup
+	for _, g := range gs {
+		if g.perItem {
+			continue
+		}
+		changed := false
+		for _, i := range g.idx {
+			c := &g.c
+			existed := len(c.Processors) > 0 || len(c.Held) > 0
+			held := slices.Sorted(maps.Keys(c.Held))
+			out := mergeOrigin(c, origins[i], now)
+			res[i].Outcome = out
+			if out == OriginKnown || out == OriginReused {
+				changed = changed || out == OriginReused
+				continue
+			}
+			for _, p := range held {
+				if _, ok := c.Unexpected[p]; ok {
+					res[i].held.refused = append(res[i].held.refused, p)
+				} else {
+					res[i].held.released = append(res[i].held.released, p)
+				}
+			}
+			if !existed {
+				res[i].Outcome = OriginCreated
+			}
+			changed = true
+		}
+		if !changed {
+			continue
+		}
+		g.c.derive()
+		val := publishedValue(&g.c)
+		tok := idToken(g.eventID)
+		for _, k := range indexKeys(&g.c) {
+			if slices.Contains(g.old, k) && k.kind != kindPending {
+				continue
+			}
+			m := nats.NewMsg(s.ix.subject + k.key(tok))
+			m.Data = val
+			idx = append(idx, m)
+			g.written[k] = true
+		}
+		rec, err := json.Marshal(g.c)
+		if err != nil {
+			g.perItem = true
+			continue
+		}
+		g.val = rec
+		recs = append(recs, s.casMsg(g))
+		batched = append(batched, g)
+	}
+	if len(idx) > 0 {
+		cctx, cancel := context.WithTimeout(ctx, s.callTimeout+time.Duration(len(idx))*time.Millisecond)
+		_, err := jetstreamext.PublishMsgBatch(cctx, s.js, idx)
+		cancel()
+		if err != nil {
+			s.batchFallbacks.Add(1)
+			markPerItem(batched)
+			return
+		}
+	}
+	if len(recs) > 0 && !s.commitBatch(ctx, recs, batched) {
+		s.batchFallbacks.Add(1)
+		markPerItem(batched)
+	}
+}
+
+func markPerItem(gs []*batchGroup) {
+	for _, g := range gs {
+		g.perItem = true
+	}
+}
+
+// handleOriginBatch records a batch of origin messages with one
+// ApplyOriginBatch and ends each message as handleOrigin does. Messages
+// without a usable event_id or expected set take handleOrigin's path.
+func (s *Service) handleOriginBatch(ctx context.Context, b []laneItem) {
+	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
+	defer cancel()
+	var origins []Origin
+	var msgs []jetstream.Msg
+	var metas []*jetstream.MsgMetadata
+	for _, it := range b {
+		p := it.prep.(originPrep)
+		meta, merr := it.msg.Metadata()
+		var expected []string
+		err := errors.Join(merr, p.err)
+		if err == nil {
+			expected, err = s.expected(it.msg.Subject())
+		}
+		if err != nil {
+			s.handleOrigin(ctx, it.msg, it.prep)
+			continue
+		}
+		s.originReceived.Add(1)
+		origins = append(origins, Origin{
+			EventID: p.id, Stream: meta.Stream, Subject: it.msg.Subject(), Seq: meta.Sequence.Stream,
+			PublishedAt: meta.Timestamp, Expected: expected, Digest: PayloadDigest(it.msg.Data()),
+		})
+		msgs, metas = append(msgs, it.msg), append(metas, meta)
+	}
+	if len(origins) == 0 {
+		return
+	}
+	for i, r := range s.Store().ApplyOriginBatch(opCtx, origins, time.Now()) {
+		s.finishOrigin(msgs[i], metas[i], origins[i], r.Outcome, r.held, r.Err)
+	}
+}
+
+// consumeOrigins runs the origin loop's pipeline on iter: batches
+// (ApplyBatch > 1) or one message per lane.
+func (s *Service) consumeOrigins(ctx context.Context, iter jetstream.MessagesContext) error {
+	if s.cfg.ApplyBatch > 1 {
+		return batchPipeline(ctx, iter, min(s.cfg.InFlight, maxBatchWorkers), s.cfg.ApplyBatch, s.prepareOrigin, s.handleOriginBatch)
+	}
+	return pipeline(ctx, iter, s.cfg.InFlight, s.prepareOrigin, s.handleOrigin)
+}
