@@ -101,6 +101,7 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 		origin := base(ev.OriginStream)
 		origin.Subjects = ev.Subjects
 		origin.Description = "leafline origin events"
+		origin.AllowAtomicPublish = true // leafline publish writes atomic batches
 		r1 := sourced(rc.L1Stream)
 		r1.Description = "leafline receipts at L1"
 		for _, hub := range t.Downstream(site.Name) {

@@ -22,6 +22,7 @@ import (
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/bench"
 	"github.com/leafline/leafline/internal/demo"
+	"github.com/leafline/leafline/publish"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -45,7 +46,7 @@ func init() {
 		{"demo", "[--events N] [--cut DURATION] [--bad N --dlq] [--ack-confirm] [--keep] [--sink TYPE --sink-…]", "run L1, hub and edge in one process on loopback and prove every event completes", cmdDemo},
 		{"run", "--config FILE", "run the box described by FILE (any role)", cmdRun},
 		{"check", "--config FILE", "validate FILE and its topology; exit non-zero listing every problem", cmdCheck},
-		{"publish", "--config FILE [--count N] [--event-id ID] [--subject S] [--data TEXT]", "publish events to the origin stream at L1", cmdPublish},
+		{"publish", "--config FILE [--count N] [--batch N] [--event-id ID] [--subject S] [--data TEXT]", "publish events to the origin stream at L1", cmdPublish},
 		{"status", "--config FILE EVENT_ID", "print an event's completion record at L1 as JSON", cmdStatus},
 		{"pending", "--config FILE [--overdue] [--site S] [--unidentified] [--limit N] [--after CURSOR] [--json]", "list events still pending (or overdue) at L1, or the origin messages without a usable event_id", cmdPending},
 		{"summary", "--config FILE [--json]", "counts per status and per site at L1, oldest pending event", cmdSummary},
@@ -376,6 +377,7 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	id := fs.String("event-id", "", "event_id (only with --count 1; default: a new time-ordered UUIDv7 per event)")
 	subject := fs.String("subject", "", "subject (default: the first origin subject with its wildcard replaced by \"cli\")")
 	data := fs.String("data", "", "payload (default: a JSON object holding the event_id)")
+	batch := fs.Int("batch", publish.DefaultBatch, "events per atomic batch (1: one publish per event)")
 	if !parse(fs, args, 0, stderr) {
 		return exitUsage
 	}
@@ -385,6 +387,10 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if *count < 1 || *count > 10_000_000 {
 		fmt.Fprintf(stderr, "leafline publish: --count must be 1..10000000, got %d\n", *count)
+		return exitUsage
+	}
+	if *batch < 1 || *batch > publish.MaxBatch {
+		fmt.Fprintf(stderr, "leafline publish: --batch must be 1..%d, got %d\n", publish.MaxBatch, *batch)
 		return exitUsage
 	}
 	if *id != "" && *count != 1 {
@@ -411,31 +417,39 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitFailure
 	}
 	defer nc.Close()
-	for i := 0; i < *count; i++ {
-		eid := *id
-		if eid == "" {
-			eid = uuid.Must(uuid.NewV7()).String() // time-ordered, as the README advises
+	pub, err := publish.New(publish.Config{JS: js, Stream: cfg.Topology.Events.OriginStream, Batch: *batch})
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline publish: %v\n", err)
+		return exitUsage
+	}
+	for done := 0; done < *count; {
+		evs := make([]publish.Event, 0, min(*count-done, publish.MaxBatch))
+		for len(evs) < cap(evs) {
+			eid := *id
+			if eid == "" {
+				eid = uuid.Must(uuid.NewV7()).String() // time-ordered, as the README advises
+			}
+			ev := publish.Event{ID: eid, Subject: subj, Data: []byte(*data)}
+			if *data == "" {
+				ev.Data, _ = json.Marshal(map[string]string{"event_id": eid})
+			}
+			evs = append(evs, ev)
 		}
-		m := nats.NewMsg(subj)
-		m.Header.Set(jetstream.MsgIDHeader, eid)
-		if *data != "" {
-			m.Data = []byte(*data)
-		} else {
-			m.Data, _ = json.Marshal(map[string]string{"event_id": eid})
-		}
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		// Only the origin stream may store it, whatever else captures the
-		// subject.
-		ack, err := js.PublishMsg(pctx, m, jetstream.WithExpectStream(cfg.Topology.Events.OriginStream))
-		cancel()
-		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-			err = fmt.Errorf("%w: no stream answered for %s: is L1 running at %s, with its origin stream %s?", err, subj, nc.ConnectedUrlRedacted(), cfg.Topology.Events.OriginStream)
+		res, err := pub.Publish(ctx, evs)
+		for _, r := range res {
+			fmt.Fprintf(stdout, "published event_id=%s stream=%s seq=%d duplicate=%t\n", r.ID, r.Stream, r.Seq, r.Duplicate)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "leafline publish: event %s: %v\n", eid, err)
+			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+				err = fmt.Errorf("%w: no stream answered for %s: is L1 running at %s, with its origin stream %s?", err, subj, nc.ConnectedUrlRedacted(), cfg.Topology.Events.OriginStream)
+			}
+			fmt.Fprintf(stderr, "leafline publish: %v\n", err)
+			if left := *count - done - len(evs); left > 0 {
+				fmt.Fprintf(stderr, "leafline publish: %d further events were not attempted\n", left)
+			}
 			return exitFailure
 		}
-		fmt.Fprintf(stdout, "published event_id=%s stream=%s seq=%d duplicate=%t\n", eid, ack.Stream, ack.Sequence, ack.Duplicate)
+		done += len(evs)
 	}
 	return exitOK
 }

@@ -1,0 +1,171 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func startJS(t testing.TB) (*server.Server, jetstream.JetStream) {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, js
+}
+
+func createOrigin(t testing.TB, js jetstream.JetStream, atomic bool) {
+	t.Helper()
+	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: "L1A", Subjects: []string{"events.>"}, Storage: jetstream.FileStorage, AllowAtomicPublish: atomic,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func events(n int, prefix string) []Event {
+	evs := make([]Event, n)
+	for i := range evs {
+		evs[i] = Event{ID: fmt.Sprintf("%s-%04d", prefix, i), Subject: "events.a", Data: []byte("x")}
+	}
+	return evs
+}
+
+func newPublisher(t testing.TB, js jetstream.JetStream, batch int) *Publisher {
+	t.Helper()
+	p, err := New(Config{JS: js, Stream: "L1A", Batch: batch, Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func streamMsgs(t testing.TB, js jetstream.JetStream) uint64 {
+	t.Helper()
+	st, err := js.Stream(context.Background(), "L1A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// TestPublish_BatchThenRetry: events go in atomic batches; publishing the
+// same events again (what a retry after a lost answer does) stores nothing
+// twice and reports each as a duplicate.
+func TestPublish_BatchThenRetry(t *testing.T) {
+	_, js := startJS(t)
+	createOrigin(t, js, true)
+	p := newPublisher(t, js, 16)
+	evs := events(40, "a")
+	res, err := p.Publish(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.ID != evs[i].ID || !r.Batched || r.Duplicate || r.Seq != uint64(i+1) {
+			t.Fatalf("result %d: %+v", i, r)
+		}
+	}
+	res, err = p.Publish(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.ID != evs[i].ID || !r.Duplicate {
+			t.Fatalf("repeat %d: %+v; want a duplicate", i, r)
+		}
+	}
+	if n := streamMsgs(t, js); n != 40 {
+		t.Fatalf("stream holds %d messages, want 40", n)
+	}
+}
+
+// TestPublish_RepeatedIDInBatch: an event_id twice in one batch is stored
+// once; the batch is refused whole and published one by one.
+func TestPublish_RepeatedIDInBatch(t *testing.T) {
+	_, js := startJS(t)
+	createOrigin(t, js, true)
+	evs := events(5, "b")
+	evs = append(evs, evs[2])
+	res, err := newPublisher(t, js, 0).Publish(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 6 || !res[5].Duplicate || res[2].Duplicate {
+		t.Fatalf("results %+v", res)
+	}
+	if n := streamMsgs(t, js); n != 5 {
+		t.Fatalf("stream holds %d messages, want 5", n)
+	}
+}
+
+// TestPublish_NoAtomicStream: a stream without atomic publish still gets
+// every event, one publish each.
+func TestPublish_NoAtomicStream(t *testing.T) {
+	_, js := startJS(t)
+	createOrigin(t, js, false)
+	res, err := newPublisher(t, js, 0).Publish(context.Background(), events(10, "c"))
+	if err != nil || len(res) != 10 || res[0].Batched {
+		t.Fatalf("results %+v, %v", res, err)
+	}
+	if n := streamMsgs(t, js); n != 10 {
+		t.Fatalf("stream holds %d messages, want 10", n)
+	}
+}
+
+// TestPublish_ReportsNotStored: events the origin stream would not store
+// (another subject) fail their batch; the error names exactly the events
+// not stored, and those of earlier batches are reported stored.
+func TestPublish_ReportsNotStored(t *testing.T) {
+	_, js := startJS(t)
+	createOrigin(t, js, true)
+	evs := events(8, "d")
+	for i := 4; i < 8; i++ {
+		evs[i].Subject = "other.x"
+	}
+	p, err := New(Config{JS: js, Stream: "L1A", Batch: 4, Attempts: 1, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Publish(context.Background(), evs)
+	var ns *NotStoredError
+	if !errors.As(err, &ns) || !errors.Is(err, ErrNotStored) {
+		t.Fatalf("err %v; want a NotStoredError", err)
+	}
+	if want := []string{"d-0004", "d-0005", "d-0006", "d-0007"}; !slices.Equal(ns.IDs, want) {
+		t.Fatalf("not stored %v, want %v", ns.IDs, want)
+	}
+	if len(res) != 4 || streamMsgs(t, js) != 4 {
+		t.Fatalf("results %+v; stream %d", res, streamMsgs(t, js))
+	}
+	if _, err := New(Config{Batch: MaxBatch + 1}); err == nil {
+		t.Fatal("New accepted a config without JS and Stream, with too large a batch")
+	}
+}
