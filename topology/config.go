@@ -47,6 +47,9 @@ type Config struct {
 	Completion CompletionConfig `json:"completion,omitempty"`
 	Log        LogConfig        `json:"log,omitempty"`
 	Signing    SigningConfig    `json:"signing,omitempty"`
+	// Cluster, when its URLs are set, runs an l1 or hub box against an
+	// existing NATS cluster instead of an embedded server (cluster.go).
+	Cluster ClusterConfig `json:"cluster,omitempty"`
 
 	// Topology is the loaded shared topology (not part of the file).
 	Topology *Topology `json:"-"`
@@ -123,6 +126,10 @@ type LeafnodeConfig struct {
 	// (e.g. a local proxy). Zero value means the topology's. Like the
 	// topology's, it may carry a user name but never a password.
 	UpstreamURL string `json:"upstream_url,omitempty"`
+	// UpstreamURLs, in place of UpstreamURL, lists every node of an
+	// upstream cluster: the link dials them in turn and moves to another
+	// when the one it uses dies. Same rules as UpstreamURL.
+	UpstreamURLs []string `json:"upstream_urls,omitempty"`
 	// ListenTLS is the leafnode listener's certificate, key and (for
 	// "mutual") the CA that signs the dialling sites' certificates. Required
 	// exactly when the site's topology leafnode.tls is "on" or "mutual".
@@ -359,6 +366,7 @@ func (c *Config) SetDefaults() {
 	setDuration(&co.OverdueAfter, 5*time.Minute)
 	setInt(&co.History, 1)
 	setDuration(&co.RedriveAfter, 10*time.Minute)
+	c.Cluster.setDefaults(c.Site)
 	setString(&c.Log.Level, "info")
 	setString(&c.Log.Format, "text")
 }

@@ -194,15 +194,21 @@ func isLoopbackHost(host string) bool {
 // checkUpstreamURL reports why s is not a leafnode remote URL. The URL is
 // never quoted back: it may carry credentials.
 func checkUpstreamURL(s string) error {
+	return checkServerURL(s, upstreamSchemes, "nats-leaf, tls, nats, ws, wss", "leafnode.upstream_auth.password_file or password_env")
+}
+
+// checkServerURL checks a URL a box dials: one of schemes (named in
+// schemeNames), no password (hint says where it belongs), a host and a port.
+func checkServerURL(s string, schemes map[string]bool, schemeNames, hint string) error {
 	u, err := url.Parse(s)
 	if err != nil {
 		return errors.New("not a valid URL")
 	}
-	if !upstreamSchemes[u.Scheme] {
-		return fmt.Errorf("scheme %q is not one of nats-leaf, tls, nats, ws, wss", u.Scheme)
+	if !schemes[u.Scheme] {
+		return fmt.Errorf("scheme %q is not one of %s", u.Scheme, schemeNames)
 	}
 	if _, ok := u.User.Password(); ok {
-		return errors.New("URL carries a password, which would be printed with the config; put it in leafnode.upstream_auth.password_file or password_env")
+		return fmt.Errorf("URL carries a password, which would be printed with the config; put it in %s", hint)
 	}
 	if u.Hostname() == "" {
 		return errors.New("URL has no host")

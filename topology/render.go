@@ -79,6 +79,12 @@ func Render(t *Topology, site string, local *Config) (string, error) {
 	if local != nil && local.Site != site {
 		local = nil
 	}
+	return render(t, s, local, nil)
+}
+
+// render writes the configuration of site s, or of one node of its
+// cluster when node is set (see RenderCluster).
+func render(t *Topology, s *Site, local *Config, node *ClusterNode) (string, error) {
 	w := &confWriter{}
 	w.comment("nats-server configuration for leafline site %q (role %s, JetStream domain %q),", s.Name, s.Role, s.Domain)
 	w.comment("rendered by `leafline topology render`. It holds no secret: keys and credentials")
@@ -87,13 +93,17 @@ func Render(t *Topology, site string, local *Config) (string, error) {
 		w.comment("Box-local settings are placeholders (no config of this site was given).")
 	}
 	w.blank()
-	w.kv("server_name", q(s.Name))
-	clientListen := "127.0.0.1:4222"
+	serverName, clientListen := s.Name, "127.0.0.1:4222"
 	storeDir := filepath.Join("data", s.Name, "jetstream")
 	if local != nil {
 		clientListen = local.NATS.Listen
 		storeDir = filepath.Join(local.DataDir, "jetstream")
 	}
+	if node != nil {
+		serverName, clientListen = node.Name, node.Listen
+		storeDir = filepath.Join(node.DataDir, "jetstream")
+	}
+	w.kv("server_name", q(serverName))
 	w.kv("listen", q(renderListen(clientListen)))
 	w.blank()
 	w.open("jetstream")
@@ -122,10 +132,13 @@ func Render(t *Topology, site string, local *Config) (string, error) {
 		w.kv(k, strconv.FormatBool(flags[k]))
 	}
 	w.close()
+	if node != nil {
+		renderRoutes(w, local.Cluster, node)
+	}
 	if err := renderUsers(w, t, s); err != nil {
 		return "", err
 	}
-	if err := renderLeafnodes(w, t, s, local); err != nil {
+	if err := renderLeafnodes(w, t, s, local, node); err != nil {
 		return "", err
 	}
 	return w.String(), nil
@@ -190,9 +203,13 @@ func renderUsers(w *confWriter, t *Topology, s *Site) error {
 	return nil
 }
 
-func renderLeafnodes(w *confWriter, t *Topology, s *Site, local *Config) error {
+func renderLeafnodes(w *confWriter, t *Topology, s *Site, local *Config, node *ClusterNode) error {
 	up, hasUp := t.Site(s.Upstream)
-	if s.Leafnode.Listen == "" && !hasUp {
+	listen := s.Leafnode.Listen
+	if node != nil {
+		listen = node.LeafnodeListen
+	}
+	if listen == "" && !hasUp {
 		return nil
 	}
 	placeholder := TLSFiles{
@@ -202,8 +219,8 @@ func renderLeafnodes(w *confWriter, t *Topology, s *Site, local *Config) error {
 	}
 	w.blank()
 	w.open("leafnodes")
-	if s.Leafnode.Listen != "" {
-		w.kv("listen", q(s.Leafnode.Listen))
+	if listen != "" {
+		w.kv("listen", q(listen))
 		w.comment("Downstream sites dial exactly the address they were given.")
 		w.kv("no_advertise", "true")
 		if mode := s.Leafnode.TLS; mode == TLSOn || mode == TLSMutual {
@@ -226,14 +243,22 @@ func renderLeafnodes(w *confWriter, t *Topology, s *Site, local *Config) error {
 		w.kv("reconnect", q(local.Leafnode.ReconnectInterval.String()))
 	}
 	if hasUp {
-		raw := s.Leafnode.UpstreamURL
-		if local != nil && local.Leafnode.UpstreamURL != "" {
-			raw = local.Leafnode.UpstreamURL
+		raws := []string{s.Leafnode.UpstreamURL}
+		if local != nil {
+			raws = local.UpstreamURLs(s)
 		}
-		u, err := url.Parse(raw)
-		if raw == "" || err != nil {
+		var us []*url.URL
+		for _, raw := range raws {
+			u, err := url.Parse(raw)
+			if raw == "" || err != nil {
+				return fmt.Errorf("topology: site %q has no valid upstream URL", s.Name)
+			}
+			us = append(us, u)
+		}
+		if len(us) == 0 {
 			return fmt.Errorf("topology: site %q has no valid upstream URL", s.Name)
 		}
+		u := us[0]
 		w.openList("remotes")
 		w.openAnon()
 		auth := s.Leafnode.Auth
@@ -244,7 +269,11 @@ func renderLeafnodes(w *confWriter, t *Topology, s *Site, local *Config) error {
 			w.comment("%s", withUser.String())
 			w.kv("urls", "[$"+UpstreamURLEnv(s.Name)+"]")
 		} else {
-			w.kv("urls", qlist([]string{u.Redacted()}))
+			var rs []string
+			for _, u := range us {
+				rs = append(rs, u.Redacted())
+			}
+			w.kv("urls", qlist(rs))
 		}
 		w.comment("Never reconnect around the given address to servers discovered through it.")
 		w.kv("ignore_discovered_servers", "true")

@@ -399,6 +399,8 @@ func (c *Config) validateLocal(p *problems) {
 			p.add("leafnode.upstream_url", "%v", err)
 		}
 	}
+	c.validateUpstreamURLs(p)
+	c.Cluster.validate(p)
 	c.validateLeafnodeSecurity(p)
 	c.validateSink(p)
 	c.validateEventID(p)
@@ -589,6 +591,10 @@ func (c *Config) validateAgainst(p *problems, t *Topology) {
 	if c.Leafnode.UpstreamURL != "" && s.Upstream == "" {
 		p.add("leafnode.upstream_url", "site %q (%s) has no upstream to dial", s.Name, s.Role)
 	}
+	if len(c.Leafnode.UpstreamURLs) > 0 && s.Upstream == "" {
+		p.add("leafnode.upstream_urls", "site %q (%s) has no upstream to dial", s.Name, s.Role)
+	}
+	c.validateClusterAgainst(p, t, s)
 	c.checkListenerClash(p, s)
 	c.validateSecurityAgainst(p, t, s)
 	c.validateSigningAgainst(p, s)

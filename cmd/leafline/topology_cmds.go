@@ -41,7 +41,7 @@ func cmdTopology(ctx context.Context, args []string, stdout, stderr io.Writer) i
 func topologyUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: leafline topology SUBCOMMAND [flags]")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "  render      (--config FILE | --topology FILE) [--site NAME]")
+	fmt.Fprintln(w, "  render      (--config FILE | --topology FILE) [--site NAME] [--out DIR]")
 	fmt.Fprintln(w, "              print the site's nats-server configuration (stock nats-server >= 2.15.3 or 2.14.10)")
 	fmt.Fprintln(w, "  permissions (--config FILE | --topology FILE) --site NAME")
 	fmt.Fprintln(w, "              print, as JSON, what the site may send and receive across its upstream link")
@@ -78,12 +78,16 @@ func cmdTopologyRender(args []string, stdout, stderr io.Writer) int {
 	config := fs.String("config", "", "box config `FILE` (its local settings fill the output when --site is its site)")
 	topo := fs.String("topology", "", "topology `FILE` (box-local settings become placeholders)")
 	site := fs.String("site", "", "site `NAME` (default: the config's site)")
+	outDir := fs.String("out", "", "`DIR` for the node configurations of a config with cluster.nodes")
 	if !parse(fs, args, 0, stderr) {
 		return exitUsage
 	}
 	t, cfg, ok := loadTopologyFlags("render", *config, *topo, stderr)
 	if !ok {
 		return exitUsage
+	}
+	if cfg != nil && len(cfg.Cluster.Nodes) > 0 && (*site == "" || *site == cfg.Site) {
+		return renderCluster(t, cfg, *outDir, stdout, stderr) // cluster_cmds.go
 	}
 	name := *site
 	if name == "" && cfg != nil {
