@@ -104,7 +104,13 @@ func (a *App) Ready() <-chan struct{} { return a.ready }
 func (a *App) Metrics() *Metrics { return a.metrics }
 
 // ClientURL is the embedded server's client URL (valid after Ready).
-func (a *App) ClientURL() string { return a.srv.ClientURL() }
+// In cluster mode it is the cluster's URLs.
+func (a *App) ClientURL() string {
+	if a.srv == nil {
+		return a.cfg.Cluster.ClusterURL()
+	}
+	return a.srv.ClientURL()
+}
 
 // Server is the embedded server (valid after Ready).
 func (a *App) Server() *server.Server { return a.srv }
@@ -206,12 +212,15 @@ func (a *App) life(ctx context.Context) error {
 	a.notReady.Store("")
 	a.metrics.storageFull.Set(0)
 	a.readyOnce.Do(func() { close(a.ready) })
-	a.log.Info("leafline ready", "nats", a.srv.ClientURL(), "ops", a.OpsAddr(), "domain", a.site.Domain)
+	a.log.Info("leafline ready", "nats", a.ClientURL(), "ops", a.OpsAddr(), "domain", a.site.Domain)
 	return g.Wait()
 }
 
 func (a *App) start(ctx context.Context) error {
 	cfg := a.cfg
+	if cfg.Cluster.Enabled() {
+		return a.startOnCluster(ctx) // cluster.go
+	}
 	if !cfg.JetStream.Durable() {
 		a.log.Warn("DURABILITY WARNING: jetstream.sync_interval is not \"always\": a PubAck only means the page cache, and a power cut can lose acknowledged events and receipts",
 			"sync_interval", cfg.JetStream.SyncInterval)
@@ -335,6 +344,7 @@ func (a *App) startL1(ctx context.Context) error {
 		Stream:            t.Receipts.L1Stream,
 		Consumer:          cfg.Completion.Consumer,
 		Bucket:            cfg.Completion.Bucket,
+		Replicas:          a.replicas(),
 		History:           cfg.Completion.History,
 		QuarantineStream:  cfg.Completion.QuarantineStream,
 		QuarantineSubject: cfg.Completion.QuarantineSubject,
@@ -514,7 +524,7 @@ func (a *App) monitor(ctx context.Context) error {
 		return err
 	}
 	for {
-		if ctx.Err() == nil && !a.crashed.Load() && a.srv.Running() && !a.srv.JetStreamEnabled() {
+		if ctx.Err() == nil && !a.crashed.Load() && a.srv != nil && a.srv.Running() && !a.srv.JetStreamEnabled() {
 			a.metrics.jetstreamEnabled.Set(0)
 			return errJetStreamDisabled
 		}
@@ -527,7 +537,7 @@ func (a *App) monitor(ctx context.Context) error {
 			a.metrics.storageFree.Set(float64(free))
 		}
 		up := 0.0
-		if upstreamConnected(a.srv) {
+		if a.UpstreamConnected() {
 			up = 1
 		}
 		a.metrics.upstreamConnected.Set(up)

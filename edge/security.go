@@ -112,9 +112,11 @@ func upstreamSecurity(remote *server.RemoteLeafOpts, cfg *topology.Config, site 
 		if err != nil {
 			return err
 		}
-		withPw := *u
-		withPw.User = url.UserPassword(site.Leafnode.Auth.User, pw)
-		remote.URLs = []*url.URL{&withPw}
+		for i, u := range remote.URLs {
+			withPw := *u
+			withPw.User = url.UserPassword(site.Leafnode.Auth.User, pw)
+			remote.URLs[i] = &withPw
+		}
 	case topology.AuthCreds:
 		if _, err := os.Stat(a.CredsFile); err != nil {
 			return fmt.Errorf("leafnode.upstream_auth.creds_file: %w", err)

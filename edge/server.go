@@ -74,14 +74,20 @@ func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 	// MaxPingsOut missed pongs, about 3 ping intervals.
 	opts.PingInterval = cfg.Leafnode.PingInterval.D()
 	opts.MaxPingsOut = 3
-	if up := upstreamURL(cfg, site); up != "" {
-		u, err := url.Parse(up)
-		if err != nil {
-			// Never quote the URL: it may carry credentials.
-			return nil, errors.New("leafnode upstream url: not a valid URL")
+	if ups := cfg.UpstreamURLs(site); len(ups) > 0 {
+		// Several URLs (the nodes of an upstream cluster): the link dials
+		// the next one when the node it uses dies.
+		urls := make([]*url.URL, 0, len(ups))
+		for _, up := range ups {
+			u, err := url.Parse(up)
+			if err != nil {
+				// Never quote the URL: it may carry credentials.
+				return nil, errors.New("leafnode upstream url: not a valid URL")
+			}
+			urls = append(urls, u)
 		}
 		remote := &server.RemoteLeafOpts{
-			URLs: []*url.URL{u},
+			URLs: urls,
 			// Never reconnect "around" the given address to servers
 			// discovered through it.
 			IgnoreDiscoveredServers: true,
@@ -92,14 +98,6 @@ func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
 	}
 	return opts, nil
-}
-
-// upstreamURL is the box's override, else the topology's.
-func upstreamURL(cfg *topology.Config, site *topology.Site) string {
-	if cfg.Leafnode.UpstreamURL != "" {
-		return cfg.Leafnode.UpstreamURL
-	}
-	return site.Leafnode.UpstreamURL
 }
 
 func splitHostPort(hp string) (string, int, error) {

@@ -1,0 +1,87 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// startOnCluster starts an l1 or hub box against the existing cluster its
+// config names (topology.ClusterConfig): no embedded server, one client
+// connection that fails over between the cluster's URLs. The box checks
+// that the servers serve the site's JetStream domain, then creates or
+// reconciles its streams and consumers there with cluster.replicas (an
+// existing one is updated in place, scaled to that count, and never
+// deleted or purged), and starts its role's work as a client: on L1 the
+// completion service (with the origin tracker, redrive and status API),
+// on a hub only trimming, since the links are the servers' own durable
+// sourcing. Several boxes of one site may run at once: creating an asset
+// that another box created is an update to the same configuration, the
+// completion service's instances share its durable consumer and apply
+// each event once through the bucket's create/compare-and-set, and
+// trimming deletes only what every taker has taken.
+func (a *App) startOnCluster(ctx context.Context) error {
+	cl := a.cfg.Cluster
+	opts := []nats.Option{
+		nats.Name("leafline-" + a.site.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}
+	if cl.CredentialsFile != "" {
+		opts = append(opts, nats.UserCredentials(cl.CredentialsFile))
+	}
+	if cl.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cl.TLS.CAFile))
+	}
+	if cl.TLS.CertFile != "" {
+		opts = append(opts, nats.ClientCert(cl.TLS.CertFile, cl.TLS.KeyFile))
+	}
+	var err error
+	if a.nc, err = nats.Connect(cl.ClusterURL(), opts...); err != nil {
+		return fmt.Errorf("cluster.urls: connect: %w", err)
+	}
+	if a.js, err = jetstream.New(a.nc); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ai, err := a.js.AccountInfo(rctx)
+	if err != nil {
+		return fmt.Errorf("cluster: JetStream on %s: %w", a.nc.ConnectedUrlRedacted(), err)
+	}
+	if ai.Domain != a.site.Domain {
+		return fmt.Errorf("cluster: the servers' JetStream domain is %q, site %q's domain in the topology is %q", ai.Domain, a.site.Name, a.site.Domain)
+	}
+	if err := reconcile(rctx, a.js, a.clusterPlan()); err != nil {
+		return err
+	}
+	a.log.Info("running on cluster", "server", a.nc.ConnectedServerName(), "replicas", cl.Replicas)
+	if a.site.Role == topology.RoleL1 {
+		return a.startL1(rctx)
+	}
+	return nil
+}
+
+// clusterPlan is the site's plan with every stream at cluster.replicas;
+// the consumers follow their stream's replica count.
+func (a *App) clusterPlan() plan {
+	p := sitePlan(a.cfg, a.site)
+	for i := range p.streams {
+		p.streams[i].Replicas = a.replicas()
+	}
+	return p
+}
+
+// replicas is the replica count of what the box creates: cluster.replicas
+// in cluster mode, else 1 (an embedded server is one node).
+func (a *App) replicas() int {
+	if a.cfg.Cluster.Enabled() {
+		return a.cfg.Cluster.Replicas
+	}
+	return 1
+}
