@@ -519,7 +519,7 @@ func (a *App) monitor(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastPrune := time.Time{}
-	probe, err := newStorageProbe(a.cfg.DataDir) // see writable.go
+	probe, err := a.newProbe() // see writable.go, cluster.go
 	if err != nil {
 		return err
 	}

@@ -85,3 +85,13 @@ func (a *App) replicas() int {
 	}
 	return 1
 }
+
+// newProbe is the storage probe of the box's data dir, and of its
+// JetStream store when the box embeds its server: on a cluster the data
+// dir holds only the box's lock, and the servers watch their own stores.
+func (a *App) newProbe() (*storageProbe, error) {
+	if a.cfg.Cluster.Enabled() {
+		return probeDirs(a.cfg.DataDir)
+	}
+	return newStorageProbe(a.cfg.DataDir)
+}

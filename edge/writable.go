@@ -47,7 +47,12 @@ type storageProbe struct {
 // newStorageProbe records the identity of the box's directories, once the
 // box has started on them.
 func newStorageProbe(dataDir string) (*storageProbe, error) {
-	p := &storageProbe{dirs: []string{dataDir, filepath.Join(dataDir, "jetstream")}}
+	return probeDirs(dataDir, filepath.Join(dataDir, "jetstream"))
+}
+
+// probeDirs is a probe of the given directories, which must exist.
+func probeDirs(dirs ...string) (*storageProbe, error) {
+	p := &storageProbe{dirs: dirs}
 	for _, d := range p.dirs {
 		fi, err := os.Stat(d)
 		if err != nil {
