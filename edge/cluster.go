@@ -32,15 +32,7 @@ func (a *App) startOnCluster(ctx context.Context) error {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 	}
-	if cl.CredentialsFile != "" {
-		opts = append(opts, nats.UserCredentials(cl.CredentialsFile))
-	}
-	if cl.TLS.CAFile != "" {
-		opts = append(opts, nats.RootCAs(cl.TLS.CAFile))
-	}
-	if cl.TLS.CertFile != "" {
-		opts = append(opts, nats.ClientCert(cl.TLS.CertFile, cl.TLS.KeyFile))
-	}
+	opts = append(opts, ClusterClientOptions(cl)...)
 	var err error
 	if a.nc, err = nats.Connect(cl.ClusterURL(), opts...); err != nil {
 		return fmt.Errorf("cluster.urls: connect: %w", err)
@@ -94,4 +86,20 @@ func (a *App) newProbe() (*storageProbe, error) {
 		return probeDirs(a.cfg.DataDir)
 	}
 	return newStorageProbe(a.cfg.DataDir)
+}
+
+// ClusterClientOptions are the NATS client options of a cluster config:
+// its credentials file and TLS files.
+func ClusterClientOptions(c topology.ClusterConfig) []nats.Option {
+	var opts []nats.Option
+	if c.CredentialsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredentialsFile))
+	}
+	if c.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(c.TLS.CAFile))
+	}
+	if c.TLS.CertFile != "" {
+		opts = append(opts, nats.ClientCert(c.TLS.CertFile, c.TLS.KeyFile))
+	}
+	return opts
 }

@@ -345,6 +345,10 @@ func demoSink(typ, url, mode, command, dsnEnv, subject string) (topology.SinkCon
 // connect dials server, by default the box's own NATS client listener,
 // with extra options (credentials) if any.
 func connect(cfg *topology.Config, server string, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	if server == "" && cfg.Cluster.Enabled() {
+		// A box on a cluster has no listener of its own: its cluster's.
+		server, extra = cfg.Cluster.ClusterURL(), append(edge.ClusterClientOptions(cfg.Cluster), extra...)
+	}
 	if server == "" {
 		server = "nats://" + cfg.NATS.Listen
 		// The box's own listener takes nats.auth's password, if it has one.

@@ -74,6 +74,15 @@ type layout struct {
 	l1Nodes, hubNodes []*natsproc.Server
 	// boxes by name: l1-a, l1-b, hub-a, edge1, edge2.
 	boxes map[string]*box
+	// l1URL is where events are published: L1's client URLs.
+	l1URL string
+}
+
+// layoutOptions vary the layout for measurements.
+type layoutOptions struct {
+	// embeddedL1 runs L1 as one box with its embedded server (l1-a; no
+	// l1-b) instead of a cluster, for a side-by-side measurement.
+	embeddedL1 bool
 }
 
 // box is one leafline box run as a child process of the test binary.
@@ -100,7 +109,7 @@ func needLoopbackNet(t *testing.T) {
 // newLayout writes the topology and box configs, renders the clusters'
 // server configurations with topology.RenderCluster, and starts the six
 // servers. Boxes are started by the test.
-func newLayout(t *testing.T) *layout {
+func newLayout(t *testing.T, o layoutOptions) *layout {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs six nats-server processes and five boxes; skipped with -short")
@@ -121,6 +130,13 @@ func newLayout(t *testing.T) *layout {
 	l1Cluster := clusterJSON(lay.dir, "l1", l1IPs, l1Client, l1Route, l1Leaf)
 	hubCluster := clusterJSON(lay.dir, "hub", hubIPs, hubClient, hubRoute, hubLeaf)
 	hubUp := urlList("nats-leaf", l1IPs, l1Leaf)
+	lay.l1URL = strings.Join([]string{
+		fmt.Sprintf("nats://%s:%d", l1IPs[0], l1Client), fmt.Sprintf("nats://%s:%d", l1IPs[1], l1Client), fmt.Sprintf("nats://%s:%d", l1IPs[2], l1Client),
+	}, ",")
+	if o.embeddedL1 {
+		hubUp = urlList("nats-leaf", l1IPs[:1], l1Leaf)
+		lay.l1URL = fmt.Sprintf("nats://%s:%d", l1IPs[0], l1Client)
+	}
 	edgeUp := urlList("nats-leaf", hubIPs, hubLeaf)
 	boxes := []struct {
 		name, cfg string
@@ -134,6 +150,11 @@ func newLayout(t *testing.T) *layout {
 		{"edge1", edgeJSON(lay.dir, "edge1", ports[9], ports[10], edgeUp)},
 		{"edge2", edgeJSON(lay.dir, "edge2", ports[11], ports[12], edgeUp)},
 	}
+	if o.embeddedL1 {
+		boxes[0].cfg = fmt.Sprintf(`{"topology": "topology.json", "site": "l1", "data_dir": %q, "nats": {"listen": "%s:%d"}, "ops": {"listen": "127.0.0.1:%d"}}`,
+			filepath.Join(lay.dir, "l1-a"), l1IPs[0], l1Client, ports[6])
+		boxes = append(boxes[:1], boxes[2:]...)
+	}
 	for _, b := range boxes {
 		path := lay.write(b.name+".json", b.cfg)
 		cfg, err := topology.LoadConfig(path)
@@ -142,7 +163,9 @@ func newLayout(t *testing.T) *layout {
 		}
 		lay.boxes[b.name] = &box{t: t, name: b.name, config: path, ops: cfg.Ops.Listen, log: filepath.Join(lay.dir, b.name+".log")}
 	}
-	lay.l1Nodes = lay.startCluster(bin, "l1-a", l1Client)
+	if !o.embeddedL1 {
+		lay.l1Nodes = lay.startCluster(bin, "l1-a", l1Client)
+	}
 	lay.hubNodes = lay.startCluster(bin, "hub-a", hubClient)
 	t.Cleanup(lay.stop)
 	return lay
@@ -199,7 +222,7 @@ func (lay *layout) stop() {
 		s.Stop()
 	}
 	if lay.t.Failed() {
-		for _, name := range []string{"l1-a", "l1-b", "hub-a", "edge1", "edge2"} {
+		for name := range lay.boxes {
 			tail(lay.t, filepath.Join(lay.dir, name+".log"))
 		}
 	}

@@ -24,7 +24,7 @@ import (
 // the long run uses 20000.
 const eventsEnv = "LEAFLINE_CLUSTER_EVENTS"
 
-const defaultEvents = 2000
+const defaultEvents = 1000
 
 func eventCount(t *testing.T) int {
 	t.Helper()
@@ -46,12 +46,12 @@ func eventCount(t *testing.T) int {
 // edge), that nothing is left pending, and that both l1 boxes answer the
 // same summary.
 func TestSystem_Clusters_Failover(t *testing.T) {
-	lay := newLayout(t)
+	lay := newLayout(t, layoutOptions{})
 	n := eventCount(t)
 	for _, name := range []string{"l1-a", "l1-b", "hub-a", "edge1", "edge2"} {
 		lay.boxes[name].start()
 	}
-	nc, err := nats.Connect(lay.l1URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc, err := nats.Connect(lay.l1URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,30 +121,6 @@ func TestSystem_Clusters_Failover(t *testing.T) {
 			t.Fatalf("%s outbox: %d published, %d pending; want %d published", e, st.Published, st.Pending, n)
 		}
 	}
-}
-
-func (lay *layout) l1URLs() string {
-	cfg := lay.boxes["l1-a"].config
-	data, err := os.ReadFile(cfg)
-	if err != nil {
-		lay.t.Fatal(err)
-	}
-	var c struct {
-		Cluster struct {
-			URLs []string `json:"urls"`
-		} `json:"cluster"`
-	}
-	if err := json.Unmarshal(data, &c); err != nil {
-		lay.t.Fatal(err)
-	}
-	u := ""
-	for i, s := range c.Cluster.URLs {
-		if i > 0 {
-			u += ","
-		}
-		u += s
-	}
-	return u
 }
 
 func mustStart(t *testing.T, s interface{ Start(time.Duration) error }) {

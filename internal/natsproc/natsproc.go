@@ -116,6 +116,16 @@ func (s *Server) signal(sig syscall.Signal) {
 	s.cmd, s.done = nil, nil
 }
 
+// Pid is the running process's id, or 0.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Running reports whether the process was started and has not exited.
 func (s *Server) Running() bool {
 	s.mu.Lock()
