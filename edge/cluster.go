@@ -40,12 +40,12 @@ func (a *App) startOnCluster(ctx context.Context) error {
 	if a.js, err = jetstream.New(a.nc); err != nil {
 		return err
 	}
+	ai, err := a.waitJetStream(ctx)
+	if err != nil {
+		return err
+	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ai, err := a.js.AccountInfo(rctx)
-	if err != nil {
-		return fmt.Errorf("cluster: JetStream on %s: %w", a.nc.ConnectedUrlRedacted(), err)
-	}
 	if ai.Domain != a.site.Domain {
 		return fmt.Errorf("cluster: the servers' JetStream domain is %q, site %q's domain in the topology is %q", ai.Domain, a.site.Name, a.site.Domain)
 	}
@@ -57,6 +57,28 @@ func (a *App) startOnCluster(ctx context.Context) error {
 		return a.startL1(rctx)
 	}
 	return nil
+}
+
+// waitJetStream waits until the cluster's JetStream answers: a cluster
+// that is starting, or electing a new meta leader after a node died, does
+// not answer for a while, and the box waits for it (not ready) rather
+// than exiting. It returns only when ctx is done.
+func (a *App) waitJetStream(ctx context.Context) (*jetstream.AccountInfo, error) {
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ai, err := a.js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			return ai, nil
+		}
+		a.notReady.Store("waiting for the cluster's JetStream")
+		a.log.Warn("cluster: JetStream does not answer yet; waiting", "server", a.nc.ConnectedUrlRedacted(), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: JetStream on %s: %w", a.nc.ConnectedUrlRedacted(), err)
+		case <-time.After(wait):
+		}
+	}
 }
 
 // clusterPlan is the site's plan with every stream at cluster.replicas;

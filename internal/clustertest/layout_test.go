@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/internal/natsproc"
@@ -201,6 +204,7 @@ func (lay *layout) startCluster(bin, boxName string, clientPort int) []*natsproc
 			t.Fatal(err)
 		}
 	}
+	waitJetStream(t, servers[0].Addr)
 	return servers
 }
 
@@ -338,4 +342,31 @@ func (b *box) signal(sig syscall.Signal) {
 	_ = b.cmd.Process.Signal(sig)
 	<-b.done
 	b.cmd, b.done = nil, nil
+}
+
+// waitJetStream waits until the cluster at addr has a JetStream meta leader.
+func waitJetStream(t *testing.T, addr string) {
+	t.Helper()
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster at %s: JetStream does not answer: %v", addr, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
