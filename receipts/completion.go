@@ -104,6 +104,9 @@ type Completion struct {
 	// Overdue is true when the event is pending, its origin is known and it
 	// was published at least OverdueAfter ago (read-time view, not stored).
 	Overdue bool `json:"overdue,omitempty"`
+	// Cleaned points at the audit record of the origin message's deletion
+	// by the cleaner (read-time view from Service.Get, not stored).
+	Cleaned *AuditRef `json:"cleaned,omitempty"`
 }
 
 // OriginKnown reports whether the origin message of the event has been seen
@@ -113,7 +116,7 @@ func (c *Completion) OriginKnown() bool { return !c.PublishedAt.IsZero() }
 // derive recomputes Status and Conflict from the record and clears the
 // read-time fields. Pure.
 func (c *Completion) derive() {
-	c.Missing, c.Overdue = nil, false
+	c.Missing, c.Overdue, c.Cleaned = nil, false, nil
 	c.Conflict = len(c.Reused) > 0
 	dead := false
 	for _, p := range c.Processors {

@@ -241,6 +241,43 @@
 // (pull buffer) plus 3×InFlight messages whatever the backlog. Bad input never
 // stops the service.
 //
+// # Cleanup
+//
+// A Cleaner (off unless the L1 box enables completion.cleanup) deletes
+// origin messages whose events are done, so that L1A holds the unfinished
+// work instead of everything or whatever its limits keep. A pass reads
+// L1A in sequence order (headers only when the event_id is a header) and
+// deletes a message only when all of these hold:
+//
+//   - the completion record of its event_id knows the origin, and its
+//     recorded origin sequence is this message's sequence (or the message
+//     is a redrive copy, RedriveHeader set, at a later sequence); any other
+//     message is a mismatch: logged once, counted, and never deleted;
+//   - every expected processor reported a terminal status: processed, or
+//     dead_lettered with CleanupConfig.AllowDeadLettered; an event with a
+//     conflict is left to an operator;
+//   - Grace has passed since the last of those receipts and since the
+//     message was stored, and this process has not redriven the event
+//     within Grace.
+//
+// Commit first: the pass writes an AuditRecord (the receipts that justified
+// it, who decided and when) to the audit stream and waits for its PubAck,
+// then reads the message at the sequence again, deletes it only if it still
+// carries the event_id, and only then counts it. A crash after the record
+// leaves a record without a delete; the next pass finds the record (its
+// subject names the event and the sequence), writes none again and deletes.
+// Two cleaners deciding one message write one record (Nats-Msg-Id = the
+// event_id, and the lookup) and delete it once: the second delete finds
+// nothing and is counted as gone. A pass never deletes by a sequence it did
+// not read back with the expected event_id.
+//
+// Caveats: an audit record states a decision; if the stream's own limits
+// remove the message first, the record stands for a delete that the limits
+// did. The redrive state of another L1 instance is not visible: a copy it
+// publishes is a message of its own, cleaned when it is old enough, and the
+// event it copies is complete, so deleting the first publication loses
+// nothing. The audit stream uses DiscardNew: when it is full, deletes stop.
+//
 // # Clusters
 //
 // The Service needs only a JetStream context: it runs the same against the
@@ -265,9 +302,10 @@
 //     and no consumer on L1A knows about the edge's delivery (seed 004). A
 //     completion record is the business fact "processor P finished event X";
 //     whether and how L1A messages are cleaned up is a separate, auditable
-//     decision. The origin tracker's own consumer ACKs only to record its
-//     progress: Setup refuses an origin stream without LimitsPolicy
-//     retention, where such an ACK could delete or release anything.
+//     decision (see Cleanup). The origin tracker's own consumer ACKs only
+//     to record its progress: Setup refuses an origin stream without
+//     LimitsPolicy retention, where such an ACK could delete or release
+//     anything.
 //   - Expected processors are those Expected returns when the origin message
 //     is first seen; a later topology change does not alter existing records.
 //     A processor is identified by its name; List and Summary call it a site

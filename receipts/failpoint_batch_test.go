@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/leafline/leafline/internal/failpoint"
 )
 
 // TestService_Failpoint_AfterBatchCommit kills a batched Service (one
@@ -29,7 +31,7 @@ func TestService_Failpoint_AfterBatchCommit(t *testing.T) {
 		r := testReceipt(eventID(i))
 		publish(t, js, mustEncode(t, r), r.MsgID())
 	}
-	runKilledChild(t, ctx, "TestService_Failpoint_AfterBatchCommit", srv.ClientURL())
+	runUntilKilled(t, "TestService_Failpoint_AfterBatchCommit", failpoint.L1AfterKVWrite, failpointChildEnv+"="+srv.ClientURL())
 	kv, err := js.KeyValue(ctx, DefaultBucket)
 	if err != nil {
 		t.Fatal(err)

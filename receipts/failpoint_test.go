@@ -55,10 +55,7 @@ func TestService_Failpoint_AfterKVWrite(t *testing.T) {
 	r := testReceipt(eventID(1))
 	pa := publish(t, js, mustEncode(t, r), r.MsgID())
 
-	out := runKilledChild(t, ctx, "TestService_Failpoint_AfterKVWrite", srv.ClientURL())
-	if want := "failpoint " + failpoint.L1AfterKVWrite + ": SIGKILL"; !strings.Contains(out, want) {
-		t.Fatalf("child output lacks %q:\n%s", want, out)
-	}
+	runUntilKilled(t, "TestService_Failpoint_AfterKVWrite", failpoint.L1AfterKVWrite, failpointChildEnv+"="+srv.ClientURL())
 
 	// The KV write happened: the record holds the receipt, no duplicate yet.
 	kv, err := js.KeyValue(ctx, DefaultBucket)
@@ -108,17 +105,29 @@ func TestService_Failpoint_AfterKVWrite(t *testing.T) {
 	}
 }
 
-// runKilledChild runs test in a child process (this test binary again)
-// against the server at url with the failpoint l1.after_kv_write=kill@1,
-// checks that it died by SIGKILL, and returns its output.
-func runKilledChild(t *testing.T, ctx context.Context, test, url string) string {
-	t.Helper()
-	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+// runFailpointChild runs a Service against the parent's server until the
+// failpoint kills the process; returning at all is a failure.
+func runFailpointChild(t *testing.T, url string) {
+	js := connectURL(t, url)
+	svc, err := NewService(failpointConfig(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(),
-		failpointChildEnv+"="+url,
-		failpoint.EnvVar+"="+failpoint.L1AfterKVWrite+"=kill@1")
+	err = svc.Run(ctx)
+	t.Fatal(fmt.Sprintf("the failpoint did not kill the process (Run returned %v, stats %+v)", err, svc.Stats()))
+}
+
+// runUntilKilled runs the test named test again in a child process with
+// env and the failpoint point set to kill@1, and checks that the child
+// died by SIGKILL at that point.
+func runUntilKilled(t *testing.T, test, point string, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testCtx(t), 45*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(append(os.Environ(), env...), failpoint.EnvVar+"="+point+"=kill@1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -129,27 +138,22 @@ func runKilledChild(t *testing.T, ctx context.Context, test, url string) string 
 	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("child: %v, want death by SIGKILL\n%s", err, out.String())
 	}
-	return out.String()
+	if want := "failpoint " + point + ": SIGKILL"; !strings.Contains(out.String(), want) {
+		t.Fatalf("child output lacks %q:\n%s", want, out.String())
+	}
 }
 
-// runFailpointChild runs a Service against the parent's server until the
-// failpoint kills the process; returning at all is a failure.
-func runFailpointChild(t *testing.T, url string) {
+// connectURL connects a child process to the parent's server.
+func connectURL(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := NewService(failpointConfig(js))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	err = svc.Run(ctx)
-	t.Fatal(fmt.Sprintf("the failpoint did not kill the process (Run returned %v, stats %+v)", err, svc.Stats()))
+	return js
 }

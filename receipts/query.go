@@ -530,14 +530,19 @@ var (
 	_ StatusSource = (*StatusClient)(nil)
 )
 
-// Get returns the completion record of eventID (see Store.Get); ErrNotReady
-// before Setup or Run has opened the buckets.
+// Get returns the completion record of eventID (see Store.Get), with
+// Cleaned set when an attached Cleaner deleted its origin message;
+// ErrNotReady before Setup or Run has opened the buckets.
 func (s *Service) Get(ctx context.Context, eventID string) (Completion, error) {
 	st := s.Store()
 	if st == nil {
 		return Completion{}, ErrNotReady
 	}
-	return st.Get(ctx, eventID)
+	c, err := st.Get(ctx, eventID)
+	if cl := s.cleaner.Load(); err == nil && cl != nil {
+		c.Cleaned, err = cl.Cleaned(ctx, &c)
+	}
+	return c, err
 }
 
 // List returns a page of events (see Store.List); ErrNotReady before Setup

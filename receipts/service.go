@@ -76,6 +76,8 @@ type Service struct {
 	redrive  redriver
 	redriven atomic.Uint64
 
+	cleaner atomic.Pointer[Cleaner] // shows Completion.Cleaned in Get (AttachCleaner)
+
 	unidentified unidentifiedKV // origin messages without a usable event_id
 
 	held, heldReleased, heldRefused, heldExpired atomic.Uint64

@@ -33,6 +33,7 @@ const (
 	EdgeAfterPubAck       = "edge.after_puback"        // PubAck handled, before the outbox record is marked
 	EdgeAfterMark         = "edge.after_mark"          // marked published, before the ACK
 	L1AfterKVWrite        = "l1.after_kv_write"        // completion written to KV, before the ACK
+	L1AfterAuditWrite     = "l1.after_audit_write"     // cleanup audit record PubAck'ed, before the origin delete
 	// EdgeAckEarly is the negative control: the runner ACKs each message
 	// as soon as it is fetched, before anything is durable. A checker must
 	// then see loss.
@@ -57,7 +58,7 @@ func init() {
 // Parse parses a LEAFLINE_FAILPOINTS value.
 func Parse(v string) (map[string]float64, error) {
 	known := map[string]bool{EdgeAfterSinkWrite: true, EdgeAfterOutboxCommit: true, EdgeBeforePubAck: true,
-		EdgeAfterPubAck: true, EdgeAfterMark: true, L1AfterKVWrite: true, EdgeAckEarly: true}
+		EdgeAfterPubAck: true, EdgeAfterMark: true, L1AfterKVWrite: true, L1AfterAuditWrite: true, EdgeAckEarly: true}
 	out := map[string]float64{}
 	for _, e := range strings.Split(v, ",") {
 		e = strings.TrimSpace(e)
