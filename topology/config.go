@@ -299,6 +299,9 @@ type CompletionConfig struct {
 	// hop lost is repaired end to end (see receipts/redrive.go). It must
 	// exceed events.duplicate_window. Zero value means 10m.
 	RedriveAfter Duration `json:"redrive_after,omitempty"`
+	// Cleanup deletes the origin messages of done events, with an audit
+	// record each (see CleanupConfig). Off by default.
+	Cleanup CleanupConfig `json:"cleanup,omitzero"`
 }
 
 // LogConfig configures log/slog.
@@ -367,6 +370,7 @@ func (c *Config) SetDefaults() {
 	setInt(&co.History, 1)
 	setDuration(&co.RedriveAfter, 10*time.Minute)
 	c.Cluster.setDefaults(c.Site)
+	co.Cleanup.setDefaults()
 	setString(&c.Log.Level, "info")
 	setString(&c.Log.Format, "text")
 }

@@ -80,6 +80,15 @@ func TestConfig_Validate_Bad(t *testing.T) {
 		{"quarantine subject in receipts", "l1", func(c *Config) { c.Completion.QuarantineSubject = "leafline.receipts" }, "completion.quarantine_subject", "overlaps the receipt subjects"},
 		{"completion history too high", "l1", func(c *Config) { c.Completion.History = 65 }, "completion.history", "must be 1..64 (revisions kept per key in the completion bucket), got 65"},
 		{"completion history negative", "l1", func(c *Config) { c.Completion.History = -1 }, "completion.history", "must be 1..64"},
+		{"cleanup grace", "l1", func(c *Config) { c.Completion.Cleanup.Grace = -1 }, "completion.cleanup.grace", "negative"},
+		{"cleanup max per pass", "l1", func(c *Config) { c.Completion.Cleanup.MaxPerPass = 1_000_001 }, "completion.cleanup.max_per_pass", "outside 1..1000000"},
+		{"cleanup audit stream name", "l1", func(c *Config) { c.Completion.Cleanup.AuditStream = "A.B" }, "completion.cleanup.audit_stream", `contains "."`},
+		{"cleanup audit stream is topology's", "l1", func(c *Config) { c.Completion.Cleanup.AuditStream = "R1" }, "completion.cleanup.audit_stream", "receipts.l1_stream"},
+		{"cleanup audit stream is quarantine", "l1", func(c *Config) { c.Completion.Cleanup.AuditStream = "RQ" }, "completion.cleanup.audit_stream", "already completion.quarantine_stream"},
+		{"cleanup audit subject wildcard", "l1", func(c *Config) { c.Completion.Cleanup.AuditSubject = "audit.*" }, "completion.cleanup.audit_subject", "must be literal"},
+		{"cleanup audit subject in events", "l1", func(c *Config) { c.Completion.Cleanup.AuditSubject = "events.audit" }, "completion.cleanup.audit_subject", "overlaps the event subject"},
+		{"cleanup audit subject in quarantine", "l1", func(c *Config) { c.Completion.Cleanup.AuditSubject = "leafline.quarantine.x" }, "completion.cleanup.audit_subject", "overlaps completion.quarantine_subject"},
+		{"cleanup audit subject reserved", "l1", func(c *Config) { c.Completion.Cleanup.AuditSubject = "$JS.audit" }, "completion.cleanup.audit_subject", "reserved"},
 		{"log level", "", func(c *Config) { c.Log.Level = "verbose" }, "log.level", `"verbose" is not one of debug, info, warn, error`},
 		{"log format", "", func(c *Config) { c.Log.Format = "xml" }, "log.format", "not one of text, json"},
 	}
@@ -115,6 +124,9 @@ func TestConfig_Validate_Good(t *testing.T) {
 		{"edge settings ignored on hub", "hub", func(c *Config) { c.Delivery.BatchSize = 16 }},
 		{"upstream url override", "edge1", func(c *Config) { c.Leafnode.UpstreamURL = "tls://proxy.local:7422" }},
 		{"completion history max", "l1", func(c *Config) { c.Completion.History = 64 }},
+		{"cleanup on", "l1", func(c *Config) {
+			c.Completion.Cleanup = CleanupConfig{Enabled: true, Grace: Duration(time.Minute), AllowDeadLettered: true, MaxPerPass: 1}
+		}},
 	}
 	topo := mustMarshal(t, exampleTopology(t))
 	for _, tt := range tests {

@@ -572,6 +572,7 @@ func (c *Config) validateCompletion(p *problems) {
 	if co.History < 1 || co.History > 64 {
 		p.add("completion.history", "must be 1..64 (revisions kept per key in the completion bucket), got %d", co.History)
 	}
+	co.Cleanup.validate(p)
 }
 
 // validateAgainst checks the config against the topology it belongs to.
@@ -612,6 +613,7 @@ func (c *Config) validateAgainst(p *problems, t *Topology) {
 	}
 	c.checkSubjectSpace(p, t, "dead_letter.subject", c.DeadLetter.Subject)
 	c.checkSubjectSpace(p, t, "completion.quarantine_subject", c.Completion.QuarantineSubject+".>")
+	c.Completion.Cleanup.validateAgainst(p, t, c)
 	for _, ns := range []namedStream{
 		{"dead_letter.stream", c.DeadLetter.Stream},
 		{"completion.quarantine_stream", c.Completion.QuarantineStream},
