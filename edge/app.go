@@ -47,6 +47,9 @@ type App struct {
 	signer nkeys.KeyPair // the edge's receipt-signing key, if configured
 	micro  micro.Service
 	run    *runner.Runner
+
+	cleaner *receipts.Cleaner // L1 with completion.cleanup enabled
+
 	// opened is the sink the config names, when the box opened it (not
 	// one given with WithSink or WithTxSink, which the caller owns).
 	opened sink.Opened
@@ -380,6 +383,9 @@ func (a *App) startL1(ctx context.Context) error {
 	a.metrics.watchCompletions(svc.Stats)
 	a.metrics.watchRefusals(svc.Refusals)
 	a.metrics.watchUnidentified(svc.UnidentifiedCount)
+	if err := a.startCleanup(svc); err != nil {
+		return err
+	}
 	// Any NATS client can ask "what happened to event X?" (nats micro ls).
 	if a.micro, err = receipts.StartMicro(a.nc, svc, receipts.MicroConfig{}); err != nil {
 		return fmt.Errorf("status micro service: %w", err)
@@ -480,6 +486,9 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	if a.svc != nil {
 		g.Go(func() error { return a.svc.Run(ctx) })
 		g.Go(func() error { a.guardDirectConsumers(ctx); return nil })
+		if a.cleaner != nil {
+			g.Go(func() error { return a.cleaner.Run(ctx) })
+		}
 	}
 	g.Go(func() error { a.trimStreams(ctx); return nil })
 }

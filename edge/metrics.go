@@ -46,6 +46,8 @@ type Metrics struct {
 	unidentifiedOnce sync.Once
 
 	sec securityMetrics // see metrics_security.go
+
+	cleanup cleanupMetrics // see cleanup.go
 }
 
 func newMetrics(site, role string) *Metrics {

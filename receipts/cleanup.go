@@ -29,6 +29,10 @@ const (
 	SkipGone           = "gone"            // already deleted (another cleaner, or the stream's limits)
 )
 
+// CleanupSkipReasons lists every skip reason, for metrics.
+var CleanupSkipReasons = []string{SkipUntracked, SkipUnidentified, SkipPending, SkipDeadLettered, SkipConflict,
+	SkipGrace, SkipRedrivePending, SkipMismatch, SkipGone}
+
 // CleanupReport is what one pass found (dry run) or did.
 type CleanupReport struct {
 	DryRun   bool           `json:"dry_run"`

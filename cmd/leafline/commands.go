@@ -50,6 +50,8 @@ func init() {
 		{"status", "--config FILE EVENT_ID", "print an event's completion record at L1 as JSON", cmdStatus},
 		{"pending", "--config FILE [--overdue] [--site S] [--unidentified] [--limit N] [--after CURSOR] [--json]", "list events still pending (or overdue) at L1, or the origin messages without a usable event_id", cmdPending},
 		{"summary", "--config FILE [--json]", "counts per status and per site at L1, oldest pending event", cmdSummary},
+		{"cleanup", "--config FILE (--dry-run | --once) [--server URL] [--creds FILE] [--json]", "show what the L1 cleanup policy would delete from the origin stream now, or run one pass (audit record first, then the delete)", cmdCleanup},
+		{"audit", "--config FILE [--server URL] [--creds FILE] EVENT_ID", "print the audit records of an event's origin messages that the cleanup deleted", cmdAudit},
 		{"metrics", "--config FILE [--json] [--url URL]", "print the running box's leafline_* metrics as a table or JSON", cmdMetrics},
 		{"topology", "render|permissions|certs [flags]", "render a site's nats-server config, print a link's permissions, or create a private CA, certificates and nkeys", cmdTopology},
 		{"provision", "--config FILE [--server URL] [--creds FILE] [--lint-only] [--server-config FILE]", "create a site's streams and consumers on a stock nats-server, then lint them live (and its configuration file)", cmdProvision},

@@ -1,0 +1,69 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/topology"
+)
+
+// TestSystem_Cleanup runs a whole system with completion.cleanup on: every
+// done event's origin message leaves L1A, each with an audit record citing
+// both edges' signed receipts, and the status API points at the record.
+func TestSystem_Cleanup(t *testing.T) {
+	ls := testSystem(t, LocalOptions{Edges: 2, Configure: func(c *topology.Config) {
+		c.Completion.Cleanup = topology.CleanupConfig{Enabled: true, Grace: topology.Duration(time.Millisecond),
+			Interval: topology.Duration(100 * time.Millisecond)}
+	}}, nil)
+	l1 := ls.App("l1")
+	js := clientJS(t, l1.ClientURL())
+	ids := publishN(t, js, "cln", 50)
+	waitCompleted(t, ls, ids, "edge1", "edge2")
+	ctx := context.Background()
+	checkFor(t, 30*time.Second, func() error {
+		st, err := js.Stream(ctx, ls.Topology.Events.OriginStream)
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != 0 {
+			return fmt.Errorf("origin stream holds %d messages", info.State.Msgs)
+		}
+		return nil
+	})
+	if s := l1.cleaner.Stats(); s.Deleted != uint64(len(ids)) || s.Mismatches != 0 || s.BytesFreed == 0 {
+		t.Fatalf("cleanup stats: %+v", s)
+	}
+	mfs, err := l1.Metrics().reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			seen[mf.GetName()] += m.GetCounter().GetValue()
+		}
+	}
+	if seen["leafline_cleanup_deleted_total"] != float64(len(ids)) || seen["leafline_cleanup_bytes_freed_total"] == 0 {
+		t.Fatalf("cleanup metrics: deleted %v, bytes %v", seen["leafline_cleanup_deleted_total"], seen["leafline_cleanup_bytes_freed_total"])
+	}
+	ents, err := l1.cleaner.Audit(ctx, ids[7])
+	if err != nil || len(ents) != 1 {
+		t.Fatalf("audit of %q: %v %+v", ids[7], err, ents)
+	}
+	for _, r := range ents[0].Record.Receipts {
+		if r.Status != receipts.StatusProcessed || !r.Verified || r.ReceiptID == "" {
+			t.Fatalf("audit receipt: %+v", r)
+		}
+	}
+	c, err := l1.Completions().Get(ctx, ids[7])
+	if err != nil || c.Cleaned == nil || c.Cleaned.Seq != ents[0].Ref.Seq {
+		t.Fatalf("status: %v %+v", err, c.Cleaned)
+	}
+}
