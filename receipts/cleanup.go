@@ -27,11 +27,12 @@ const (
 	SkipRedrivePending = "redrive_pending" // redriven less than Grace ago
 	SkipMismatch       = "mismatch"        // the message at the sequence is not the recorded event
 	SkipGone           = "gone"            // already deleted (another cleaner, or the stream's limits)
+	SkipError          = "error"           // a read, audit write or delete failed; the next pass tries again
 )
 
 // CleanupSkipReasons lists every skip reason, for metrics.
 var CleanupSkipReasons = []string{SkipUntracked, SkipUnidentified, SkipPending, SkipDeadLettered, SkipConflict,
-	SkipGrace, SkipRedrivePending, SkipMismatch, SkipGone}
+	SkipGrace, SkipRedrivePending, SkipMismatch, SkipGone, SkipError}
 
 // CleanupReport is what one pass found (dry run) or did.
 type CleanupReport struct {
@@ -235,22 +236,28 @@ func (r *CleanupReport) add(m *scanned, d decision) {
 	}
 }
 
-// one decides one message and, unless dryRun, deletes it: audit record
+// one handles one message and counts why it was kept, if it was.
+func (c *Cleaner) one(ctx context.Context, st jetstream.Stream, m *scanned, dryRun bool, now time.Time) (decision, error) {
+	d, err := c.clean(ctx, st, m, dryRun, now)
+	c.count(d.skip, dryRun)
+	return d, err
+}
+
+// clean decides one message and, unless dryRun, deletes it: audit record
 // first (PubAck'ed), then the delete. A record found from an earlier pass
 // is not written again.
-func (c *Cleaner) one(ctx context.Context, st jetstream.Stream, m *scanned, dryRun bool, now time.Time) (decision, error) {
+func (c *Cleaner) clean(ctx context.Context, st jetstream.Stream, m *scanned, dryRun bool, now time.Time) (decision, error) {
 	d, err := c.decide(ctx, m, now)
 	if err != nil || d.skip != "" || dryRun {
-		c.count(d.skip, dryRun)
 		return d, err
 	}
 	rec, _, err := c.audit.lookup(ctx, m.id, m.seq)
 	if err != nil {
-		return decision{skip: "error"}, err
+		return decision{skip: SkipError}, err
 	}
 	if rec == nil {
 		if err := c.audit.write(ctx, c.record(m, d.comp, now)); err != nil {
-			return decision{skip: "error"}, err
+			return decision{skip: SkipError}, err
 		}
 	}
 	failpoint.Inject(failpoint.L1AfterAuditWrite)
@@ -258,11 +265,10 @@ func (c *Cleaner) one(ctx context.Context, st jetstream.Stream, m *scanned, dryR
 	// what the record names, or nothing.
 	raw, err := st.GetMsg(ctx, m.seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		c.count(SkipGone, false)
 		return decision{skip: SkipGone}, nil
 	}
 	if err != nil {
-		return decision{skip: "error"}, err
+		return decision{skip: SkipError}, err
 	}
 	if id, err := c.eventID(storedMsg{raw: raw}); err != nil || id != m.id {
 		c.mismatched(m, "the message at the sequence changed after it was read")
@@ -270,10 +276,9 @@ func (c *Cleaner) one(ctx context.Context, st jetstream.Stream, m *scanned, dryR
 	}
 	if err := st.DeleteMsg(ctx, m.seq); err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
-			c.count(SkipGone, false)
 			return decision{skip: SkipGone}, nil
 		}
-		return decision{skip: "error"}, err
+		return decision{skip: SkipError}, err
 	}
 	c.deleted.Add(1)
 	c.bytesFreed.Add(uint64(m.bytes))
@@ -291,7 +296,7 @@ func (c *Cleaner) decide(ctx context.Context, m *scanned, now time.Time) (decisi
 		return decision{skip: SkipUntracked}, nil
 	}
 	if err != nil {
-		return decision{skip: "error"}, err
+		return decision{skip: SkipError}, err
 	}
 	if !comp.OriginKnown() || comp.OriginSeq == 0 {
 		return decision{skip: SkipUntracked}, nil

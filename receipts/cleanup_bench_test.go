@@ -36,7 +36,8 @@ func BenchmarkCleanup(b *testing.B) {
 
 func benchCleanupOnce(b *testing.B, n int) (alone, with, deletes float64) {
 	srv, js := startJSSync(b, *benchSyncAlways)
-	ctx := testCtx(b)
+	ctx, cancelAll := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancelAll()
 	createL1A(b, js, jetstream.LimitsPolicy)
 	for _, s := range []string{"RX", "RA", "RB"} {
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: s, Subjects: []string{s + ".>"}, Storage: jetstream.FileStorage}); err != nil {

@@ -153,6 +153,9 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 			}
 			cfg["completion"] = map[string]any{"history": o.KVHistory,
 				"redrive_after": redrive, "overdue_after": (o.RedriveAfter / 3).String()}
+			if o.Cleanup {
+				cfg["completion"].(map[string]any)["cleanup"] = cleanupL1Config()
+			}
 		case "hub":
 			b.role = "hub"
 			cfg["leafnode"] = map[string]any{"upstream_url": "nats-leaf://" + hubLink.Addr(), "reconnect_interval": "1s"}

@@ -75,6 +75,7 @@ type options struct {
 	Faults          map[string]bool
 	NegativeControl bool
 	Sink            string // edge1's sink: "store" or "http" (a receiver process)
+	Cleanup         bool   // L1 runs completion.cleanup; the checker audits it
 
 	FaultEvery    time.Duration // mean interval between two faults
 	LongCut       time.Duration // length of the long link cuts (> the 2m duplicate window)
@@ -243,6 +244,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.RedriveAfter, "redrive-after", 45*time.Second, "L1's completion.redrive_after: how soon L1 publishes again an event a hop lost (the origin duplicate window and overdue_after are set to a third of it)")
 	fs.StringVar(&o.Dir, "dir", "", "keep configs, data, logs and the history under `DIR` (default: a temp dir, removed on success)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temp dir even on success")
+	fs.BoolVar(&o.Cleanup, "cleanup", false, "run L1 with completion.cleanup on, and check that every message gone from L1A has an audit record of a done event")
 	fs.StringVar(&o.Bin, "bin", "", "use this leafline binary instead of building ./cmd/leafline")
 	fs.BoolVar(&o.Verbose, "v", false, "log every fault as it happens")
 	recheckDir := fs.String("recheck", "", "check a kept run `DIR` again (its driver died before reporting): starts its L1 alone and prints the report")

@@ -45,10 +45,13 @@ type result struct {
 	// their receipts); -1 when unknown (a recheck).
 	Redrives int
 	Dir      string
+	// Cleanup is the check of L1A's cleanup (--cleanup).
+	Cleanup *cleanupVerdict
 }
 
 func (r *result) violation() bool {
-	return r.Lost > 0 || r.DuplicateCompletions > 0 || r.Phantoms > 0 || r.Regressions > 0
+	return r.Lost > 0 || r.DuplicateCompletions > 0 || r.Phantoms > 0 || r.Regressions > 0 ||
+		(r.Cleanup != nil && r.Cleanup.violation())
 }
 
 func (r *result) exitCode(err error) int {
@@ -225,6 +228,20 @@ phase:
 	res.FinalLine = fmt.Sprintf("chaos seed=%d duration=%s events=%d faults=%d lost=%d duplicate_completions=%d phantoms=%d max_drain_s=%.1f",
 		res.Seed, res.Duration, res.Events, res.Faults, res.Lost, res.DuplicateCompletions, res.Phantoms, res.MaxDrainS)
 
+	if o.Cleanup {
+		cv, err := checkCleanup(context.WithoutCancel(ctx), js, "L1A", obs)
+		if err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("cleanup check: %w", err))
+		} else {
+			res.Cleanup = &cv
+			res.FinalLine += fmt.Sprintf(" cleaned=%d unaudited=%d", cv.audited, cv.unaudited)
+			for _, e := range cv.examples {
+				fmt.Fprintf(o.Stdout, "cleanup: %s\n", e)
+			}
+			fmt.Fprintf(o.Stdout, "cleanup: %d L1A messages deleted, %d audit records (%d not yet deleted), %d of events not done\n",
+				cv.deleted, cv.audited, cv.pending, cv.incomplete)
+		}
+	}
 	res.Redrives = int(math.Round(l1acc.total("leafline_completion_redriven_total")))
 	report(o.Stdout, o, rec, res, v, applied, l1acc.total("leafline_completion_duplicates_total"), n, obs.revisions)
 	if res.violation() || runErr != nil || len(res.Findings) > 0 || o.Keep || o.Dir != "" {
