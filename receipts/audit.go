@@ -131,8 +131,11 @@ func (a *auditLog) ensure(ctx context.Context) error {
 	return nil
 }
 
-// write publishes r and waits for its PubAck (a duplicate PubAck means
-// another cleaner wrote the same record first).
+// write publishes r and waits for its PubAck. The subject names the event
+// and the sequence, and the publish expects it to be empty: a record that
+// an earlier pass or another cleaner wrote is never written twice, however
+// long ago (the Nats-Msg-Id window covers only the last minutes). Either
+// way a record exists when write returns nil.
 func (a *auditLog) write(ctx context.Context, r *AuditRecord) error {
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -141,7 +144,13 @@ func (a *auditLog) write(ctx context.Context, r *AuditRecord) error {
 	m := nats.NewMsg(a.subject(r.EventID, r.Seq))
 	m.Data = b
 	m.Header.Set(jetstream.MsgIDHeader, auditMsgID(r))
-	if _, err := a.js.PublishMsg(ctx, m, jetstream.WithExpectStream(a.stream)); err != nil {
+	_, err = a.js.PublishMsg(ctx, m, jetstream.WithExpectStream(a.stream), jetstream.WithExpectLastSequencePerSubject(0))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return nil // written before
+	}
+	if err != nil {
 		return fmt.Errorf("receipts: audit record for seq %d: %w", r.Seq, err)
 	}
 	return nil
@@ -150,6 +159,9 @@ func (a *auditLog) write(ctx context.Context, r *AuditRecord) error {
 // lookup returns the record for (eventID, seq); nil, nil if there is none.
 func (a *auditLog) lookup(ctx context.Context, eventID string, seq uint64) (*AuditRecord, *AuditRef, error) {
 	st, err := a.js.Stream(ctx, a.stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil, nil // no cleaner has run yet
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("receipts: audit stream %s: %w", a.stream, err)
 	}

@@ -244,21 +244,14 @@ func (c *Cleaner) one(ctx context.Context, st jetstream.Stream, m *scanned, dryR
 }
 
 // clean decides one message and, unless dryRun, deletes it: audit record
-// first (PubAck'ed), then the delete. A record found from an earlier pass
-// is not written again.
+// first (PubAck'ed, or found from an earlier pass), then the delete.
 func (c *Cleaner) clean(ctx context.Context, st jetstream.Stream, m *scanned, dryRun bool, now time.Time) (decision, error) {
 	d, err := c.decide(ctx, m, now)
 	if err != nil || d.skip != "" || dryRun {
 		return d, err
 	}
-	rec, _, err := c.audit.lookup(ctx, m.id, m.seq)
-	if err != nil {
+	if err := c.audit.write(ctx, c.record(m, d.comp, now)); err != nil {
 		return decision{skip: SkipError}, err
-	}
-	if rec == nil {
-		if err := c.audit.write(ctx, c.record(m, d.comp, now)); err != nil {
-			return decision{skip: SkipError}, err
-		}
 	}
 	failpoint.Inject(failpoint.L1AfterAuditWrite)
 	// Read the message again right before the delete: what is deleted is

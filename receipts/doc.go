@@ -265,9 +265,10 @@
 // then reads the message at the sequence again, deletes it only if it still
 // carries the event_id, and only then counts it. A crash after the record
 // leaves a record without a delete; the next pass finds the record (its
-// subject names the event and the sequence), writes none again and deletes.
-// Two cleaners deciding one message write one record (Nats-Msg-Id = the
-// event_id, and the lookup) and delete it once: the second delete finds
+// subject names the event and the sequence, and every record is published
+// expecting its subject empty), writes none again and deletes. Two
+// cleaners deciding one message write one record (that expectation, and
+// Nats-Msg-Id = the event_id) and delete it once: the second delete finds
 // nothing and is counted as gone. A pass never deletes by a sequence it did
 // not read back with the expected event_id.
 //
