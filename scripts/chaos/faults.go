@@ -25,6 +25,9 @@ var edgeFailpoints = []string{
 
 const l1Failpoint = "l1.after_kv_write"
 
+// l1CleanupFailpoint sits between the audit record and the delete (--cleanup).
+const l1CleanupFailpoint = "l1.after_audit_write"
+
 // injector schedules faults at random (from the seed) for the fault phase.
 // Every fault runs in its own goroutine; a fault that acts on a box holds
 // the box's mu, so two faults never act on one box at once. When the fault
@@ -140,6 +143,9 @@ func (in *injector) run(ctx context.Context) {
 			if in.rng.IntN(6) == 0 {
 				point, p = l1Failpoint, 0.02 // per receipt applied
 				pick = func() *box { return in.c.boxes["l1"] }
+				if in.o.Cleanup && in.rng.IntN(2) == 0 {
+					point, p = l1CleanupFailpoint, 0.05 // per message the cleanup deletes
+				}
 			}
 			if b := in.lockBox(pick); b != nil {
 				in.spawn(func() { in.failpoint(ctx, b, point, p) })
