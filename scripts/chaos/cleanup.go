@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -20,68 +21,113 @@ func cleanupL1Config() map[string]any {
 
 // cleanupVerdict is what the checker found about L1A's cleanup.
 type cleanupVerdict struct {
-	deleted    uint64 // L1A messages gone (L1A drops nothing by itself: DiscardNew)
-	audited    int    // audit records
-	unaudited  int    // deleted messages without an audit record
-	incomplete int    // audit records of events the completion records show not done
-	pending    int    // audit records whose message is still in L1A (finished by the next pass)
+	deleted    int // L1A messages gone (L1A drops nothing by itself: DiscardNew)
+	audited    int // audit records
+	unaudited  int // deleted messages without an audit record
+	incomplete int // audit records of events the completion records show not done
+	pending    int // audit records whose message is still in L1A (finished by the next pass)
 	examples   []string
 }
 
 func (v cleanupVerdict) violation() bool { return v.unaudited > 0 || v.incomplete > 0 }
 
-// checkCleanup checks that every message missing from L1A has an audit
-// record, and every audit record an event that every edge reported.
+// checkCleanup checks that every message gone from L1A has an audit
+// record, and every audit record an event that every edge reported. L1 may
+// still be cleaning: the messages gone are listed first, and since each
+// record is written before its delete, every one of them has its record in
+// the audit stream read after.
 func checkCleanup(ctx context.Context, js jetstream.JetStream, origin string, obs *observer) (cleanupVerdict, error) {
 	var v cleanupVerdict
-	st, err := js.Stream(ctx, origin)
+	present := map[uint64]bool{}
+	last, err := readAll(ctx, js, origin, true, func(m jetstream.Msg, seq uint64) error {
+		present[seq] = true
+		return nil
+	})
 	if err != nil {
 		return v, err
+	}
+	audited := map[uint64]bool{}
+	_, err = readAll(ctx, js, receipts.DefaultAuditStream, false, func(m jetstream.Msg, _ uint64) error {
+		var r receipts.AuditRecord
+		if err := json.Unmarshal(m.Data(), &r); err != nil {
+			return fmt.Errorf("audit record %s: %w", m.Subject(), err)
+		}
+		v.audited++
+		audited[r.Seq] = true
+		if present[r.Seq] {
+			v.pending++
+		}
+		if num, ok := eventNum(r.EventID); !ok || !obs.complete(num) {
+			v.incomplete++
+			if len(v.examples) < 10 {
+				v.examples = append(v.examples, fmt.Sprintf("%s (L1A seq %d): cleaned, but its completion record is not done", r.EventID, r.Seq))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return v, err
+	}
+	for seq := uint64(1); seq <= last; seq++ {
+		if present[seq] {
+			continue
+		}
+		v.deleted++
+		if !audited[seq] {
+			v.unaudited++
+			if len(v.examples) < 10 {
+				v.examples = append(v.examples, fmt.Sprintf("L1A seq %d: deleted without an audit record", seq))
+			}
+		}
+	}
+	return v, nil
+}
+
+// readAll reads every message of stream with an ordered consumer (headers
+// only if asked) and returns the stream's last sequence when it started.
+func readAll(ctx context.Context, js jetstream.JetStream, stream string, headersOnly bool, fn func(jetstream.Msg, uint64) error) (uint64, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return v, err
+		return 0, err
 	}
-	v.deleted = info.State.LastSeq - info.State.Msgs
-	oc, err := js.OrderedConsumer(ctx, receipts.DefaultAuditStream, jetstream.OrderedConsumerConfig{})
+	last := info.State.LastSeq
+	oc, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{HeadersOnly: headersOnly})
 	if err != nil {
-		return v, fmt.Errorf("audit stream: %w", err)
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
 	}
 	for {
-		batch, err := oc.FetchNoWait(256)
+		batch, err := oc.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			return v, err
+			return 0, err
 		}
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			var r receipts.AuditRecord
-			if err := json.Unmarshal(m.Data(), &r); err != nil {
-				return v, fmt.Errorf("audit record %s: %w", m.Subject(), err)
+			meta, err := m.Metadata()
+			if err != nil {
+				return 0, err
 			}
-			v.audited++
-			if _, err := st.GetMsg(ctx, r.Seq); err == nil {
-				v.pending++
+			if meta.Sequence.Stream > last {
+				return last, nil
 			}
-			if num, ok := eventNum(r.EventID); !ok || !obs.complete(num) {
-				v.incomplete++
-				if len(v.examples) < 10 {
-					v.examples = append(v.examples, fmt.Sprintf("%s (L1A seq %d): cleaned, but its completion record is not done", r.EventID, r.Seq))
-				}
+			if err := fn(m, meta.Sequence.Stream); err != nil {
+				return 0, err
+			}
+			if meta.Sequence.Stream == last || meta.NumPending == 0 {
+				return last, nil
 			}
 		}
 		if err := batch.Error(); err != nil {
-			return v, err
+			return 0, err
 		}
 		if n == 0 {
-			break
+			return last, nil
 		}
 	}
-	if gone := int(v.deleted) - (v.audited - v.pending); gone > 0 {
-		v.unaudited = gone
-		v.examples = append(v.examples, fmt.Sprintf("%d L1A messages deleted without an audit record", gone))
-	}
-	return v, nil
 }
 
 // complete reports whether every edge reported event n.
