@@ -25,6 +25,7 @@ import (
 	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipts/console"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
@@ -58,10 +59,11 @@ type App struct {
 	wrote chan struct{}
 
 	opsLn     net.Listener
-	opsFailed atomic.Value                   // error: the ops server failed
-	opsSrv    atomic.Pointer[server.Server]  // the current server, for the ops handlers
-	opsStatus atomic.Pointer[http.Handler]   // the status API of the current completion service
-	opsDirect atomic.Pointer[directConsumer] // the current direct-mode sink consumer
+	opsFailed atomic.Value                    // error: the ops server failed
+	opsSrv    atomic.Pointer[server.Server]   // the current server, for the ops handlers
+	opsL1     atomic.Pointer[l1Ops]           // the current completion service and its status API
+	opsFleet  atomic.Pointer[console.Console] // the current L1 console (fleet.go)
+	opsDirect atomic.Pointer[directConsumer]  // the current direct-mode sink consumer
 	ready     chan struct{}
 	readyOnce sync.Once
 	isReady   atomic.Bool
@@ -378,8 +380,7 @@ func (a *App) startL1(ctx context.Context) error {
 		return fmt.Errorf("completion service: %w", err)
 	}
 	a.svc = svc
-	statusAPI := receipts.NewHTTPHandler(svc)
-	a.opsStatus.Store(&statusAPI)
+	a.opsL1.Store(&l1Ops{svc: svc, status: receipts.NewHTTPHandler(svc)})
 	a.metrics.watchCompletions(svc.Stats)
 	a.metrics.watchRefusals(svc.Refusals)
 	a.metrics.watchUnidentified(svc.UnidentifiedCount)
@@ -491,6 +492,7 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 		}
 	}
 	g.Go(func() error { a.trimStreams(ctx); return nil })
+	a.startFleetLoops(ctx, g) // see fleet.go
 }
 
 // releaseEvery is how often the edge drops its mapping of outbox pages
@@ -615,7 +617,7 @@ func (a *App) close() {
 // teardown stops what start started, in order, and forgets it: the micro
 // service, the NATS connection, the embedded server, the outbox.
 func (a *App) teardown() {
-	a.opsStatus.Store(nil)
+	a.opsL1.Store(nil)
 	a.opsSrv.Store(nil)
 	if a.micro != nil {
 		_ = a.micro.Stop()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -29,14 +30,15 @@ func (a *App) opsHandler() http.Handler {
 		// /v1/summary — served by the current completion service (a new
 		// one after a restart on a full disk).
 		mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-			api := a.opsStatus.Load()
-			if api == nil {
+			l1 := a.opsL1.Load()
+			if l1 == nil {
 				msg, _ := a.notReady.Load().(string)
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the completion service is not running: " + msg})
 				return
 			}
-			(*api).ServeHTTP(w, r)
+			l1.status.ServeHTTP(w, r)
 		})
+		mux.Handle("/console/", a.consoleHandler()) // see fleet.go
 	}
 	if a.cfg.Ops.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -46,6 +48,13 @@ func (a *App) opsHandler() http.Handler {
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return mux
+}
+
+// l1Ops is what L1's ops handlers serve from: the current completion
+// service (a new one after a restart on a full disk) and its status API.
+type l1Ops struct {
+	svc    *receipts.Service
+	status http.Handler
 }
 
 // Readiness is the /readyz body.

@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"time"
+
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/sink"
 )
@@ -12,6 +14,8 @@ type options struct {
 	sink        sink.Sink
 	txSink      sink.TxSink
 	runnerHooks runner.Hooks
+	// consoleSample is L1's console sampling interval (fleet.go).
+	consoleSample time.Duration
 }
 
 // WithRunnerHooks gives an edge box's sink runner h: a gate that holds it,

@@ -79,6 +79,7 @@ type Service struct {
 	cleaner atomic.Pointer[Cleaner] // shows Completion.Cleaned in Get (AttachCleaner)
 
 	unidentified unidentifiedKV // origin messages without a usable event_id
+	lastReceipt  siteClock      // per processor, when this instance last recorded a receipt
 
 	held, heldReleased, heldRefused, heldExpired atomic.Uint64
 	refused                                      refusals
@@ -447,6 +448,7 @@ func (s *Service) finish(opCtx context.Context, msg jetstream.Msg, r Receipt, re
 	meta, _ := msg.Metadata() // nil only for a non-JetStream message
 	out, err := res.Outcome, res.Err
 	if out != 0 { // recorded (err may still report unfinished index work)
+		s.lastReceipt.note(r.Processor, receivedAt)
 		s.redrive.sawReceipt(r.Processor, res.OriginSeq, time.Now())
 		switch out {
 		case Applied:

@@ -451,6 +451,7 @@ type LinkPermissions struct {
 //	                  $JS.<site>.API.CONSUMER.RESET.<rev>.leafline-src-<up>      bind the upstream's source
 //	                  $JS.FC.<site>.*.<rev>.leafline-src-<up>.*                  flow-control replies
 //	                  $JSC.R.<up>.*.<fwd>.leafline-src-<site>.*                  API replies to the site
+//	hub → L1          leafline.links.<hub>                                       the hub's link beats (its edges' links, for L1's console)
 //
 // where fwd is the stream the site sources (HA for an edge, L1A for a hub)
 // and rev the stream the upstream sources from it (RE, RH); <up> and <site>
@@ -504,6 +505,9 @@ func (t *Topology) LinkPermissions(site string) (LinkPermissions, error) {
 	)
 	if sourced {
 		lp.Subscribe = append(lp.Subscribe, "$JSC.R."+up.Domain+".*."+fwd+"."+mine+".*")
+	}
+	if s.Role == RoleHub {
+		lp.Publish = append(lp.Publish, LinkBeatSubject(s.Name))
 	}
 	var direct []*Site
 	switch {
@@ -593,3 +597,8 @@ func sitePath(i int, keys ...string) string {
 	}
 	return p
 }
+
+// LinkBeatSubject is the subject on which a hub tells L1, every second,
+// which of its downstream sites' leafnode links are up. It carries no
+// event or receipt; L1's console shows it.
+func LinkBeatSubject(hub string) string { return "leafline.links." + hub }
