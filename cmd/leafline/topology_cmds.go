@@ -43,6 +43,8 @@ func topologyUsage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "  render      (--config FILE | --topology FILE) [--site NAME] [--out DIR]")
 	fmt.Fprintln(w, "              print the site's nats-server configuration (stock nats-server >= 2.15.3 or 2.14.10)")
+	fmt.Fprintln(w, "  render      --systemd DIR (--config FILE | --topology FILE) [--site NAME] [--bin PATH] [--config-dir DIR] [--user NAME]")
+	fmt.Fprintln(w, "              write a hardened systemd unit per box (the config's site, or every site) to DIR")
 	fmt.Fprintln(w, "  permissions (--config FILE | --topology FILE) --site NAME")
 	fmt.Fprintln(w, "              print, as JSON, what the site may send and receive across its upstream link")
 	fmt.Fprintln(w, "  certs       --topology FILE --dir DIR [--host H]... [--loopback] [--unsigned-receipts] [--validity D] [BOX_CONFIG...]")
@@ -79,12 +81,16 @@ func cmdTopologyRender(args []string, stdout, stderr io.Writer) int {
 	topo := fs.String("topology", "", "topology `FILE` (box-local settings become placeholders)")
 	site := fs.String("site", "", "site `NAME` (default: the config's site)")
 	outDir := fs.String("out", "", "`DIR` for the node configurations of a config with cluster.nodes")
+	units := systemdFlags(fs)
 	if !parse(fs, args, 0, stderr) {
 		return exitUsage
 	}
 	t, cfg, ok := loadTopologyFlags("render", *config, *topo, stderr)
 	if !ok {
 		return exitUsage
+	}
+	if units.dir != "" {
+		return renderSystemd(units, t, cfg, *site, stdout, stderr) // see systemd_cmd.go
 	}
 	if cfg != nil && len(cfg.Cluster.Nodes) > 0 && (*site == "" || *site == cfg.Site) {
 		return renderCluster(t, cfg, *outDir, stdout, stderr) // cluster_cmds.go
