@@ -23,6 +23,7 @@ import (
 	"github.com/leafline/leafline/internal/bench"
 	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/publish"
+	"github.com/leafline/leafline/internal/progress"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -428,6 +429,8 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "leafline publish: %v\n", err)
 		return exitUsage
 	}
+	bar := progress.Start(stderr, "leafline publish", int64(*count)) // a terminal only
+	defer bar.Stop()
 	for done := 0; done < *count; {
 		evs := make([]publish.Event, 0, min(*count-done, publish.MaxBatch))
 		for len(evs) < cap(evs) {
@@ -443,8 +446,9 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		res, err := pub.Publish(ctx, evs)
 		for _, r := range res {
-			fmt.Fprintf(stdout, "published event_id=%s stream=%s seq=%d duplicate=%t\n", r.ID, r.Stream, r.Seq, r.Duplicate)
+			bar.Println(stdout, fmt.Sprintf("published event_id=%s stream=%s seq=%d duplicate=%t", r.ID, r.Stream, r.Seq, r.Duplicate))
 		}
+		bar.Add(int64(len(res)))
 		if err != nil {
 			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 				err = fmt.Errorf("%w: no stream answered for %s: is L1 running at %s, with its origin stream %s?", err, subj, nc.ConnectedUrlRedacted(), cfg.Topology.Events.OriginStream)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/localsys"
+	"github.com/leafline/leafline/internal/progress"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
@@ -212,10 +213,14 @@ func Run(ctx context.Context, o RunOptions) (Result, error) {
 		return c
 	}
 	total := len(ids) + len(bad)
+	bar := progress.Start(o.Progress, "demo: receipts applied at l1", int64(total)) // a terminal only
 	werr := waitFor(ctx, o.Timeout, func() bool {
-		return int(l1.Completions().Stats().Applied) >= total &&
+		applied := int(l1.Completions().Stats().Applied)
+		bar.Set(int64(applied))
+		return applied >= total &&
 			terminal(ids, receipts.StatusProcessed)+terminal(bad, receipts.StatusDeadLettered) == total
 	})
+	bar.Stop()
 	res.DeadLettered = terminal(bad, receipts.StatusDeadLettered)
 	res.Completed = terminal(ids, receipts.StatusProcessed) + res.DeadLettered
 	res.Processed = processedAt(e1, ls.Configs["edge1"], res.DeadLettered)
