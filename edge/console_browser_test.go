@@ -157,6 +157,16 @@ func TestConsole_Browser(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", path)
 
+	// On a phone-sized screen the page has no horizontal scroll.
+	do("phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), wait(site("edge2", "offline"), 5*time.Second))
+	fits, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth + 1`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fits {
+		t.Error("on a 390px-wide screen the page scrolls sideways")
+	}
+
 	mu.Lock()
 	defer mu.Unlock()
 	if len(pageErrors) > 0 {

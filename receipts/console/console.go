@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -83,6 +84,9 @@ type Console struct {
 	start time.Time
 	links linkTracker
 
+	handlerOnce sync.Once
+	handler     http.Handler
+
 	mu    sync.Mutex
 	last  Snapshot
 	trend map[string]*ring
@@ -99,7 +103,7 @@ func New(cfg Config) (*Console, error) {
 	for s := range cfg.Sites {
 		c.trend[s] = newRing(max(n, 2))
 	}
-	if err := c.links.subscribe(cfg.NC, nil); err != nil {
+	if err := c.links.subscribe(cfg.NC); err != nil {
 		return nil, err
 	}
 	c.last = c.snapshot(context.Background(), nil, errors.New("no sample yet"))
@@ -192,11 +196,19 @@ func (c *Console) snapshot(ctx context.Context, sum *receipts.Summary, err error
 		}
 	}
 	for _, site := range sortedKeys(c.cfg.Sites) {
+		if seen[site].IsZero() {
+			// Not seen by this instance since it started: the newest
+			// receipt still in the stream, if any.
+			if seen == nil {
+				seen = map[string]time.Time{}
+			}
+			seen[site] = c.lastReceipt(ctx, site)
+		}
 		cs := counts[site]
 		snap.Sites = append(snap.Sites, SiteView{
 			Site:         site,
 			Link:         c.links.link(site, c.cfg.Sites[site], now, c.start, c.cfg.OfflineAfter),
-			LastReceipt:  latest(seen[site], c.lastReceipt(ctx, site)),
+			LastReceipt:  seen[site],
 			Pending:      cs.Pending,
 			Overdue:      cs.Overdue,
 			DeadLettered: cs.DeadLettered,
@@ -244,13 +256,6 @@ func (c *Console) lastReceipt(ctx context.Context, site string) time.Time {
 		return time.Time{}
 	}
 	return m.Time
-}
-
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 func sortedKeys[V any](m map[string]V) []string {

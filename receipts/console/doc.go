@@ -9,8 +9,10 @@
 // Everything comes from what L1 itself can know:
 //
 //   - counts and events from the completion service (receipts.StatusSource);
-//   - the last receipt of a site from L1's receipts stream (the newest
-//     message on the site's receipt subjects);
+//   - the last receipt of a site from the completion service
+//     (Config.LastReceipts: what this L1 process recorded), else from L1's
+//     receipts stream (the newest message on the site's receipt subjects
+//     not yet trimmed);
 //   - link state from the link beats each hub publishes on
 //     LinkSubject(hub) every BeatInterval: the hub lists its downstream
 //     sites, whether each one's leafnode connection is up and since when.
@@ -20,7 +22,13 @@
 // since the hub started if it never saw it), and "unknown" when no beat of
 // its hub arrived within OfflineAfter: then L1 cannot tell the edge's link
 // from the hub's (the hub's own link, or the hub itself, is down). The
-// page says so in words.
+// page says so in words. A hub that is a stock nats-server (not a leafline
+// box) sends no beats: its sites stay "unknown".
+//
+// NOTE: a hub knows a downstream link by the server name the site's box
+// declares (its site name). Link permissions keep a site from reaching
+// another's streams, but not from declaring another's name: the link
+// state is an operator's aid, never an input to delivery or completion.
 //
 // # Guarantees
 //

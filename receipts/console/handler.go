@@ -39,6 +39,11 @@ const pageSize = 20
 //	GET /console/state.json     the sites as JSON
 //	GET /console/assets/…       the script and style sheet
 func (c *Console) Handler() http.Handler {
+	c.handlerOnce.Do(func() { c.handler = c.newHandler() })
+	return c.handler
+}
+
+func (c *Console) newHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/console/{$}", c.page)
 	mux.HandleFunc("/console/sites", c.sites)

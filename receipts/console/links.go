@@ -72,7 +72,7 @@ type linkTracker struct {
 	sub   *nats.Subscription
 }
 
-func (lt *linkTracker) subscribe(nc *nats.Conn, hubs []string) error {
+func (lt *linkTracker) subscribe(nc *nats.Conn) error {
 	lt.beats, lt.heard = map[string]LinkBeat{}, map[string]time.Time{}
 	sub, err := nc.Subscribe(LinkSubjectPrefix+".*", func(m *nats.Msg) {
 		var b LinkBeat
