@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/receipts"
@@ -84,7 +85,7 @@ func record(t *testing.T, ls *LocalSystem, id string) (receipts.Completion, erro
 func waitRecord(t *testing.T, ls *LocalSystem, id string, ok func(receipts.Completion) bool) receipts.Completion {
 	t.Helper()
 	var c receipts.Completion
-	checkFor(t, 60*time.Second, func() error {
+	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		var err error
 		if c, err = record(t, ls, id); err != nil {
 			return err
@@ -210,7 +211,7 @@ func registryValue(t *testing.T, reg *prometheus.Registry, name string, labels m
 func waitRefused(t *testing.T, ls *LocalSystem, logs *syncBuffer, reason string, n float64) {
 	t.Helper()
 	reg := ls.App("l1").Metrics().Registry()
-	checkFor(t, 60*time.Second, func() error {
+	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		if got := registryValue(t, reg, "leafline_completion_refused_total", map[string]string{"reason": reason}); got != n {
 			return fmt.Errorf("leafline_completion_refused_total{reason=%q} = %v, want %v", reason, got, n)
 		}
@@ -378,7 +379,7 @@ func TestAttack_LinkViolation(t *testing.T) {
 			t.Fatalf("%s: %v", tt.kind, err)
 		}
 		t.Logf("%s: the hub answered %q", tt.kind, line)
-		checkFor(t, 10*time.Second, func() error {
+		check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 			if got := registryValue(t, hub.Metrics().Registry(), "leafline_link_violations_total", map[string]string{"kind": tt.kind, "conn": "leafnode"}); got != 1 {
 				return fmt.Errorf("leafline_link_violations_total{kind=%q} = %v", tt.kind, got)
 			}
@@ -528,7 +529,7 @@ func TestAttack_StolenEdgeCertAsServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			if control {
-				checkFor(t, 15*time.Second, func() error {
+				check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
 					if !victim.UpstreamConnected() {
 						return errors.New("control: edge2 did not connect to the rogue server")
 					}
@@ -536,7 +537,7 @@ func TestAttack_StolenEdgeCertAsServer(t *testing.T) {
 				})
 				return
 			}
-			checkFor(t, 15*time.Second, func() error {
+			check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
 				why := upstreamError(victim.Server())
 				if !strings.Contains(why, "certificate") {
 					return fmt.Errorf("edge2's upstream error %q does not name the certificate", why)
@@ -588,7 +589,7 @@ func TestAttack_CertificateOfAnotherSite(t *testing.T) {
 		t.Fatalf("edge1's certificate with edge2's seed: %v, want an authorization violation", err)
 	}
 	reg := ls.App("hub").Metrics().Registry()
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if got := registryValue(t, reg, "leafline_link_violations_total", map[string]string{"kind": violationAuth, "conn": "leafnode"}); got != 1 {
 			return fmt.Errorf("leafline_link_violations_total{kind=auth} = %v", got)
 		}
@@ -636,7 +637,7 @@ func TestAttack_ClientListenerNeedsAuth(t *testing.T) {
 	if _, err := nats.Connect(edge.ClientURL(), nats.UserInfo(topology.DefaultClientUser, "wrong")); err == nil {
 		t.Fatal("a client with a wrong password connected")
 	}
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if got := registryValue(t, edge.Metrics().Registry(), "leafline_link_violations_total", map[string]string{"kind": violationAuth, "conn": "client"}); got != 2 {
 			return fmt.Errorf("leafline_link_violations_total{kind=auth,conn=client} = %v", got)
 		}
@@ -796,7 +797,7 @@ func TestAttack_DirectConsumerReshaped(t *testing.T) {
 	}
 	l1js := clientJS(t, ls.App("l1").ClientURL())
 	reg := ls.App("l1").Metrics().Registry()
-	checkFor(t, 3*directGuardEvery, func() error {
+	check.For(t, 3*directGuardEvery, 50*time.Millisecond, func() error {
 		if got := registryValue(t, reg, "leafline_direct_consumer_altered_total", map[string]string{"edge": "edge1"}); got < 1 {
 			return fmt.Errorf("leafline_direct_consumer_altered_total{edge=edge1} = %v", got)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -23,7 +24,7 @@ func TestSystem_Cleanup(t *testing.T) {
 	ids := publishN(t, js, "cln", 50)
 	waitCompleted(t, ls, ids, "edge1", "edge2")
 	ctx := context.Background()
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		st, err := js.Stream(ctx, ls.Topology.Events.OriginStream)
 		if err != nil {
 			return err

@@ -68,7 +68,7 @@ func TestConsole_Browser(t *testing.T) {
 		t.Skip("no chromium binary on PATH (apt-get install -y chromium); set LEAFLINE_REQUIRE_CHROMIUM=1 to fail instead")
 	}
 	const refresh = 500 * time.Millisecond
-	ls := testSystem(t, LocalOptions{Edges: 2, Configure: func(c *topology.Config) { c.DeadLetter.Enabled = true }, Options: func(site string) []Option {
+	ls := testSystem(t, LocalOptions{Edges: 2, Configure: func(c *topology.Config) { c.DeadLetter.Enabled = true }}, func(site string) []Option {
 		if site == "l1" {
 			return []Option{WithConsoleSampleEvery(refresh)}
 		}
@@ -76,7 +76,7 @@ func TestConsole_Browser(t *testing.T) {
 			return []Option{WithSink(poisonSink{})}
 		}
 		return nil
-	}}, nil)
+	})
 	l1js := clientJS(t, ls.App("l1").ClientURL())
 	ids := publishN(t, l1js, "ok", 3)
 	waitCompleted(t, ls, ids, "edge1", "edge2")

@@ -32,6 +32,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/leafline/leafline/edge/runner"
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/sink"
@@ -1248,7 +1249,7 @@ func TestContract(t *testing.T) {
 			msgs: ids(1, "dt"),
 			want: [][]string{at(1, stepsDLQ, "term")},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				checkFor(t, 5*time.Second, func() error {
+				check.For(t, 5*time.Second, 50*time.Millisecond, func() error {
 					if n := f.advisoriesFor("MSG_TERMINATED", seqs[0]); n != 1 {
 						return fmt.Errorf("server saw %d Terms of seq %d, want 1", n, seqs[0])
 					}
@@ -1266,7 +1267,7 @@ func TestContract(t *testing.T) {
 			msgs: ids(1, "dtc"),
 			want: [][]string{at(1, stepsDLQ, "confirmed_term")},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				checkFor(t, 5*time.Second, func() error {
+				check.For(t, 5*time.Second, 50*time.Millisecond, func() error {
 					if n := f.advisoriesFor("MSG_TERMINATED", seqs[0]); n != 1 {
 						return fmt.Errorf("server saw %d Terms, want 1", n)
 					}
@@ -1374,7 +1375,7 @@ func TestContract(t *testing.T) {
 			msgs: []ctMsg{{}},
 			want: [][]string{at(1, stepsDLQNoR, "confirmed_term")},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				checkFor(t, 5*time.Second, func() error {
+				check.For(t, 5*time.Second, 50*time.Millisecond, func() error {
 					if n := f.advisoriesFor("MSG_TERMINATED", seqs[0]); n != 1 {
 						return fmt.Errorf("%d Terms", n)
 					}
@@ -1442,7 +1443,7 @@ func TestContract(t *testing.T) {
 			msgs: ids(3, "mx"),
 			want: [][]string{at(1, stepsOK, "double_ack"), at(1, stepsDLQ, "confirmed_term"), at(1, stepsOK, "double_ack")},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				checkFor(t, 5*time.Second, func() error {
+				check.For(t, 5*time.Second, 50*time.Millisecond, func() error {
 					if n := len(f.advisories("MSG_TERMINATED")); n != 1 {
 						return fmt.Errorf("%d Terms", n)
 					}
@@ -1582,7 +1583,7 @@ func TestContract(t *testing.T) {
 			want:    [][]string{cat(at(1, "nak"), at(2, "nak"), at(3, "nak"))},
 			pending: -1,
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				checkFor(t, 10*time.Second, func() error {
+				check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 					if n := f.advisoriesFor("MAX_DELIVERIES", seqs[0]); n != 1 {
 						return fmt.Errorf("%d max-deliveries advisories", n)
 					}
@@ -1760,7 +1761,7 @@ func TestContractBug_DeadLetterRedeliveredAfterDuplicateWindow(t *testing.T) {
 	})
 	seq := f.publish(ctMsg{id: "win-0"})[0]
 	f.start()
-	checkFor(t, 20*time.Second, func() error {
+	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		if ss := stepNames(f.stepsOf(seq)); !slices.Contains(ss, "ack@2") {
 			return fmt.Errorf("steps %v", ss)
 		}
@@ -1800,7 +1801,7 @@ func TestContractBug_MaxDeliverDeadLetterLostWhenDLQFailsOnLastDelivery(t *testi
 	})
 	seq := f.publish(ctMsg{id: "last-0"})[0]
 	f.start()
-	checkFor(t, 15*time.Second, func() error {
+	check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
 		if f.advisoriesFor("MAX_DELIVERIES", seq) > 0 || f.streamMsgCount(f.cfg.DeadLetter.Stream) > 0 {
 			return nil
 		}
@@ -1829,7 +1830,7 @@ func TestContractBug_MaxDeliverExhaustionOfHeldMessageNotCounted(t *testing.T) {
 	})
 	seq := f.publish(ctMsg{id: "held-0"})[0]
 	f.start()
-	checkFor(t, 15*time.Second, func() error {
+	check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
 		if f.advisoriesFor("MAX_DELIVERIES", seq) == 0 {
 			return fmt.Errorf("no max-deliveries advisory yet; steps %v", stepNames(f.stepsOf(seq)))
 		}
@@ -1857,7 +1858,7 @@ func runContractCase(t *testing.T, tc contractCase) {
 		if len(want) == 0 {
 			continue
 		}
-		checkFor(t, 20*time.Second, func() error {
+		check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 			if got := stepNames(f.stepsOf(seqs[i])); len(got) < len(want) {
 				return fmt.Errorf("message %d (seq %d): steps %v, want %v", i, seqs[i], got, want)
 			}
@@ -1865,7 +1866,7 @@ func runContractCase(t *testing.T, tc contractCase) {
 		})
 	}
 	if tc.pending >= 0 {
-		checkFor(t, 10*time.Second, func() error {
+		check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 			if ci := f.consumerInfo(); ci.NumAckPending != tc.pending {
 				return fmt.Errorf("consumer ack pending %d, want %d", ci.NumAckPending, tc.pending)
 			}
@@ -1923,7 +1924,7 @@ func (f *contractSite) checkWire(t *testing.T, i int, seq uint64, steps []ctStep
 	}
 	var got []string
 	var wires []ctWire
-	checkFor(t, 5*time.Second, func() error {
+	check.For(t, 5*time.Second, 50*time.Millisecond, func() error {
 		wires = f.wireOf(seq, false)
 		got = got[:0]
 		for _, w := range wires {

@@ -21,6 +21,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/edge/runner"
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/faultproxy"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/receipts"
@@ -145,7 +147,7 @@ func deliveryBase(c *topology.Config) {
 
 func waitSteps(t *testing.T, f *contractSite, seq uint64, want []string) {
 	t.Helper()
-	checkFor(t, 20*time.Second, func() error {
+	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		if got := stepNames(f.stepsOf(seq)); len(got) < len(want) {
 			return fmt.Errorf("steps %v, want %v", got, want)
 		}
@@ -158,7 +160,7 @@ func waitSteps(t *testing.T, f *contractSite, seq uint64, want []string) {
 
 func waitCounter(t *testing.T, f *contractSite, name string, want float64) {
 	t.Helper()
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if got := ctCounterValues(f.metrics)[name]; got != want {
 			return fmt.Errorf("%s = %v, want %v", name, got, want)
 		}
@@ -216,7 +218,7 @@ func TestDelivery_ConfirmationTimeout_RedeliveredAsDuplicate(t *testing.T) {
 	proxy.heal()
 	want := cat(at(1, stepsOK, "double_ack"), at(2, "sink_commit", "outbox_commit", "double_ack"))
 	waitSteps(t, f, seq, want)
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if ci := f.consumerInfo(); ci.NumAckPending != 0 || ci.AckFloor.Stream != seq {
 			return fmt.Errorf("ack pending %d floor %d", ci.NumAckPending, ci.AckFloor.Stream)
 		}
@@ -317,7 +319,7 @@ func TestDelivery_ConfirmationFailure_ServerRestart(t *testing.T) {
 	if !down.Load() {
 		t.Fatal("server was not shut down")
 	}
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		m := ctCounterValues(f.metrics)
 		if m["ackConfFailures"]+m["ackConfTimeouts"] != 1 || m["ackConfSuccesses"] != 0 {
 			return fmt.Errorf("confirmation counters %v", m)
@@ -334,7 +336,7 @@ func TestDelivery_ConfirmationFailure_ServerRestart(t *testing.T) {
 	if n := f.sink.recordsOf("restart-1"); n != 1 {
 		t.Errorf("sink records %d", n)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if ci := f.consumerInfo(); ci.NumAckPending != 0 || ci.AckFloor.Stream != seq {
 			return fmt.Errorf("ack pending %d floor %d", ci.NumAckPending, ci.AckFloor.Stream)
 		}
@@ -359,7 +361,7 @@ func TestDelivery_ConfirmedAckTerm_NeverRedelivered(t *testing.T) {
 	waitSteps(t, f, seqs[0], at(1, stepsDLQ, "confirmed_term"))
 	waitSteps(t, f, seqs[1], at(1, stepsOK, "double_ack"))
 	waitCounter(t, f, "ackConfSuccesses", 2)
-	checkFor(t, 5*time.Second, func() error {
+	check.For(t, 5*time.Second, 50*time.Millisecond, func() error {
 		if n := f.advisoriesFor("MSG_TERMINATED", seqs[0]); n != 1 {
 			return fmt.Errorf("%d Term advisories", n)
 		}
@@ -415,7 +417,7 @@ func TestDelivery_ConfirmedAckTerm_Timeout(t *testing.T) {
 	proxy.heal()
 	waitSteps(t, f, seq, cat(at(1, stepsDLQ, "confirmed_term"), at(2, "dlq_publish", "dlq_puback", "outbox_commit", "confirmed_term")))
 	waitCounter(t, f, "ackConfSuccesses", 1)
-	checkFor(t, 5*time.Second, func() error {
+	check.For(t, 5*time.Second, 50*time.Millisecond, func() error {
 		if n := f.advisoriesFor("MSG_TERMINATED", seq); n != 1 {
 			return fmt.Errorf("%d Term advisories", n)
 		}
@@ -500,12 +502,7 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 		c.DeadLetter.Enabled, c.DeadLetter.AckTermAfterPub = true, true
 		c.Delivery.AckConfirmation.Enabled = true
 		c.Delivery.MaxMessageBytes = 256
-	}}, func(name string, a *App) {
-		if name == "edge1" {
-			a.opts.runnerHooks.Trace = tr.record
-			a.opts.runnerHooks.Gate = gate
-		}
-	})
+	}}, edge1Options(WithRunnerHooks(runner.Hooks{Trace: tr.record, Gate: gate})))
 	js := clientJS(t, ls.App("l1").ClientURL())
 	var good []string
 	for i := 0; i < 10; i++ {
@@ -519,14 +516,14 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 	}
 	edge := ls.App("edge1")
 	ejs := clientJS(t, edge.ClientURL())
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if n := localsys.StreamState(context.Background(), ejs, "L2A").LastSeq; n != 12 {
 			return fmt.Errorf("L2A has %d of 12", n)
 		}
 		return nil
 	})
 	close(gate) // one batch of 12
-	checkFor(t, 60*time.Second, func() error {
+	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		for _, id := range good {
 			if st, ok := completionStatus(t, ls, id); !ok || st != receipts.StatusProcessed {
 				return fmt.Errorf("%s at L1: %q", id, st)
@@ -549,7 +546,7 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 	if got, want := strings.Join(tr.of(""), " "), "dlq_publish dlq_puback confirmed_term"; got != want {
 		t.Errorf("no event_id: %s, want %s", got, want)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		ci, err := ejs.Consumer(context.Background(), "L2A", "leafline-sink")
 		if err != nil {
 			return err
@@ -565,7 +562,7 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 	// L1 can see a receipt before the edge has sent (and counted) the
 	// final ACK or Term that follows its PubAck, so the counters are polled.
 	m := edge.Metrics()
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if v := counterValue(t, m.terminated); v != 2 {
 			return fmt.Errorf("terminated %v, want 2", v)
 		}
@@ -592,11 +589,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 		c.Delivery.MaxMessageBytes = 256
 		c.Delivery.Retry.Mode, c.Delivery.Retry.Jitter = "fixed", "none"
 		c.Delivery.Retry.BackoffMS, c.Delivery.Retry.BackoffMaxMS = 200, 200
-	}}, func(name string, a *App) {
-		if name == "edge1" {
-			a.opts.runnerHooks.Trace = tr.record
-		}
-	})
+	}}, edge1Options(WithRunnerHooks(runner.Hooks{Trace: tr.record})))
 	edge := ls.App("edge1")
 	ejs := clientJS(t, edge.ClientURL())
 	ctx := context.Background()
@@ -618,7 +611,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 	js := clientJS(t, ls.App("l1").ClientURL())
 	publishAt(t, js, "held-big", []byte(strings.Repeat("h", 1024)))
 	publishAt(t, js, "fine-1", []byte(`{}`))
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if st, ok := completionStatus(t, ls, "fine-1"); !ok || st != receipts.StatusProcessed {
 			return errors.New("fine-1 not processed at L1")
 		}
@@ -643,7 +636,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 	if _, err := ejs.UpdateStream(ctx, full); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if st, ok := completionStatus(t, ls, "held-big"); !ok || st != receipts.StatusDeadLettered {
 			return fmt.Errorf("held-big at L1: %q", st)
 		}
@@ -658,7 +651,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 	}
 	// The record is visible in the KV a moment before the service counts
 	// its application.
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if v := ls.App("l1").Completions().Stats().Applied; v != 2 {
 			return fmt.Errorf("L1 applied %d, want 2", v)
 		}

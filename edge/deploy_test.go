@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -60,17 +61,16 @@ var metricName = regexp.MustCompile(`\bleafline_[a-z0-9_]+`)
 // alert rules name is exported by a running system's boxes (L1, hub, edge)
 // once events have flowed.
 func TestDeploy_MetricsExist(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Edges: 1, Configure: func(c *topology.Config) { c.DeadLetter.Enabled = true },
-		Options: func(site string) []Option {
-			if site == "l1" {
-				return []Option{WithConsoleSampleEvery(200 * time.Millisecond)}
-			}
-			return nil
-		}}, nil)
+	ls := testSystem(t, LocalOptions{Edges: 1, Configure: func(c *topology.Config) { c.DeadLetter.Enabled = true }}, func(site string) []Option {
+		if site == "l1" {
+			return []Option{WithConsoleSampleEvery(200 * time.Millisecond)}
+		}
+		return nil
+	})
 	ids := publishN(t, clientJS(t, ls.App("l1").ClientURL()), "m", 3)
 	waitCompleted(t, ls, ids, "edge1")
 	exported := map[string]bool{}
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		for _, s := range ls.Topology.Sites {
 			for _, n := range scrapeNames(t, ls.App(s.Name).OpsAddr()) {
 				exported[n] = true

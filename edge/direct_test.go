@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/topology"
 )
@@ -60,7 +61,7 @@ func directSystem(t *testing.T, o LocalOptions, filters map[string]string, start
 			dumpSystem(t, ls)
 		}
 	})
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		for _, name := range start {
 			if a := ls.App(name); a.site.Upstream != "" && !a.UpstreamConnected() {
 				return fmt.Errorf("%s not connected upstream", name)
@@ -147,7 +148,7 @@ func TestDirect_EndToEnd(t *testing.T) {
 	waitCompleted(t, ls, ids, "edge1", "edge2")
 
 	name := topology.DirectConsumerName("edge1")
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		info := consumerInfo(t, l1js, "L1A", name)
 		if info.NumAckPending != 0 || info.NumPending != 0 || info.AckFloor.Stream < 300 {
 			return fmt.Errorf("ack pending %d, pending %d, ack floor %d", info.NumAckPending, info.NumPending, info.AckFloor.Stream)
@@ -210,7 +211,7 @@ func TestDirect_UpstreamDown(t *testing.T) {
 	for i, link := range []string{"edge1", "hub"} {
 		t.Logf("cutting the %s → upstream link", link)
 		ls.Links[link].Cut()
-		checkFor(t, 15*time.Second, func() error {
+		check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
 			if st, _ := edge.DirectStatus(); st.Reachable {
 				return errors.New("edge1 still reaches L1")
 			}
@@ -377,7 +378,7 @@ func directSecurity(t *testing.T, insecure bool) {
 	}
 	// Once a probe from L1 reaches edge1's inbox space, its subscriptions
 	// have crossed the links.
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if err := l1nc.Publish(topology.DirectInboxPrefix("edge1")+".probe", []byte("x")); err != nil {
 			return err
 		}
@@ -395,7 +396,7 @@ func directSecurity(t *testing.T, insecure bool) {
 		if _, err := stolen.NextMsg(5 * time.Second); err != nil {
 			t.Fatalf("control: edge1 did not receive from edge2's inbox space: %v", err)
 		}
-		checkFor(t, 10*time.Second, func() error {
+		check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 			if n := consumerInfo(t, l1js, "L1A", e2name).NumAckPending; n != 0 {
 				return fmt.Errorf("control: edge2's consumer has %d pending ACKs after edge1 ACKed them", n)
 			}
@@ -452,7 +453,7 @@ func directSecurity(t *testing.T, insecure bool) {
 	if err := pending[0].Ack(); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if n := consumerInfo(t, l1js, "L1A", e2name).NumAckPending; n != 1 {
 			return fmt.Errorf("%d pending ACKs after the control ACK", n)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -69,7 +70,7 @@ func TestRunner_DeadLetterLoggedAtWarn(t *testing.T) {
 	secret := []byte(`{"card":"4111-SECRET"}`)
 	seqs := f.publish(ctMsg{data: secret}, ctMsg{id: "refused-1", data: secret})
 	f.start()
-	checkFor(t, 20*time.Second, func() error {
+	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		if n := len(f.dlqRecords()); n != 2 {
 			return fmt.Errorf("%d DLQ records", n)
 		}
@@ -125,8 +126,8 @@ func TestStorage_DataDirDeletedIsNotReady(t *testing.T) {
 	dir := ls.Configs["l1"].DataDir
 	// rm -rf, as an operator would; the running server may write a file
 	// meanwhile, so try again until the dir is gone.
-	checkFor(t, 10*time.Second, func() error { return os.RemoveAll(dir) })
-	checkFor(t, 15*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error { return os.RemoveAll(dir) })
+	check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
 		var r Readiness
 		code, err := getJSON(ready, &r)
 		if code != http.StatusServiceUnavailable || !strings.Contains(r.Reason, "storage not writable") {
@@ -143,7 +144,7 @@ func TestStorage_DataDirDeletedIsNotReady(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if code, err := getJSON(ready, nil); code != http.StatusOK {
 			return fmt.Errorf("/readyz %d %v after the dir came back", code, err)
 		}
@@ -243,7 +244,7 @@ func TestL1_UnidentifiedOriginMessagesCountedAndListed(t *testing.T) {
 	good := publishN(t, js, "good", 1)
 
 	client := receipts.NewStatusClient(nc, "")
-	checkFor(t, 20*time.Second, func() error {
+	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		sum, err := client.Summary(ctx)
 		if err != nil {
 			return err
@@ -295,7 +296,7 @@ func TestL1_UnidentifiedOriginMessagesCountedAndListed(t *testing.T) {
 	if app, err = ls.Start(ctx, "l1"); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 20*time.Second, func() error {
+	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		if v := metricValue(t, app.OpsAddr(), "leafline_completion_origin_unidentified"); v != "3" {
 			return fmt.Errorf("after a restart: leafline_completion_origin_unidentified %s", v)
 		}
@@ -343,7 +344,7 @@ func TestSystem_EventIDReusedWithAnotherPayload(t *testing.T) {
 	waitCompleted(t, ls, []string{"order-7"}, "edge1")
 	publish("order-7", `{"qty":1}`) // the same event again: a duplicate, no more
 	publish("order-7", `{"qty":2}`) // the id reused for another payload
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if n := edgeReused(); n != 1 {
 			return fmt.Errorf("edge: event_id_reused_total %v", n)
 		}

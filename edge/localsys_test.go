@@ -13,18 +13,26 @@ type (
 	LocalOptions = localsys.Options
 )
 
-// NewLocalSystem lays out a system of Apps; prepare, if given, is called
-// with each App after New and before Run (to give it test hooks).
-func NewLocalSystem(dir string, o LocalOptions, prepare ...func(site string, a *App)) (*LocalSystem, error) {
+// NewLocalSystem lays out a system of Apps; opts, if given, gives each
+// site's options (a Go sink, test hooks).
+func NewLocalSystem(dir string, o LocalOptions, opts ...func(site string) []Option) (*LocalSystem, error) {
 	return localsys.New(dir, o, func(cfg *topology.Config, log *slog.Logger) (*App, error) {
-		a, err := New(cfg, log)
-		if err == nil {
-			for _, p := range prepare {
-				if p != nil {
-					p(cfg.Site, a)
-				}
+		var bo []Option
+		for _, f := range opts {
+			if f != nil {
+				bo = append(bo, f(cfg.Site)...)
 			}
 		}
-		return a, err
+		return New(cfg, log, bo...)
 	})
+}
+
+// edge1Options gives edge1 the options o.
+func edge1Options(o ...Option) func(site string) []Option {
+	return func(site string) []Option {
+		if site == "edge1" {
+			return o
+		}
+		return nil
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -23,7 +24,7 @@ func TestLink_StalledLinkSeenDown(t *testing.T) {
 	edge := ls.App("edge1")
 	proxy.stall()
 	start := time.Now()
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if edge.UpstreamConnected() {
 			return errors.New("edge1 still reports its stalled link connected")
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
@@ -56,7 +57,7 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 		time.Sleep(3 * time.Second) // past the duplicate window of the last copy
 		p0, f0, a0 := published(), fetched(), acked()
 		send(ids[0], c.redrive)
-		checkFor(t, 30*time.Second, func() error {
+		check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 			if fetched() < f0+1 {
 				var counts []uint64
 				for _, sn := range [][2]string{{"l1", "L1A"}, {"hub", "HA"}, {"edge1", "L2A"}} {
@@ -71,7 +72,7 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 			return nil
 		})
 		// The copy's ACK comes after any receipt its batch publishes.
-		checkFor(t, 30*time.Second, func() error {
+		check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 			if acked() < a0+1 {
 				return fmt.Errorf("the copy is not ACKed yet")
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -62,7 +63,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 	// so a full 1 MiB stream waits for the idle heartbeat at every hop.
 	// (At the 1 GiB default the window comes first.) 35-45s here; allow
 	// for a slow machine.
-	checkFor(t, 4*time.Minute, func() error {
+	check.For(t, 4*time.Minute, 50*time.Millisecond, func() error {
 		if got := ls.App("l1").Completions().Stats().Applied; got < 2*events {
 			return fmt.Errorf("applied %d of %d", got, 2*events)
 		}
@@ -78,7 +79,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 	}
 	type at struct{ site, stream string }
 	empty := []at{{"hub", "HA"}, {"hub", "RH"}, {"edge1", "L2A"}, {"edge1", "RE"}, {"edge2", "L2A"}, {"edge2", "RE"}, {"l1", "R1"}}
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		for _, s := range empty {
 			st := mustStreamState(t, jss[s.site], s.site, s.stream)
 			if st.Msgs != 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/edge/runner"
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
@@ -47,7 +48,7 @@ func TestContract_PipelineManyBatches(t *testing.T) {
 			f.start()
 			want := at(1, stepsOK, "ack")
 			for i, seq := range seqs {
-				checkFor(t, 20*time.Second, func() error {
+				check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 					if got := stepNames(f.stepsOf(seq)); len(got) < len(want) {
 						return fmt.Errorf("message %d: steps %v", i, got)
 					}
@@ -69,7 +70,7 @@ func TestContract_PipelineManyBatches(t *testing.T) {
 			if c := f.streamMsgCount(ctReceipts); c != n {
 				t.Errorf("receipts stream holds %d, want %d", c, n)
 			}
-			checkFor(t, 10*time.Second, func() error {
+			check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 				if ci := f.consumerInfo(); ci.NumAckPending != 0 || ci.AckFloor.Stream != seqs[n-1] {
 					return fmt.Errorf("ack pending %d floor %d", ci.NumAckPending, ci.AckFloor.Stream)
 				}
@@ -126,7 +127,7 @@ func TestContract_BacklogBatches(t *testing.T) {
 	f.publish(ids(n, "bl")...)
 	f.start()
 	published := func(want int) {
-		checkFor(t, 20*time.Second, func() error {
+		check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 			if st := f.outboxStats(); st.Published != want {
 				return fmt.Errorf("published %d of %d", st.Published, want)
 			}
@@ -216,7 +217,7 @@ func TestContract_PipelineShutdownFinishesWhatWasFetched(t *testing.T) {
 	// The runner's ACKs are not confirmed: the server may still be
 	// processing the last ones (it was, once, on a loaded machine). A
 	// message delivered and not ACKed would stay pending for AckWait.
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if ci := f.consumerInfo(); ci.NumAckPending != 0 || ci.NumPending != uint64(interruptedPipelineEvents-acked) {
 			return fmt.Errorf("consumer ack pending %d pending %d: want 0 and %d (nothing fetched after the cancel)", ci.NumAckPending, ci.NumPending, interruptedPipelineEvents-acked)
 		}
@@ -253,7 +254,7 @@ func TestContract_PipelineFatalLeavesInFlightUnacked(t *testing.T) {
 	if acked > 8 {
 		t.Errorf("%d ACKed, want at most the first two batches", acked)
 	}
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		ci := f.consumerInfo()
 		if ci.NumAckPending != 0 && int(ci.NumAckPending)+acked <= interruptedPipelineEvents && ci.AckFloor.Stream < seqs[8] {
 			return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -70,7 +71,7 @@ func TestRender_StockHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 20*time.Second, func() error {
+	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		if !upstreamConnected(hub) {
 			return errors.New("stock hub not connected to l1")
 		}

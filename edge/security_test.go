@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
@@ -166,7 +167,7 @@ func TestSecurity_LinkRefused(t *testing.T) {
 					}
 				}
 			}()
-			checkFor(t, 15*time.Second, func() error {
+			check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
 				why = upstreamError(edge.Server())
 				if !strings.Contains(why, tt.edgeSays) {
 					return fmt.Errorf("edge1 upstream error %q lacks %q", why, tt.edgeSays)
@@ -310,7 +311,7 @@ func TestSecurity_ForgedReceipt(t *testing.T) {
 			forged := "forged-" + fmt.Sprint(time.Now().UnixNano())
 			forgeReceipt(t, ls, forged)
 			if insecure {
-				checkFor(t, 30*time.Second, func() error {
+				check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 					if !reachedL1(t, ls, forged) {
 						return errors.New("forged receipt not (yet) at L1")
 					}
@@ -481,7 +482,7 @@ func TestSecurity_PasswordLink(t *testing.T) {
 				}
 			}
 			edge := ls.App("edge1")
-			checkFor(t, 15*time.Second, func() error {
+			check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
 				switch why := upstreamError(edge.Server()); {
 				case pw == "right-pw" && !edge.UpstreamConnected():
 					return errors.New("not connected: " + why)

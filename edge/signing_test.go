@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
@@ -95,7 +96,7 @@ func TestSignedReceipts_ForgedAreQuarantined(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 	}
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if q := svc.Stats().Quarantined; q < 4 {
 			return fmt.Errorf("quarantined %d of 4", q)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -93,7 +94,7 @@ func TestStorage_EdgeDiskFullStopsAndResumes(t *testing.T) {
 	second := publishN(t, js, "during", 200)
 
 	var rd Readiness
-	checkFor(t, 60*time.Second, func() error {
+	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		code, err := getJSON("http://"+ops+"/readyz", &rd)
 		if err != nil {
 			return err
@@ -122,7 +123,7 @@ func TestStorage_EdgeDiskFullStopsAndResumes(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 60*time.Second, func() error {
+	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		code, err := getJSON("http://"+ops+"/readyz", &rd)
 		if err != nil {
 			return err

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leafline/leafline/edge/runner"
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipts"
@@ -21,12 +23,12 @@ import (
 )
 
 // testSystem starts a LocalSystem with every box running and the links up.
-func testSystem(t *testing.T, o LocalOptions, prepare func(string, *App)) *LocalSystem {
+func testSystem(t *testing.T, o LocalOptions, opts func(site string) []Option) *LocalSystem {
 	t.Helper()
 	if o.Logger == nil {
 		o.Logger = testLogger(t)
 	}
-	ls, err := NewLocalSystem(t.TempDir(), o, prepare)
+	ls, err := NewLocalSystem(t.TempDir(), o, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func testSystem(t *testing.T, o LocalOptions, prepare func(string, *App)) *Local
 
 func waitLinks(t *testing.T, ls *LocalSystem) {
 	t.Helper()
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		for _, s := range ls.Topology.Sites {
 			if s.Upstream != "" && !ls.App(s.Name).UpstreamConnected() {
 				return fmt.Errorf("%s not connected upstream", s.Name)
@@ -55,20 +57,6 @@ func waitLinks(t *testing.T, ls *LocalSystem) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
-// checkFor polls fn until it returns nil or d passes.
-func checkFor(t *testing.T, d time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = fn(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("condition not met after %s: %v", d, err)
-}
 
 func clientJS(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()
@@ -122,7 +110,7 @@ func waitCompleted(t *testing.T, ls *LocalSystem, ids []string, processors ...st
 	t.Helper()
 	svc := ls.App("l1").Completions()
 	want := uint64(len(ids) * len(processors))
-	checkFor(t, 90*time.Second, func() error {
+	check.For(t, 90*time.Second, 50*time.Millisecond, func() error {
 		if got := svc.Stats().Applied; got < want {
 			return fmt.Errorf("applied %d of %d; %s", got, want, pathState(ls))
 		}
@@ -155,7 +143,7 @@ func TestSystem_EndToEnd(t *testing.T) {
 	waitCompleted(t, ls, ids, "edge1")
 	// Every source message was ACKed: nothing pending on the sink consumer.
 	ejs := clientJS(t, ls.App("edge1").ClientURL())
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		ci, err := ejs.Consumer(context.Background(), "L2A", "leafline-sink")
 		if err != nil {
 			return err
@@ -201,11 +189,7 @@ func TestRunner_ReceiptPublishFails_NoAckThenExactlyOnce(t *testing.T) {
 		// Keep the relay out of the way so that the runner's redelivery
 		// path is what completes the event.
 		c.Outbox.RelayInterval = topology.Duration(time.Hour)
-	}}, func(name string, a *App) {
-		if name == "edge1" {
-			a.opts.runnerHooks.WrapPublisher = func(p outbox.Publisher) outbox.Publisher { fp.next = p; return fp }
-		}
-	})
+	}}, edge1Options(WithRunnerHooks(runner.Hooks{WrapPublisher: func(p outbox.Publisher) outbox.Publisher { fp.next = p; return fp }})))
 	edge := ls.App("edge1")
 	js := clientJS(t, ls.App("l1").ClientURL())
 	ids := publishN(t, js, "pubfail", 1)
@@ -234,7 +218,7 @@ func TestSystem_EdgeKilledMidStream(t *testing.T) {
 	js := clientJS(t, ls.App("l1").ClientURL())
 	ids := publishN(t, js, "kill", 2000)
 	edge := ls.App("edge1")
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if n := counterValue(t, edge.Metrics().acked); n < 100 {
 			return fmt.Errorf("acked %v", n)
 		}
@@ -258,14 +242,14 @@ func TestSystem_LinkCut(t *testing.T) {
 	ctx := context.Background()
 
 	first := publishN(t, l1js, "before", 300)
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if n := localsys.StreamState(ctx, ejs, "L2A").LastSeq; n < 300 {
 			return fmt.Errorf("L2A has received %d", n)
 		}
 		return nil
 	})
 	ls.Links["edge1"].Cut()
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if edge.UpstreamConnected() {
 			return errors.New("edge still connected")
 		}
@@ -274,7 +258,7 @@ func TestSystem_LinkCut(t *testing.T) {
 	second := publishN(t, l1js, "during", 300)
 	// The edge processes everything it has while cut: 300 receipts held
 	// locally in RE (the hub cannot take them).
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if n := localsys.StreamState(ctx, ejs, "RE").Msgs; n < 300 {
 			return fmt.Errorf("RE holds %d receipts", n)
 		}

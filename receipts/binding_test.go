@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -99,7 +100,7 @@ func TestService_Binding(t *testing.T) {
 	dead.Reason = "forged"
 	publishOn(t, js, subj("edge-2", StatusDeadLettered), dead)
 	want := map[string]uint64{RefusedSubjectMismatch: 1, RefusedProcessorNotSite: 1, RefusedNotExpected: 1}
-	checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+	check.For(t, 20*time.Second, 10*time.Millisecond, func() error {
 		got := svc.Refusals()
 		for reason, n := range want {
 			if got[reason] != n {
@@ -141,7 +142,7 @@ func TestService_Binding(t *testing.T) {
 			t.Fatalf("%s: %+v", id, c)
 		}
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { // counted after the record is written
+	check.For(t, 10*time.Second, 10*time.Millisecond, func() error { // counted after the record is written
 		if st := svc.Stats(); st.Held != 2 || st.Applied != 3 {
 			return fmt.Errorf("stats %+v", st)
 		}
@@ -159,7 +160,7 @@ func TestService_Binding(t *testing.T) {
 	if _, ok := c.Unexpected["edge-2"]; !ok || len(c.Processors) != 0 || len(c.Held) != 0 || !slices.Equal(c.Missing, []string{"edge-1"}) {
 		t.Fatalf("stray after its origin: %+v", c)
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error { // counted after the record is written
+	check.For(t, 10*time.Second, 10*time.Millisecond, func() error { // counted after the record is written
 		if st := svc.Stats(); st.HeldReleased != 1 || st.HeldRefused != 1 || st.Applied != 4 {
 			return fmt.Errorf("stats %+v", st)
 		}
@@ -211,7 +212,7 @@ func TestService_HeldExpires(t *testing.T) {
 	ctx := testCtx(t)
 	publishOn(t, js, "leafline.receipts.edge-1.processed", New("ghost", "L1A", "edge-1", "edge-1", StatusProcessed, time.Now()))
 	waitStatus(t, svc, "ghost", EventOriginUnknown)
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if _, err := svc.Get(ctx, "ghost"); !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("ghost still there: %v", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/loopback"
 )
 
@@ -189,7 +190,7 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 	}
 
 	// Kill the node the first instance is connected to, mid-run.
-	checkFor(t, 60*time.Second, 5*time.Millisecond, func() error {
+	check.For(t, 60*time.Second, 5*time.Millisecond, func() error {
 		if a := total().Applied; a < uint64(pairs)/4 {
 			return fmt.Errorf("applied %d", a)
 		}
@@ -218,7 +219,7 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 		}
 		return nil
 	}
-	checkFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		if s := total(); s.Applied < uint64(pairs) || s.OriginTracked+s.OriginKnown < n {
 			return fmt.Errorf("totals %+v", s)
 		}

@@ -12,7 +12,8 @@ import (
 // TestNoInternalImports holds the layering rule: receipts imports no other
 // package of this module, except internal/failpoint (a leaf that imports
 // only the standard library; it places the l1.after_kv_write kill point)
-// and, in tests, internal/loopback (another such leaf; it finds ports).
+// and, in tests, internal/loopback and internal/check (leaves that find
+// ports and poll).
 func TestNoInternalImports(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -27,7 +28,7 @@ func TestNoInternalImports(t *testing.T) {
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
 			allowed := path == "github.com/leafline/leafline/internal/failpoint" ||
-				path == "github.com/leafline/leafline/internal/loopback" && strings.HasSuffix(name, "_test.go")
+				(path == "github.com/leafline/leafline/internal/loopback" || path == "github.com/leafline/leafline/internal/check") && strings.HasSuffix(name, "_test.go")
 			if strings.HasPrefix(path, "github.com/leafline/leafline") && !allowed {
 				t.Errorf("%s imports %s", name, path)
 			}

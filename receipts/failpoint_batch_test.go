@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/failpoint"
 )
 
@@ -52,7 +53,7 @@ func TestService_Failpoint_AfterBatchCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	startService(t, svc)
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		if err := statsEqual(svc, Stats{Received: n, Applied: uint64(n - committed), Duplicates: uint64(committed)}); err != nil {
 			return err
 		}

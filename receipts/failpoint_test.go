@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/failpoint"
 )
 
@@ -90,7 +91,7 @@ func TestService_Failpoint_AfterKVWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	startService(t, svc)
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		if err := statsEqual(svc, Stats{Received: 1, Duplicates: 1}); err != nil {
 			return err
 		}

@@ -70,23 +70,6 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// checkFor polls f every interval until it returns nil, failing the test
-// with f's last error after timeout (after nats-server's checkFor).
-func checkFor(t testing.TB, timeout, interval time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = f(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
-
 // testReceipt returns a valid receipt for event id with a fixed processor.
 func testReceipt(id string) Receipt {
 	return New(id, "L1A", "edge-1", "edge-1", StatusProcessed, time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC))

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leafline/leafline/internal/check"
 )
 
 // trickyIDs are valid event_ids that stress every layer: path separators,
@@ -45,7 +47,7 @@ func TestStatusHTTP_EventIDsRoundTrip(t *testing.T) {
 		sendReceipt(t, js, id, "edge-1", StatusProcessed)
 	}
 	// Never published: each receipt is held, its event origin_unknown.
-	checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+	check.For(t, 20*time.Second, 10*time.Millisecond, func() error {
 		if st := svc.Stats(); st.Held != uint64(len(trickyIDs)) {
 			return fmt.Errorf("stats %+v", st)
 		}
@@ -81,7 +83,7 @@ func TestStatusHTTP_ListAndSummary(t *testing.T) {
 		waitStatus(t, svc, eventID(i), EventPending)
 	}
 	// The receipt may be applied before the origin: wait for both.
-	checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+	check.For(t, 20*time.Second, 10*time.Millisecond, func() error {
 		c, err := svc.Get(testCtx(t), eventID(0))
 		if err != nil || c.Status != EventDeadLettered || !c.OriginKnown() {
 			return fmt.Errorf("%+v %v", c, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -80,7 +81,7 @@ func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
 	}()
 	defer func() { close(stop); <-done }()
 
-	checkFor(t, 15*time.Second, 50*time.Millisecond, func() error {
+	check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
 		if c, _ := redriveCopies(t, js, "lost"); len(c) < 2 {
 			return fmt.Errorf("copies of lost: %v", c)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -152,8 +153,8 @@ func TestService_EndToEnd(t *testing.T) {
 	startService(t, svc)
 
 	want := Stats{Received: n + dups + conflicts + uint64(len(malformed)), Applied: n, Duplicates: dups, Conflicts: conflicts, Quarantined: uint64(len(malformed))}
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error { return statsEqual(svc, want) })
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error { return consumerDrained(ctx, js, "R1", DefaultConsumer) })
+	check.For(t, 30*time.Second, 20*time.Millisecond, func() error { return statsEqual(svc, want) })
+	check.For(t, 10*time.Second, 20*time.Millisecond, func() error { return consumerDrained(ctx, js, "R1", DefaultConsumer) })
 
 	// The completion records.
 	all, err := svc.Store().All(ctx)
@@ -264,7 +265,7 @@ func TestService_TwoInstances(t *testing.T) {
 		}
 		return s
 	}
-	checkFor(t, 60*time.Second, 20*time.Millisecond, func() error {
+	check.For(t, 60*time.Second, 20*time.Millisecond, func() error {
 		if s := total(); s.Applied+s.Duplicates < 2*n {
 			return fmt.Errorf("totals %+v", s)
 		}
@@ -295,7 +296,7 @@ func TestService_WaitsForStream(t *testing.T) {
 	createR1(t, js)
 	r := testReceipt("late")
 	publish(t, js, mustEncode(t, r), r.MsgID())
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error { return statsEqual(svc, Stats{Received: 1, Applied: 1}) })
+	check.For(t, 30*time.Second, 20*time.Millisecond, func() error { return statsEqual(svc, Stats{Received: 1, Applied: 1}) })
 	short, cancel := context.WithTimeout(ctx, 5*time.Second) // Run is certainly running now
 	defer cancel()
 	if err := svc.Run(short); !errors.Is(err, ErrAlreadyRunning) {
@@ -333,7 +334,7 @@ func TestService_AcceptRejects(t *testing.T) {
 	for _, r := range []Receipt{good, stranger, panicky} {
 		publish(t, js, mustEncode(t, r), r.MsgID())
 	}
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	check.For(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if st := svc.Stats(); st.Applied != 1 || st.Quarantined != 1 || st.Retried < 2 {
 			return fmt.Errorf("stats %+v", st)
 		}
@@ -366,7 +367,7 @@ func TestService_QuarantineUnavailable(t *testing.T) {
 	startService(t, svc)
 	publish(t, js, []byte("garbage"), "")
 
-	checkFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+	check.For(t, 30*time.Second, 10*time.Millisecond, func() error {
 		if st := svc.Stats(); st.Retried < 2 {
 			return fmt.Errorf("stats %+v", st)
 		}
@@ -387,7 +388,7 @@ func TestService_QuarantineUnavailable(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, qcfg); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	check.For(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if st := svc.Stats(); st.Quarantined != 1 {
 			return fmt.Errorf("stats %+v", st)
 		}
@@ -414,14 +415,14 @@ func TestService_KVUnavailable(t *testing.T) {
 	startService(t, svc)
 	r := testReceipt("evt-1")
 	publish(t, js, mustEncode(t, r), r.MsgID())
-	checkFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+	check.For(t, 30*time.Second, 10*time.Millisecond, func() error {
 		if st := svc.Stats(); st.Retried < 2 || st.Applied != 0 || st.Quarantined != 0 {
 			return fmt.Errorf("stats %+v", st)
 		}
 		return nil
 	})
 	newKV(t, js, DefaultBucket)
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	check.For(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if st := svc.Stats(); st.Applied != 1 {
 			return fmt.Errorf("stats %+v", st)
 		}
@@ -489,7 +490,7 @@ func TestService_ShutdownReleasesBuffered(t *testing.T) {
 		t.Fatal(err)
 	}
 	startService(t, svc2)
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if a := svc2.Stats().Applied; a != n-lanes {
 			return fmt.Errorf("applied %d", a)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -91,7 +92,7 @@ func sendReceipt(t testing.TB, js jetstream.JetStream, id, p string, st Status) 
 func waitStatus(t testing.TB, src StatusSource, id string, want EventStatus) Completion {
 	t.Helper()
 	var c Completion
-	checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+	check.For(t, 20*time.Second, 10*time.Millisecond, func() error {
 		var err error
 		if c, err = src.Get(testCtx(t), id); err != nil {
 			return err
@@ -158,7 +159,7 @@ func TestStatus_Lifecycle(t *testing.T) {
 	waitStatus(t, svc, "one-site", EventComplete)
 	waitStatus(t, svc, "dead", EventDeadLettered)
 	c = waitStatus(t, svc, "two-sites", EventPending)
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	check.For(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if c, _ = svc.Get(ctx, "two-sites"); !slices.Equal(c.Missing, []string{"edge-2"}) {
 			return fmt.Errorf("missing %q", c.Missing)
 		}
@@ -167,7 +168,7 @@ func TestStatus_Lifecycle(t *testing.T) {
 	sendReceipt(t, js, "two-sites", "edge-2", StatusProcessed)
 	waitStatus(t, svc, "two-sites", EventComplete)
 	sendReceipt(t, js, "one-site", "edge-1", StatusDeadLettered) // conflict: first status wins
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	check.For(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if c, _ = svc.Get(ctx, "one-site"); !c.Conflict || c.Status != EventComplete {
 			return fmt.Errorf("one-site %+v", c)
 		}
@@ -275,7 +276,7 @@ func TestStatus_Overdue(t *testing.T) {
 	publishEvent(t, js, "events.a.2", "late-2")
 	waitStatus(t, svc, "late-2", EventPending)
 	sendReceipt(t, js, "late-1", "edge-2", StatusProcessed) // edge-1 still owes both; edge-2 owes late-2
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		got := listAll(t, svc, ListQuery{Status: ListOverdue})
 		if !slices.Equal(got, []string{"late-1", "late-2"}) {
 			return fmt.Errorf("overdue %q", got)
@@ -320,7 +321,7 @@ func TestStatus_ListPages(t *testing.T) {
 		sendReceipt(t, js, eventID(i), "edge-1", StatusProcessed)
 	}
 	want = slices.DeleteFunc(want, func(id string) bool { var i int; fmt.Sscanf(id, "evt-%d", &i); return i%5 == 0 })
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	check.For(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if st := svc.Stats(); st.Applied != n/5 || st.OriginTracked != n {
 			return fmt.Errorf("stats %+v", st)
 		}
@@ -443,7 +444,7 @@ func TestStatus_OriginBadMessages(t *testing.T) {
 	publishEvent(t, js, "events.b", strings.Repeat("x", MaxEventIDLen+1))
 	publishEvent(t, js, "events.badname", "bad-expected")
 	publishEvent(t, js, "events.panic", "panics")
-	checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+	check.For(t, 20*time.Second, 10*time.Millisecond, func() error {
 		if st := svc.Stats(); st.OriginSkipped != 3 || st.OriginRetried < 1 {
 			return fmt.Errorf("stats %+v", st)
 		}

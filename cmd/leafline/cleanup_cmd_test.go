@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipts"
 )
 
@@ -24,7 +25,7 @@ func TestCleanupAndAuditCommands(t *testing.T) {
 	env.receipt(t, "done", "edge1", receipts.StatusProcessed)
 	env.receipt(t, "done", "edge2", receipts.StatusProcessed)
 	env.receipt(t, "open", "edge1", receipts.StatusProcessed)
-	statusPoll(t, func() error {
+	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		c, err := env.svc.Get(context.Background(), "done")
 		if err != nil || c.Status != receipts.EventComplete {
 			return fmt.Errorf("done: %v %s", err, c.Status)

@@ -22,8 +22,8 @@ import (
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/bench"
 	"github.com/leafline/leafline/internal/demo"
-	"github.com/leafline/leafline/publish"
 	"github.com/leafline/leafline/internal/progress"
+	"github.com/leafline/leafline/publish"
 	"github.com/leafline/leafline/receipts"
 	"github.com/leafline/leafline/topology"
 )
