@@ -22,10 +22,15 @@ func WithConsoleSampleEvery(d time.Duration) Option {
 }
 
 // startFleetLoops starts what lets L1 see the fleet: at a hub, the link
-// beats; at L1, the console's sampler.
+// beats; at L1, the console's sampler. A hub box on a cluster runs no
+// server of its own and so sends no beats, like a stock nats-server hub:
+// its sites show as unknown.
 func (a *App) startFleetLoops(ctx context.Context, g *errgroup.Group) {
 	switch a.site.Role {
 	case topology.RoleHub:
+		if a.srv == nil {
+			return
+		}
 		g.Go(func() error { a.publishLinkBeats(ctx); return nil })
 	case topology.RoleL1:
 		t := a.cfg.Topology
