@@ -90,7 +90,33 @@ func (r Result) OK() bool {
 // in its local receipts stream), restores the link, and waits until L1 has
 // recorded a completion for every published event.
 func Run(ctx context.Context, o RunOptions) (Result, error) {
-	var res Result
+	o.setDefaults()
+	r := &run{o: o, say: func(format string, a ...any) { fmt.Fprintf(o.Progress, "demo: "+format+"\n", a...) }}
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "leafline-demo-")
+		if err != nil {
+			return r.res, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	defer r.close()
+	if err := r.start(ctx, dir); err != nil {
+		return r.res, err
+	}
+	if err := r.publishAcrossCut(ctx); err != nil {
+		return r.res, err
+	}
+	r.awaitCompletions(ctx)
+	r.report(ctx)
+	if o.Hold != nil {
+		o.Hold(r.res)
+	}
+	return r.res, nil
+}
+
+func (o *RunOptions) setDefaults() {
 	if o.Events <= 0 {
 		o.Events = 1000
 	}
@@ -103,16 +129,25 @@ func Run(ctx context.Context, o RunOptions) (Result, error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	say := func(format string, a ...any) { fmt.Fprintf(o.Progress, "demo: "+format+"\n", a...) }
-	dir := o.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "leafline-demo-")
-		if err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
+}
+
+// run is one demo run's state, step by step.
+type run struct {
+	o          RunOptions
+	say        func(format string, a ...any)
+	ls         *System
+	l1, e1     *edge.App
+	nc, enc    *nats.Conn
+	js, ejs    jetstream.JetStream
+	ids, bad   []string // the good and the bad events published
+	restoredAt time.Time
+	res        Result
+	waitErr    error
+}
+
+// start runs the three sites and connects to L1 and the edge.
+func (r *run) start(ctx context.Context, dir string) error {
+	o := r.o
 	configure := func(c *topology.Config) {
 		if c.Site == "edge1" {
 			c.DeadLetter.Enabled = o.DeadLetter
@@ -130,77 +165,97 @@ func Run(ctx context.Context, o RunOptions) (Result, error) {
 	}
 	ls, err := NewSystem(dir, localsys.Options{Configure: configure, Logger: o.Logger}, nil)
 	if err != nil {
-		return res, err
+		return err
 	}
-	defer ls.Close()
+	r.ls = ls
 	if err := ls.StartAll(ctx); err != nil {
-		return res, err
+		return err
 	}
 	l1, hub, e1 := ls.App("l1"), ls.App("hub"), ls.App("edge1")
-	say("started l1 (nats %s, ops http://%s), hub, edge1 (nats %s, sink %s) under %s", l1.ClientURL(), l1.OpsAddr(), e1.ClientURL(), ls.Configs["edge1"].Sink.Type, dir)
+	r.l1, r.e1 = l1, e1
+	r.say("started l1 (nats %s, ops http://%s), hub, edge1 (nats %s, sink %s) under %s", l1.ClientURL(), l1.OpsAddr(), e1.ClientURL(), ls.Configs["edge1"].Sink.Type, dir)
 	if err := waitFor(ctx, 30*time.Second, func() bool { return hub.UpstreamConnected() && e1.UpstreamConnected() }); err != nil {
-		return res, fmt.Errorf("leafnode links did not come up: %w", err)
+		return fmt.Errorf("leafnode links did not come up: %w", err)
 	}
-	say("leafnode links up: edge1 -> hub -> l1 (mutual TLS with a private CA under %s, an nkey per site, per-link permissions; receipts signed per edge)", filepath.Join(dir, "pki"))
+	r.say("leafnode links up: edge1 -> hub -> l1 (mutual TLS with a private CA under %s, an nkey per site, per-link permissions; receipts signed per edge)", filepath.Join(dir, "pki"))
+	if r.nc, r.js, err = connectJS(l1.ClientURL()); err != nil {
+		return err
+	}
+	r.enc, r.ejs, err = connectJS(e1.ClientURL())
+	return err
+}
 
-	nc, err := nats.Connect(l1.ClientURL())
+func connectJS(url string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url)
 	if err != nil {
-		return res, err
+		return nil, nil, err
 	}
-	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return res, err
+		nc.Close()
+		return nil, nil, err
 	}
-	enc, err := nats.Connect(e1.ClientURL())
-	if err != nil {
-		return res, err
+	return nc, js, nil
+}
+
+func (r *run) close() {
+	if r.nc != nil {
+		r.nc.Close()
 	}
-	defer enc.Close()
-	ejs, err := jetstream.New(enc)
-	if err != nil {
-		return res, err
+	if r.enc != nil {
+		r.enc.Close()
 	}
-	t := ls.Topology
-	ids := make([]string, 0, o.Events)
+	if r.ls != nil {
+		r.ls.Close()
+	}
+}
+
+// publishAcrossCut publishes half of the events, cuts edge1's link,
+// publishes the rest while the edge works on, and restores the link.
+func (r *run) publishAcrossCut(ctx context.Context) error {
+	o, t, l1 := r.o, r.ls.Topology, r.l1
 	first := o.Events / 2
-	n, err := publishEvents(ctx, js, first, &ids)
-	res.Published += n
+	n, err := publishEvents(ctx, r.js, first, &r.ids)
+	r.res.Published += n
 	if err != nil {
-		return res, err
+		return err
 	}
-	say("published %d events at l1", n)
-	var bad []string
+	r.say("published %d events at l1", n)
 	if o.Bad > 0 {
-		if _, err := publishBad(ctx, js, o.Bad, &bad); err != nil {
-			return res, err
+		if _, err := publishBad(ctx, r.js, o.Bad, &r.bad); err != nil {
+			return err
 		}
-		res.Published += len(bad)
-		say("published %d bad events (payload above the edge's max_message_bytes); dlq=%t ack_confirmation=%t", len(bad), o.DeadLetter, o.AckConfirm)
+		r.res.Published += len(r.bad)
+		r.say("published %d bad events (payload above the edge's max_message_bytes); dlq=%t ack_confirmation=%t", len(r.bad), o.DeadLetter, o.AckConfirm)
 	}
-	if err := waitFor(ctx, 30*time.Second, func() bool { return localsys.StreamState(ctx, ejs, t.Events.EdgeStream).LastSeq >= uint64(first) }); err != nil {
-		return res, fmt.Errorf("events did not reach the edge: %w", err)
+	if err := waitFor(ctx, 30*time.Second, func() bool { return localsys.StreamState(ctx, r.ejs, t.Events.EdgeStream).LastSeq >= uint64(first) }); err != nil {
+		return fmt.Errorf("events did not reach the edge: %w", err)
 	}
 
-	ls.Links["edge1"].Cut()
+	r.ls.Links["edge1"].Cut()
 	cutAt := time.Now()
-	say("link edge1<->hub CUT for %s; edge1 had received %d events in %s", o.Cut, localsys.StreamState(ctx, ejs, t.Events.EdgeStream).LastSeq, t.Events.EdgeStream)
-	n, err = publishEvents(ctx, js, o.Events-first, &ids)
-	res.Published += n
+	r.say("link edge1<->hub CUT for %s; edge1 had received %d events in %s", o.Cut, localsys.StreamState(ctx, r.ejs, t.Events.EdgeStream).LastSeq, t.Events.EdgeStream)
+	n, err = publishEvents(ctx, r.js, o.Events-first, &r.ids)
+	r.res.Published += n
 	if err != nil {
-		return res, err
+		return err
 	}
-	say("published %d more events at l1 while the link is cut", n)
+	r.say("published %d more events at l1 while the link is cut", n)
 	sleepCtx(ctx, time.Until(cutAt.Add(o.Cut)))
-	processed := processedAt(e1, ls.Configs["edge1"], 0)
-	say("during the cut: edge1 processed %d events, holds %d receipts for the hub in %s; l1 applied %d completions",
-		processed, localsys.StreamState(ctx, ejs, t.Receipts.EdgeStream).Msgs, t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
-	say("l1 summary during the cut: %s", summaryLine(ctx, l1))
-	ls.Links["edge1"].Restore()
-	restoredAt := time.Now()
-	say("link restored")
+	processed := processedAt(r.e1, r.ls.Configs["edge1"], 0)
+	r.say("during the cut: edge1 processed %d events, holds %d receipts for the hub in %s; l1 applied %d completions",
+		processed, localsys.StreamState(ctx, r.ejs, t.Receipts.EdgeStream).Msgs, t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
+	r.say("l1 summary during the cut: %s", summaryLine(ctx, l1))
+	r.ls.Links["edge1"].Restore()
+	r.restoredAt = time.Now()
+	r.say("link restored")
+	return nil
+}
 
-	store := l1.Completions().Store()
+// awaitCompletions waits until L1 has a terminal record from edge1 for
+// every event, or the timeout passes, and counts the result.
+func (r *run) awaitCompletions(ctx context.Context) {
+	store := r.l1.Completions().Store()
 	terminal := func(ids []string, want receipts.Status) int {
 		c := 0
 		for _, id := range ids {
@@ -212,40 +267,43 @@ func Run(ctx context.Context, o RunOptions) (Result, error) {
 		}
 		return c
 	}
-	total := len(ids) + len(bad)
-	bar := progress.Start(o.Progress, "demo: receipts applied at l1", int64(total)) // a terminal only
-	werr := waitFor(ctx, o.Timeout, func() bool {
-		applied := int(l1.Completions().Stats().Applied)
+	total := len(r.ids) + len(r.bad)
+	bar := progress.Start(r.o.Progress, "demo: receipts applied at l1", int64(total)) // a terminal only
+	r.waitErr = waitFor(ctx, r.o.Timeout, func() bool {
+		applied := int(r.l1.Completions().Stats().Applied)
 		bar.Set(int64(applied))
 		return applied >= total &&
-			terminal(ids, receipts.StatusProcessed)+terminal(bad, receipts.StatusDeadLettered) == total
+			terminal(r.ids, receipts.StatusProcessed)+terminal(r.bad, receipts.StatusDeadLettered) == total
 	})
 	bar.Stop()
-	res.DeadLettered = terminal(bad, receipts.StatusDeadLettered)
-	res.Completed = terminal(ids, receipts.StatusProcessed) + res.DeadLettered
-	res.Processed = processedAt(e1, ls.Configs["edge1"], res.DeadLettered)
-	applied := int(l1.Completions().Stats().Applied)
+	res := &r.res
+	res.DeadLettered = terminal(r.bad, receipts.StatusDeadLettered)
+	res.Completed = terminal(r.ids, receipts.StatusProcessed) + res.DeadLettered
+	res.Processed = processedAt(r.e1, r.ls.Configs["edge1"], res.DeadLettered)
+	applied := int(r.l1.Completions().Stats().Applied)
 	res.DuplicateCompletions = max(0, applied-res.Completed)
 	res.Lost = res.Published - res.Completed
-	if werr == nil {
-		say("all %d completions recorded at l1 %.2fs after the link was restored", res.Completed, time.Since(restoredAt).Seconds())
+}
+
+// report says how the run ended and where to look.
+func (r *run) report(ctx context.Context) {
+	l1 := r.l1
+	if r.waitErr == nil {
+		r.say("all %d completions recorded at l1 %.2fs after the link was restored", r.res.Completed, time.Since(r.restoredAt).Seconds())
 	} else {
-		say("gave up waiting: %v", werr)
+		r.say("gave up waiting: %v", r.waitErr)
 	}
-	say("l1 summary after the link healed: %s", summaryLine(ctx, l1))
+	r.say("l1 summary after the link healed: %s", summaryLine(ctx, l1))
 	until := "until the demo exits (--keep holds the sites up)"
-	if o.Hold != nil {
+	if r.o.Hold != nil {
 		until = "until the demo is interrupted"
 	}
-	say("l1 status API, %s: curl http://%s/v1/summary ; curl http://%s%s", until, l1.OpsAddr(), l1.OpsAddr(), receipts.EventPath(ids[0]))
-	if len(bad) > 0 {
-		say("bad events: %d reported as dead_lettered at l1 (of %d); DLQ stream %s holds %d records",
-			res.DeadLettered, len(bad), ls.Configs["edge1"].DeadLetter.Stream, localsys.StreamState(ctx, ejs, ls.Configs["edge1"].DeadLetter.Stream).Msgs)
+	r.say("l1 status API, %s: curl http://%s/v1/summary ; curl http://%s%s", until, l1.OpsAddr(), l1.OpsAddr(), receipts.EventPath(r.ids[0]))
+	if len(r.bad) > 0 {
+		dlq := r.ls.Configs["edge1"].DeadLetter.Stream
+		r.say("bad events: %d reported as dead_lettered at l1 (of %d); DLQ stream %s holds %d records",
+			r.res.DeadLettered, len(r.bad), dlq, localsys.StreamState(ctx, r.ejs, dlq).Msgs)
 	}
-	if o.Hold != nil {
-		o.Hold(res)
-	}
-	return res, nil
 }
 
 // processedAt counts the events e (configured by cfg) has processed: the events the store
