@@ -1,0 +1,52 @@
+// Package relay moves messages across one leafnode link from an upstream
+// stream into a downstream stream, in batches, with the edge runner's rule:
+// commit first, ACK last, design for redelivery.
+//
+// The downstream site runs one Relay per link. It pulls from the durable
+// pull consumer that the upstream site created for it on the upstream
+// stream (through the link, with the upstream domain's API prefix), stores
+// each fetched batch in the downstream stream with ONE atomic batch publish
+// (one fsync per batch under SyncAlways), and ACKs the batch only after
+// the batch's PubAck.
+//
+// # What is kept
+//
+// Each stored message keeps its subject (mapped by Link.Subject), payload
+// and every header, including Nats-Msg-Id. The relay adds two headers:
+// HeaderLink (the link's name) and HeaderSeq (the message's sequence in the
+// upstream stream).
+//
+// # Redelivery is absorbed exactly
+//
+// The relay stores a link's messages in upstream stream order and never
+// stores a message while an earlier one of the link is missing
+// downstream. So the link's stored messages are always a prefix of the
+// upstream messages the consumer is given, and the upstream sequence of
+// the newest one (its high-water mark, HeaderSeq) says exactly which are
+// stored: a message at or below it is ACKed without storing it again,
+// whether it comes back after a lost ACK, a crash between the store and
+// the ACK, or long after the stream's duplicate window has passed.
+//
+// On start the mark is read back from the downstream stream: the last
+// message on the link's subjects (Link.Marks). The trim of a relayed
+// stream therefore keeps the newest message of each link (see KeepNewest).
+//
+// The prefix holds because a batch is checked against the upstream stream
+// before it is stored: the first new message must be the next message of
+// the consumer's filter after the mark (looked up in the upstream stream,
+// one request per batch), and each further message must follow the one
+// before it as a first delivery with the next delivery sequence, or be
+// looked up likewise. A delivery lost in flight (a link cut, an expired
+// pull request) leaves a hole; the messages behind the hole are neither
+// stored nor ACKed, and come again with it after the consumer's AckWait.
+//
+// # Caveats
+//
+//   - A batch that the server refuses because one of its Nats-Msg-Ids is
+//     still in the downstream duplicate window (two upstream messages with
+//     one id) is stored one message at a time instead; the server drops the
+//     duplicate as sourcing would.
+//   - The upstream owner must not delete unACKed messages of the link (the
+//     trim never does): the lookup would then skip them.
+//   - Two relays must not run on one link at once.
+package relay

@@ -1,0 +1,352 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// Headers the relay adds to every message it stores.
+const (
+	// HeaderLink is the name of the link that stored the message.
+	HeaderLink = "Leafline-Relay-Link"
+	// HeaderSeq is the message's sequence in the upstream stream.
+	HeaderSeq = "Leafline-Relay-Seq"
+)
+
+// errDuplicateInBatch is the server's refusal of an atomic batch that holds
+// a Nats-Msg-Id already in the stream's duplicate window.
+const errDuplicateInBatch jetstream.ErrorCode = 10201
+
+// Link describes one link's relay. The zero value of each optional field
+// means its default.
+type Link struct {
+	// Name identifies the link; it is written in HeaderLink. Required.
+	Name string
+	// Upstream reaches the upstream site's JetStream through the link
+	// (jetstream.NewWithDomain). Required.
+	Upstream jetstream.JetStream
+	// Stream and Consumer name the upstream stream and the durable pull
+	// consumer that the upstream site created for this link. Required.
+	Stream, Consumer string
+	// Filter is the consumer's subject filter; zero value means every subject.
+	Filter string
+	// Local is the downstream site's JetStream and LocalStream the stream
+	// the messages are stored in (it must allow atomic publish). Required.
+	Local       jetstream.JetStream
+	LocalStream string
+	// Subject maps an upstream subject to the subject the message is
+	// published on downstream. Required.
+	Subject func(upstream string) string
+	// Marks are downstream stored subjects (wildcards allowed) that hold
+	// this link's messages and no other link's; the newest message on them
+	// carries the link's high-water mark. Required.
+	Marks []string
+	// Batch is how many messages one fetch asks for. Zero means 500; at
+	// most 1000 (the server's atomic batch limit).
+	Batch int
+	// Expiry bounds each pull request, and so how long a restored link
+	// waits before the next request reaches the upstream. Zero means 2s.
+	Expiry time.Duration
+	// Log receives the relay's log lines (never payloads). Nil discards.
+	Log *slog.Logger
+}
+
+// Relay moves one link's messages. Create it with New; run it with Run.
+type Relay struct {
+	l      Link
+	mark   uint64 // upstream sequence of the newest message stored
+	loaded bool   // mark was read from the downstream stream
+	cons   jetstream.Consumer
+
+	// beforeAck, when set (tests), runs after a batch is stored and
+	// before it is ACKed; an error stops Run as a crash would.
+	beforeAck func() error
+}
+
+// New checks l and returns its relay.
+func New(l Link) (*Relay, error) {
+	var errs []error
+	req := func(ok bool, what string) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("relay: link %q: %s is required", l.Name, what))
+		}
+	}
+	req(l.Name != "", "Name")
+	req(l.Upstream != nil, "Upstream")
+	req(l.Stream != "" && l.Consumer != "", "Stream and Consumer")
+	req(l.Local != nil && l.LocalStream != "", "Local and LocalStream")
+	req(l.Subject != nil, "Subject")
+	req(len(l.Marks) > 0, "Marks")
+	if l.Batch < 0 || l.Batch > 1000 {
+		errs = append(errs, fmt.Errorf("relay: link %q: Batch %d is outside 0..1000", l.Name, l.Batch))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if l.Batch == 0 {
+		l.Batch = 500
+	}
+	if l.Expiry <= 0 {
+		l.Expiry = 2 * time.Second
+	}
+	if l.Log == nil {
+		l.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{l: l}, nil
+}
+
+// Mark returns the upstream sequence of the newest message the relay
+// stored (0 before the first store or the first read of the mark).
+func (r *Relay) Mark() uint64 { return r.mark }
+
+// Run moves messages until ctx ends and returns nil then. A failing step
+// (link down, store refused) is logged and retried; it never ACKs a
+// message that is not stored.
+func (r *Relay) Run(ctx context.Context) error {
+	failing := ""
+	for ctx.Err() == nil {
+		err := r.step(ctx)
+		var crash *crashError
+		if errors.As(err, &crash) {
+			return crash.err
+		}
+		if err != nil && ctx.Err() == nil {
+			if s := err.Error(); s != failing {
+				r.l.Log.Warn("relay step failed; retrying", "link", r.l.Name, "err", err)
+				failing = s
+			}
+			sleep(ctx, time.Second)
+			continue
+		}
+		failing = ""
+	}
+	return nil
+}
+
+// crashError carries a beforeAck failure out of Run.
+type crashError struct{ err error }
+
+func (e *crashError) Error() string { return e.err.Error() }
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// step fetches one batch and moves it.
+func (r *Relay) step(ctx context.Context) error {
+	if !r.loaded {
+		m, err := r.loadMark(ctx)
+		if err != nil {
+			return fmt.Errorf("read mark: %w", err)
+		}
+		r.mark, r.loaded = m, true
+	}
+	if r.cons == nil {
+		c, err := r.l.Upstream.Consumer(ctx, r.l.Stream, r.l.Consumer)
+		if err != nil {
+			return fmt.Errorf("consumer %s on %s: %w", r.l.Consumer, r.l.Stream, err)
+		}
+		r.cons = c
+	}
+	b, err := r.cons.Fetch(r.l.Batch, jetstream.FetchMaxWait(r.l.Expiry))
+	if err != nil {
+		r.cons = nil
+		return fmt.Errorf("fetch: %w", err)
+	}
+	var msgs []jetstream.Msg
+	for m := range b.Messages() {
+		msgs = append(msgs, m)
+	}
+	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(msgs) == 0 {
+		r.cons = nil
+		return fmt.Errorf("fetch: %w", err)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return r.move(ctx, msgs)
+}
+
+// loadMark reads the link's high-water mark from the downstream stream.
+func (r *Relay) loadMark(ctx context.Context) (uint64, error) {
+	s, err := r.l.Local.Stream(ctx, r.l.LocalStream)
+	if err != nil {
+		return 0, err
+	}
+	var mark uint64
+	for _, subj := range r.l.Marks {
+		m, err := s.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("last message on %s: %w", subj, err)
+		}
+		if m.Header.Get(HeaderLink) != r.l.Name {
+			continue
+		}
+		seq, err := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("message %d on %s: bad %s header: %w", m.Sequence, subj, HeaderSeq, err)
+		}
+		mark = max(mark, seq)
+	}
+	return mark, nil
+}
+
+type delivery struct {
+	m    jetstream.Msg
+	meta *jetstream.MsgMetadata
+}
+
+// move stores the new messages of a batch that continue the link's prefix
+// and ACKs them with the ones already stored.
+func (r *Relay) move(ctx context.Context, msgs []jetstream.Msg) error {
+	ds := make([]delivery, 0, len(msgs))
+	for _, m := range msgs {
+		meta, err := m.Metadata()
+		if err != nil {
+			// Not a JetStream delivery: nothing to store or ACK.
+			continue
+		}
+		ds = append(ds, delivery{m, meta})
+	}
+	slices.SortFunc(ds, func(a, b delivery) int {
+		return cmpU(a.meta.Sequence.Stream, b.meta.Sequence.Stream)
+	})
+	var old, take []delivery
+	last := r.mark
+	var prev *delivery
+	var holeErr error
+	for i := range ds {
+		d := &ds[i]
+		s := d.meta.Sequence.Stream
+		if s <= last {
+			old = append(old, *d)
+			continue
+		}
+		if prev == nil || !follows(prev.meta, d.meta) {
+			next, err := r.next(ctx, last+1)
+			if err != nil {
+				holeErr = fmt.Errorf("look up next message: %w", err)
+				break
+			}
+			if next != s {
+				// A message before s is not here: store nothing behind it.
+				break
+			}
+		}
+		take = append(take, *d)
+		prev, last = d, s
+	}
+	if len(take) > 0 {
+		if err := r.store(ctx, take); err != nil {
+			// The store may have happened: read the mark again first.
+			r.loaded = false
+			ackAll(old)
+			return fmt.Errorf("store %d messages: %w", len(take), err)
+		}
+		r.mark = last
+		if r.beforeAck != nil {
+			if err := r.beforeAck(); err != nil {
+				return &crashError{err}
+			}
+		}
+	}
+	ackAll(old)
+	ackAll(take)
+	return holeErr
+}
+
+// follows reports whether b was delivered right after a, both for the
+// first time: the consumer gives new messages in stream order, so no
+// message of its filter lies between them.
+func follows(a, b *jetstream.MsgMetadata) bool {
+	return a.NumDelivered == 1 && b.NumDelivered == 1 && b.Sequence.Consumer == a.Sequence.Consumer+1
+}
+
+// next returns the sequence of the first upstream message at or after seq
+// on the link's filter.
+func (r *Relay) next(ctx context.Context, seq uint64) (uint64, error) {
+	s, err := r.l.Upstream.Stream(ctx, r.l.Stream)
+	if err != nil {
+		return 0, err
+	}
+	filter := r.l.Filter
+	if filter == "" {
+		filter = ">"
+	}
+	m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
+}
+
+// batchHeader reports headers of the upstream publish that must not be
+// replayed downstream: the atomic batch's own and the publish expectations.
+func batchHeader(k string) bool {
+	return strings.HasPrefix(k, "Nats-Batch-") || strings.HasPrefix(k, "Nats-Expected-")
+}
+
+func (r *Relay) store(ctx context.Context, ds []delivery) error {
+	out := make([]*nats.Msg, 0, len(ds))
+	for _, d := range ds {
+		m := nats.NewMsg(r.l.Subject(d.m.Subject()))
+		m.Data = d.m.Data()
+		for k, v := range d.m.Headers() {
+			if !batchHeader(k) {
+				m.Header[k] = slices.Clone(v)
+			}
+		}
+		m.Header.Set(HeaderLink, r.l.Name)
+		m.Header.Set(HeaderSeq, strconv.FormatUint(d.meta.Sequence.Stream, 10))
+		out = append(out, m)
+	}
+	_, err := jetstreamext.PublishMsgBatch(ctx, r.l.Local, out)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInBatch {
+		// One of the ids is in the window: store one by one, in order,
+		// so the server drops the duplicate and the prefix still holds.
+		for _, m := range out {
+			if _, err := r.l.Local.PublishMsg(ctx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return err
+}
+
+func ackAll(ds []delivery) {
+	for _, d := range ds {
+		// A lost ACK is absorbed: the message comes again and is at or
+		// below the mark.
+		_ = d.m.Ack()
+	}
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
