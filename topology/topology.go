@@ -30,6 +30,10 @@ type Topology struct {
 	// ride out without an operator. Only the lint uses it (a duplicate
 	// window shorter than this is reported). Zero value means 1h.
 	ExpectedOutage Duration `json:"expected_outage,omitempty"`
+	// Transport is the hop transport of every link whose site names none:
+	// "relay" or "sourcing" (TransportRelay, TransportSourcing). Zero
+	// value means the default (LinkTransport).
+	Transport string `json:"transport,omitempty"`
 }
 
 // Events describes the forward path L1 → hub → edge.
@@ -108,6 +112,10 @@ type Site struct {
 	// the topology, not of the box config, because the hub's and L1's link
 	// permissions and the hub's streams follow from it.
 	DeliveryMode string `json:"delivery_mode,omitempty"`
+	// Transport is the hop transport of this site's link to its upstream
+	// (hub and edge): "relay" or "sourcing". Zero value means
+	// Topology.Transport (LinkTransport).
+	Transport string `json:"transport,omitempty"`
 }
 
 // Edge delivery modes (Site.DeliveryMode).

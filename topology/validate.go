@@ -21,6 +21,7 @@ func (t *Topology) validate(p *problems) {
 	t.validateEvents(p)
 	t.validateReceipts(p)
 	t.validateSites(p)
+	t.validateTransports(p)
 }
 
 // namedStream is a stream name with the path it is configured at.

@@ -1,0 +1,58 @@
+package topology
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTopology_Transport_Bad(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Topology)
+		path   string
+		msg    string
+	}{
+		{"unknown default", func(tp *Topology) { tp.Transport = "push" }, "transport", `"push" is not one of relay, sourcing`},
+		{"unknown on a link", func(tp *Topology) { tp.Sites[2].Transport = "Relay" }, "sites[2].transport", `"Relay" is not one of relay, sourcing`},
+		{"on l1", func(tp *Topology) { tp.Sites[0].Transport = TransportRelay }, "sites[0].transport", "an l1 site has no upstream link"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tp := exampleTopology(t)
+			tt.mutate(tp)
+			_, err := ParseTopology(mustMarshal(t, tp), "topology.json")
+			wantProblem(t, err, "topology.json", tt.path, tt.msg)
+		})
+	}
+}
+
+func TestTopology_LinkTransport(t *testing.T) {
+	raw := func(tp *Topology) []byte { return mustMarshal(t, tp) }
+	tp := exampleTopology(t)
+	tp.Transport = TransportRelay
+	tp.Sites[2].Transport = TransportSourcing
+	got, err := ParseTopology(raw(tp), "topology.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{tp.Sites[0].Name: "", tp.Sites[1].Name: TransportRelay, tp.Sites[2].Name: TransportSourcing}
+	for name, w := range want {
+		s, _ := got.Site(name)
+		if g := got.LinkTransport(s); g != w {
+			t.Errorf("site %s: transport %q, want %q", name, g, w)
+		}
+	}
+	// Without either setting every link uses the default.
+	plain, err := ParseTopology(raw(exampleTopology(t)), "topology.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := plain.LinkTransport(&plain.Sites[1]); g != defaultTransport {
+		t.Errorf("default transport %q, want %q", g, defaultTransport)
+	}
+	// The strict decoder refuses a misspelt key beside it.
+	bad := strings.Replace(string(raw(tp)), `"transport"`, `"transprot"`, 1)
+	if _, err := ParseTopology([]byte(bad), "topology.json"); err == nil || !strings.Contains(err.Error(), "transprot") {
+		t.Errorf("misspelt key: %v", err)
+	}
+}
