@@ -31,14 +31,19 @@
 // message on the link's subjects (Link.Marks). The trim of a relayed
 // stream therefore keeps the newest message of each link (see KeepNewest).
 //
-// The prefix holds because a batch is checked against the upstream stream
-// before it is stored: the first new message must be the next message of
-// the consumer's filter after the mark (looked up in the upstream stream,
-// one request per batch), and each further message must follow the one
-// before it as a first delivery with the next delivery sequence, or be
-// looked up likewise. A delivery lost in flight (a link cut, an expired
-// pull request) leaves a hole; the messages behind the hole are neither
-// stored nor ACKed, and come again with it after the consumer's AckWait.
+// The prefix holds because a batch is stored only when no earlier message
+// of the link can be missing. Normally each new message is a first
+// delivery with the delivery sequence right after the previous one stored:
+// the consumer gives new messages in stream order, so nothing of its
+// filter lies between them. Otherwise (the first batch of a run, a
+// redelivery, a delivery lost in flight to a link cut or an expired pull
+// request) the relay asks the consumer how many messages it has delivered
+// and not had ACKed; only when the batch in hand is all of them is it
+// stored. If not, the batch is NAKed and comes again with the lost
+// delivery once that one's AckWait expires; the consumer's MaxAckPending
+// must be at most Batch so that they fit in one fetch. The relay needs
+// on the upstream only its own consumer: pull requests, ACKs, and its
+// consumer's info.
 //
 // # Caveats
 //

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,10 +37,10 @@ type Link struct {
 	// (jetstream.NewWithDomain). Required.
 	Upstream jetstream.JetStream
 	// Stream and Consumer name the upstream stream and the durable pull
-	// consumer that the upstream site created for this link. Required.
+	// consumer that the upstream site created for this link: explicit
+	// ACK, and MaxAckPending at most Batch (so that every unACKed message
+	// fits in one fetch; see the package doc). Required.
 	Stream, Consumer string
-	// Filter is the consumer's subject filter; zero value means every subject.
-	Filter string
 	// Local is the downstream site's JetStream and LocalStream the stream
 	// the messages are stored in (it must allow atomic publish). Required.
 	Local       jetstream.JetStream
@@ -67,6 +68,7 @@ type Relay struct {
 	mark   uint64 // upstream sequence of the newest message stored
 	loaded bool   // mark was read from the downstream stream
 	cons   jetstream.Consumer
+	prev   *jetstream.MsgMetadata // the newest delivery stored in this run
 
 	// beforeAck, when set (tests), runs after a batch is stored and
 	// before it is ACKed; an error stops Run as a crash would.
@@ -214,8 +216,8 @@ type delivery struct {
 	meta *jetstream.MsgMetadata
 }
 
-// move stores the new messages of a batch that continue the link's prefix
-// and ACKs them with the ones already stored.
+// move stores the new messages of a batch, if they continue the link's
+// prefix, and ACKs them with the ones already stored.
 func (r *Relay) move(ctx context.Context, msgs []jetstream.Msg) error {
 	ds := make([]delivery, 0, len(msgs))
 	for _, m := range msgs {
@@ -227,41 +229,41 @@ func (r *Relay) move(ctx context.Context, msgs []jetstream.Msg) error {
 		ds = append(ds, delivery{m, meta})
 	}
 	slices.SortFunc(ds, func(a, b delivery) int {
-		return cmpU(a.meta.Sequence.Stream, b.meta.Sequence.Stream)
+		return cmp.Compare(a.meta.Sequence.Stream, b.meta.Sequence.Stream)
 	})
 	var old, take []delivery
-	last := r.mark
-	var prev *delivery
-	var holeErr error
-	for i := range ds {
-		d := &ds[i]
-		s := d.meta.Sequence.Stream
-		if s <= last {
-			old = append(old, *d)
+	chained := r.prev != nil
+	prev := r.prev
+	for _, d := range ds {
+		if d.meta.Sequence.Stream <= r.mark {
+			old = append(old, d)
 			continue
 		}
-		if prev == nil || !follows(prev.meta, d.meta) {
-			next, err := r.next(ctx, last+1)
-			if err != nil {
-				holeErr = fmt.Errorf("look up next message: %w", err)
-				break
+		chained = chained && follows(prev, d.meta)
+		prev = d.meta
+		take = append(take, d)
+	}
+	if len(take) > 0 && !chained {
+		whole, err := r.holdsAllPending(ctx, len(ds))
+		if err != nil || !whole {
+			// A delivery before these may be lost in flight: store
+			// nothing, and let them come again with it.
+			r.prev = nil
+			nakAll(ds)
+			if err == nil {
+				sleep(ctx, r.l.Expiry/4)
 			}
-			if next != s {
-				// A message before s is not here: store nothing behind it.
-				break
-			}
+			return err
 		}
-		take = append(take, *d)
-		prev, last = d, s
 	}
 	if len(take) > 0 {
 		if err := r.store(ctx, take); err != nil {
 			// The store may have happened: read the mark again first.
-			r.loaded = false
+			r.loaded, r.prev = false, nil
 			ackAll(old)
 			return fmt.Errorf("store %d messages: %w", len(take), err)
 		}
-		r.mark = last
+		r.mark, r.prev = take[len(take)-1].meta.Sequence.Stream, prev
 		if r.beforeAck != nil {
 			if err := r.beforeAck(); err != nil {
 				return &crashError{err}
@@ -270,32 +272,28 @@ func (r *Relay) move(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	ackAll(old)
 	ackAll(take)
-	return holeErr
+	return nil
 }
 
 // follows reports whether b was delivered right after a, both for the
 // first time: the consumer gives new messages in stream order, so no
 // message of its filter lies between them.
 func follows(a, b *jetstream.MsgMetadata) bool {
-	return a.NumDelivered == 1 && b.NumDelivered == 1 && b.Sequence.Consumer == a.Sequence.Consumer+1
+	return a != nil && a.NumDelivered == 1 && b.NumDelivered == 1 && b.Sequence.Consumer == a.Sequence.Consumer+1
 }
 
-// next returns the sequence of the first upstream message at or after seq
-// on the link's filter.
-func (r *Relay) next(ctx context.Context, seq uint64) (uint64, error) {
-	s, err := r.l.Upstream.Stream(ctx, r.l.Stream)
+// holdsAllPending reports whether the n deliveries in hand are every
+// message the consumer has delivered and not had ACKed. Then no earlier
+// message of the link is missing downstream: each was delivered before
+// these (new messages come in stream order) and is either in hand or
+// ACKed, and the relay ACKs only what is stored.
+func (r *Relay) holdsAllPending(ctx context.Context, n int) (bool, error) {
+	info, err := r.cons.Info(ctx)
 	if err != nil {
-		return 0, err
+		r.cons = nil
+		return false, fmt.Errorf("consumer info: %w", err)
 	}
-	filter := r.l.Filter
-	if filter == "" {
-		filter = ">"
-	}
-	m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
-	if err != nil {
-		return 0, err
-	}
-	return m.Sequence, nil
+	return info.NumAckPending == n, nil
 }
 
 // batchHeader reports headers of the upstream publish that must not be
@@ -333,20 +331,16 @@ func (r *Relay) store(ctx context.Context, ds []delivery) error {
 	return err
 }
 
+func nakAll(ds []delivery) {
+	for _, d := range ds {
+		_ = d.m.Nak()
+	}
+}
+
 func ackAll(ds []delivery) {
 	for _, d := range ds {
 		// A lost ACK is absorbed: the message comes again and is at or
 		// below the mark.
 		_ = d.m.Ack()
 	}
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

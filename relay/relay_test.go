@@ -60,7 +60,7 @@ func startPair(t *testing.T, window time.Duration) *pair {
 		t.Fatal(err)
 	}
 	if _, err := p.upJS.CreateOrUpdateConsumer(ctx, "UP", jetstream.ConsumerConfig{Durable: "relay-down",
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: 5000,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: 200,
 		DeliverPolicy: jetstream.DeliverAllPolicy, MaxRequestBatch: 1000}); err != nil {
 		t.Fatal(err)
 	}
@@ -267,4 +267,33 @@ func TestNew_ReportsEveryMissingField(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
 	}
+}
+
+// Deliveries lost in flight (here: fetched by a pull request whose client
+// went away) are waited for: nothing behind them is stored first, so the
+// mark never passes a message that is not downstream.
+func TestRelay_LostDeliveryIsWaitedFor(t *testing.T) {
+	p := startPair(t, time.Minute)
+	p.publish(t, 0, 150)
+	cons, err := p.linkJS.Consumer(context.Background(), "UP", "relay-down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := cons.Fetch(10, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range lost.Messages() {
+		n++
+	}
+	if n != 10 {
+		t.Fatalf("took %d deliveries, want 10", n)
+	}
+	r, err := relay.New(p.link())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.run(t, r)
+	exactlyOnce(t, p.settled(t, 150), 150)
 }
