@@ -493,6 +493,9 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	}
 	g.Go(func() error { a.trimStreams(ctx); return nil })
 	a.startFleetLoops(ctx, g) // see fleet.go
+	if err := a.startHopRelays(ctx, g); err != nil {
+		g.Go(func() error { return err })
+	}
 }
 
 // releaseEvery is how often the edge drops its mapping of outbox pages

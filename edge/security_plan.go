@@ -27,6 +27,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg *topology.Config
 	if err := checkDomain(ctx, js, site); err != nil {
 		return err
 	}
+	if err := stockServerTakes(cfg, site); err != nil {
+		return err
+	}
 	return reconcile(ctx, js, sitePlan(cfg, site))
 }
 

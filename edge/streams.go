@@ -82,6 +82,10 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 	// serve creates, on a stream this site owns, the durable source consumer
 	// for a downstream site.
 	serve := func(stream string, down *topology.Site, filter string) {
+		if relayed(t, site, down) {
+			p.consumers = append(p.consumers, consumerPlan{stream: stream, cfg: relayConsumerConfig(down, filter)})
+			return
+		}
 		p.consumers = append(p.consumers, consumerPlan{stream: stream, cfg: jetstream.ConsumerConfig{
 			Durable:        topology.SourceConsumerName(down.Name),
 			Description:    "leafline durable source for " + down.Name,
@@ -95,6 +99,16 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 		}})
 	}
 	up, _ := t.Site(site.Upstream)
+	// take makes c take stream from the site from, by the link's transport.
+	take := func(c *jetstream.StreamConfig, stream string, from *topology.Site) *jetstream.StreamSource {
+		if relayed(t, site, from) {
+			relayInto(c, site)
+			return nil
+		}
+		src := sourceFrom(stream, from)
+		c.Sources = append(c.Sources, src)
+		return src
+	}
 
 	switch site.Role {
 	case topology.RoleL1:
@@ -106,13 +120,13 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 		r1.Description = "leafline receipts at L1"
 		for _, hub := range t.Downstream(site.Name) {
 			serve(ev.OriginStream, hub, "")
-			r1.Sources = append(r1.Sources, sourceFrom(rc.HubStream, hub))
+			take(&r1, rc.HubStream, hub)
 		}
 		p.streams = append(p.streams, origin, r1)
 	case topology.RoleHub:
 		ha := sourced(ev.HubStream)
 		ha.Description = "leafline events at hub"
-		ha.Sources = []*jetstream.StreamSource{sourceFrom(ev.OriginStream, up)}
+		take(&ha, ev.OriginStream, up)
 		rh := sourced(rc.HubStream)
 		rh.Description = "leafline receipts at hub"
 		for _, e := range t.Downstream(site.Name) {
@@ -122,10 +136,10 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 			}
 			// Each edge's link carries only its own site's receipts
 			// (topology.ReceiptBinding).
-			src := sourceFrom(rc.EdgeStream, e)
-			from, to := t.ReceiptBinding(e.Name)
-			src.SubjectTransforms = []jetstream.SubjectTransformConfig{{Source: from, Destination: to}}
-			rh.Sources = append(rh.Sources, src)
+			if src := take(&rh, rc.EdgeStream, e); src != nil {
+				from, to := t.ReceiptBinding(e.Name)
+				src.SubjectTransforms = []jetstream.SubjectTransformConfig{{Source: from, Destination: to}}
+			}
 		}
 		serve(rc.HubStream, up, "")
 		p.streams = append(p.streams, ha, rh)
@@ -137,7 +151,7 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 		if !site.Direct() {
 			l2 := sourced(ev.EdgeStream)
 			l2.Description = "leafline events at edge"
-			l2.Sources = []*jetstream.StreamSource{sourceFrom(ev.HubStream, up)}
+			take(&l2, ev.HubStream, up)
 			p.streams = append(p.streams, l2)
 		}
 		re := base(rc.EdgeStream)

@@ -25,32 +25,40 @@ const trimEvery = time.Second
 type trimPlan struct {
 	stream    string
 	consumers []string
+	// keep are subjects whose newest message is never trimmed: those of
+	// the relay links into the stream, whose newest message holds the
+	// link's high-water mark (package relay).
+	keep []string
 }
 
 // trimPlans lists the streams of a site that are trimmed. L1A is not: it
 // is the origin, which L1's tracker and redrive read. Neither is the DLQ,
 // which is for operators.
 func trimPlans(cfg *topology.Config, site *topology.Site) []trimPlan {
+	return keepRelayMarks(cfg, site, trimTakers(cfg, site))
+}
+
+func trimTakers(cfg *topology.Config, site *topology.Site) []trimPlan {
 	t := cfg.Topology
 	up, _ := t.Site(site.Upstream)
 	switch site.Role {
 	case topology.RoleL1:
-		return []trimPlan{{t.Receipts.L1Stream, []string{cfg.Completion.Consumer}}}
+		return []trimPlan{{stream: t.Receipts.L1Stream, consumers: []string{cfg.Completion.Consumer}}}
 	case topology.RoleHub:
 		var edges []string
 		for _, e := range t.Downstream(site.Name) {
 			if !e.Direct() {
-				edges = append(edges, topology.SourceConsumerName(e.Name))
+				edges = append(edges, takerName(t, site, e))
 			}
 		}
 		return []trimPlan{
-			{t.Events.HubStream, edges},
-			{t.Receipts.HubStream, []string{topology.SourceConsumerName(up.Name)}},
+			{stream: t.Events.HubStream, consumers: edges},
+			{stream: t.Receipts.HubStream, consumers: []string{takerName(t, site, up)}},
 		}
 	case topology.RoleEdge:
-		p := []trimPlan{{t.Receipts.EdgeStream, []string{topology.SourceConsumerName(up.Name)}}}
+		p := []trimPlan{{stream: t.Receipts.EdgeStream, consumers: []string{takerName(t, site, up)}}}
 		if !site.Direct() {
-			p = append(p, trimPlan{t.Events.EdgeStream, []string{cfg.Delivery.Consumer}})
+			p = append(p, trimPlan{stream: t.Events.EdgeStream, consumers: []string{cfg.Delivery.Consumer}})
 		}
 		return p
 	}
@@ -157,6 +165,9 @@ func trim(ctx context.Context, js jetstream.JetStream, p trimPlan) (uint64, erro
 		return 0, nil
 	}
 	bound, err := trimBound(ctx, s, p, st.LastSeq)
+	if err == nil {
+		bound, err = keepNewest(ctx, s, p.keep, bound)
+	}
 	if err != nil || bound < st.FirstSeq {
 		return 0, err
 	}

@@ -165,16 +165,17 @@ func (r *Relay) step(ctx context.Context) error {
 		}
 		r.cons = c
 	}
-	b, err := r.cons.Fetch(r.l.Batch, jetstream.FetchMaxWait(r.l.Expiry))
-	if err != nil {
-		r.cons = nil
-		return fmt.Errorf("fetch: %w", err)
+	// Take what is there at once; if nothing is, wait up to Expiry for
+	// the first message and then take what followed it: a pull request
+	// for a whole batch would wait for the batch to fill.
+	msgs, err := r.fetch(r.l.Batch, true)
+	if err == nil && len(msgs) == 0 {
+		if msgs, err = r.fetch(1, false); err == nil && len(msgs) > 0 {
+			more, err2 := r.fetch(r.l.Batch-1, true)
+			msgs, err = append(msgs, more...), err2
+		}
 	}
-	var msgs []jetstream.Msg
-	for m := range b.Messages() {
-		msgs = append(msgs, m)
-	}
-	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(msgs) == 0 {
+	if err != nil && len(msgs) == 0 {
 		r.cons = nil
 		return fmt.Errorf("fetch: %w", err)
 	}
@@ -182,6 +183,29 @@ func (r *Relay) step(ctx context.Context) error {
 		return nil
 	}
 	return r.move(ctx, msgs)
+}
+
+// fetch asks the consumer for up to n messages, without waiting when
+// noWait, else for up to Expiry. A timeout is not an error.
+func (r *Relay) fetch(n int, noWait bool) ([]jetstream.Msg, error) {
+	var b jetstream.MessageBatch
+	var err error
+	if noWait {
+		b, err = r.cons.FetchNoWait(n)
+	} else {
+		b, err = r.cons.Fetch(n, jetstream.FetchMaxWait(r.l.Expiry))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for m := range b.Messages() {
+		msgs = append(msgs, m)
+	}
+	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+		return msgs, err
+	}
+	return msgs, nil
 }
 
 // loadMark reads the link's high-water mark from the downstream stream.
@@ -296,10 +320,18 @@ func (r *Relay) holdsAllPending(ctx context.Context, n int) (bool, error) {
 	return info.NumAckPending == n, nil
 }
 
-// batchHeader reports headers of the upstream publish that must not be
-// replayed downstream: the atomic batch's own and the publish expectations.
+// batchHeader reports headers that must not be replayed downstream: the
+// upstream publish's atomic batch and expectations, and the headers the
+// server sets itself or acts on at store time (a sourced message's origin,
+// rollups, TTLs and markers), which a publish may not carry or would turn
+// into an action on the downstream stream.
 func batchHeader(k string) bool {
-	return strings.HasPrefix(k, "Nats-Batch-") || strings.HasPrefix(k, "Nats-Expected-")
+	switch k {
+	case "Nats-Stream-Source", "Nats-Rollup", "Nats-TTL", "Nats-Marker-Reason":
+		return true
+	}
+	return strings.HasPrefix(k, "Nats-Batch-") || strings.HasPrefix(k, "Nats-Expected-") ||
+		strings.HasPrefix(k, "Nats-Schedule")
 }
 
 func (r *Relay) store(ctx context.Context, ds []delivery) error {

@@ -28,9 +28,15 @@ type pair struct {
 
 func startPair(t *testing.T, window time.Duration) *pair {
 	t.Helper()
+	return startPairOpts(t, window, false)
+}
+
+// startPairOpts is startPair, with both servers under SyncAlways if sync.
+func startPairOpts(t testing.TB, window time.Duration, sync bool) *pair {
+	t.Helper()
 	dir := t.TempDir()
 	upOpts := &server.Options{ServerName: "up", Host: "127.0.0.1", Port: -1, JetStream: true,
-		JetStreamDomain: "up", StoreDir: dir + "/up", NoSigs: true}
+		JetStreamDomain: "up", StoreDir: dir + "/up", NoSigs: true, SyncAlways: sync}
 	upOpts.LeafNode.Host, upOpts.LeafNode.Port = "127.0.0.1", -1
 	up := runServer(t, upOpts)
 	px, err := faultproxy.Listen("127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", upOpts.LeafNode.Port))
@@ -40,7 +46,7 @@ func startPair(t *testing.T, window time.Duration) *pair {
 	t.Cleanup(func() { px.Close() })
 	lu, _ := url.Parse("nats-leaf://" + px.Addr())
 	downOpts := &server.Options{ServerName: "down", Host: "127.0.0.1", Port: -1, JetStream: true,
-		JetStreamDomain: "down", StoreDir: dir + "/down", NoSigs: true}
+		JetStreamDomain: "down", StoreDir: dir + "/down", NoSigs: true, SyncAlways: sync}
 	downOpts.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: []*url.URL{lu}}}
 	downOpts.LeafNode.ReconnectInterval = 100 * time.Millisecond
 	down := runServer(t, downOpts)
@@ -72,7 +78,7 @@ func startPair(t *testing.T, window time.Duration) *pair {
 	return p
 }
 
-func runServer(t *testing.T, o *server.Options) *server.Server {
+func runServer(t testing.TB, o *server.Options) *server.Server {
 	t.Helper()
 	s, err := server.NewServer(o)
 	if err != nil {
@@ -86,7 +92,7 @@ func runServer(t *testing.T, o *server.Options) *server.Server {
 	return s
 }
 
-func connect(t *testing.T, s *server.Server, domain string) jetstream.JetStream {
+func connect(t testing.TB, s *server.Server, domain string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
@@ -103,7 +109,7 @@ func connect(t *testing.T, s *server.Server, domain string) jetstream.JetStream 
 	return js
 }
 
-func checkFor(t *testing.T, d time.Duration, fn func() error) {
+func checkFor(t testing.TB, d time.Duration, fn func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -137,7 +143,7 @@ func (p *pair) publish(t *testing.T, from, n int) {
 }
 
 // run starts a relay on the link until the test ends or it returns.
-func (p *pair) run(t *testing.T, r *relay.Relay) <-chan error {
+func (p *pair) run(t testing.TB, r *relay.Relay) <-chan error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done, finished := make(chan error, 1), make(chan struct{})
 	go func() { done <- r.Run(ctx); close(finished) }()
@@ -296,4 +302,32 @@ func TestRelay_LostDeliveryIsWaitedFor(t *testing.T) {
 	}
 	p.run(t, r)
 	exactlyOnce(t, p.settled(t, 150), 150)
+}
+
+// A message that was itself sourced into the upstream stream carries a
+// header the server refuses in a publish; the relay stores it without.
+func TestRelay_MovesSourcedMessages(t *testing.T) {
+	p := startPair(t, time.Minute)
+	ctx := context.Background()
+	if _, err := p.upJS.CreateStream(ctx, jetstream.StreamConfig{Name: "ORIGIN", Subjects: []string{"orig.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.upJS.UpdateStream(ctx, jetstream.StreamConfig{Name: "UP", Subjects: []string{"ev.>"},
+		Storage: jetstream.FileStorage, AllowAtomicPublish: true,
+		Sources: []*jetstream.StreamSource{{Name: "ORIGIN", SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: "orig.>", Destination: "ev.>"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		m := nats.NewMsg(fmt.Sprintf("orig.%d", i%7))
+		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("id-%d", i))
+		if _, err := p.upJS.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := relay.New(p.link())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.run(t, r)
+	exactlyOnce(t, p.settled(t, 20), 20)
 }

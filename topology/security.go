@@ -483,28 +483,12 @@ func (t *Topology) LinkPermissions(site string) (LinkPermissions, error) {
 	default:
 		return LinkPermissions{}, fmt.Errorf("topology: site %q (%s) dials no upstream", site, s.Role)
 	}
-	mine := SourceConsumerName(s.Name) // the upstream's consumer on fwd, for s
-	theirs := SourceConsumerName(up.Name)
-	sourced := !s.Direct() // s sources fwd from its upstream
+	sourced := !s.Direct() // s takes fwd from its upstream
 	var lp LinkPermissions
-	if sourced {
-		lp.Publish = append(lp.Publish,
-			APIPrefix(up.Domain)+".CONSUMER.RESET."+fwd+"."+mine,
-			"$JS.FC."+up.Domain+".*."+fwd+"."+mine+".*",
-			"$JS.FC."+fwd+"."+mine+".*",
-		)
-		lp.Subscribe = append(lp.Subscribe, SourceDeliverSubject(up.Name, fwd, s.Name))
-	}
-	lp.Publish = append(lp.Publish,
-		SourceDeliverSubject(s.Name, rev, up.Name),
-		"$JSC.R."+s.Domain+".*."+rev+"."+theirs+".*",
-	)
-	lp.Subscribe = append(lp.Subscribe,
-		APIPrefix(s.Domain)+".CONSUMER.RESET."+rev+"."+theirs,
-		"$JS.FC."+s.Domain+".*."+rev+"."+theirs+".*",
-	)
-	if sourced {
-		lp.Subscribe = append(lp.Subscribe, "$JSC.R."+up.Domain+".*."+fwd+"."+mine+".*")
+	if t.LinkTransport(s) == TransportRelay {
+		lp = relayPermissions(s, up, fwd, rev, sourced)
+	} else {
+		lp = t.sourcingPermissions(s, up, fwd, rev)
 	}
 	if s.Role == RoleHub {
 		lp.Publish = append(lp.Publish, LinkBeatSubject(s.Name))
@@ -529,6 +513,34 @@ func (t *Topology) LinkPermissions(site string) (LinkPermissions, error) {
 		lp.Subscribe = append(lp.Subscribe, dp.Subscribe...)
 	}
 	return lp, nil
+}
+
+// sourcingPermissions is LinkPermissions for a link that uses durable sourcing.
+func (t *Topology) sourcingPermissions(s, up *Site, fwd, rev string) LinkPermissions {
+	mine := SourceConsumerName(s.Name) // the upstream's consumer on fwd, for s
+	theirs := SourceConsumerName(up.Name)
+	sourced := !s.Direct() // s sources fwd from its upstream
+	var lp LinkPermissions
+	if sourced {
+		lp.Publish = append(lp.Publish,
+			APIPrefix(up.Domain)+".CONSUMER.RESET."+fwd+"."+mine,
+			"$JS.FC."+up.Domain+".*."+fwd+"."+mine+".*",
+			"$JS.FC."+fwd+"."+mine+".*",
+		)
+		lp.Subscribe = append(lp.Subscribe, SourceDeliverSubject(up.Name, fwd, s.Name))
+	}
+	lp.Publish = append(lp.Publish,
+		SourceDeliverSubject(s.Name, rev, up.Name),
+		"$JSC.R."+s.Domain+".*."+rev+"."+theirs+".*",
+	)
+	lp.Subscribe = append(lp.Subscribe,
+		APIPrefix(s.Domain)+".CONSUMER.RESET."+rev+"."+theirs,
+		"$JS.FC."+s.Domain+".*."+rev+"."+theirs+".*",
+	)
+	if sourced {
+		lp.Subscribe = append(lp.Subscribe, "$JSC.R."+up.Domain+".*."+fwd+"."+mine+".*")
+	}
+	return lp
 }
 
 // DirectPermissions returns the subjects that the consumer of a direct-mode

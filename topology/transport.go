@@ -56,3 +56,49 @@ func (t *Topology) validateTransports(p *problems) {
 		p.oneOf(path, s.Transport, TransportRelay, TransportSourcing)
 	}
 }
+
+// relaySpace holds every subject of the relay transport: no configured
+// subject may overlap it.
+const relaySpace = "leafline.relay.>"
+
+// RelayConsumerName is the durable pull consumer that the upstream of a
+// relay link creates, on the stream the downstream site takes, for that site.
+// It differs from SourceConsumerName because nats-server cannot turn a push
+// consumer into a pull consumer in place.
+func RelayConsumerName(downstream string) string { return "leafline-relay-" + downstream }
+
+// RelayIngest is the subject prefix that site's relay publishes into its
+// stream on; the stream maps "<prefix>.>" back to the original subject.
+func RelayIngest(site, stream string) string { return "leafline.relay." + site + ".stream." + stream }
+
+// RelayInboxPrefix is the inbox prefix of a site's relay connection: the
+// replies to its pull requests and API calls, and its deliveries.
+func RelayInboxPrefix(site string) string { return "leafline.relay." + site + ".inbox" }
+
+// relayPermissions is what a relay link needs across the leafnode link
+// between site and up, in LinkPermissions' form: site pulls fwd from up,
+// up pulls rev from site.
+//
+//	site → upstream   $JS.<up>.API.CONSUMER.INFO.<fwd>.leafline-relay-<site>       the consumer's info
+//	                  $JS.<up>.API.CONSUMER.MSG.NEXT.<fwd>.leafline-relay-<site>   pull requests
+//	                  $JS.ACK.<up>.*.<fwd>.leafline-relay-<site>.>                  ACKs and NAKs
+//	                  leafline.relay.<up>.inbox.>                                   replies and deliveries to the upstream's relay
+//	upstream → site   the same three for rev, leafline-relay-<up> and <site>, and leafline.relay.<site>.inbox.>
+func relayPermissions(site, up *Site, fwd, rev string, forward bool) LinkPermissions {
+	pull := func(dom, stream, cons string) []string {
+		api := APIPrefix(dom)
+		return []string{
+			api + ".CONSUMER.INFO." + stream + "." + cons,
+			api + ".CONSUMER.MSG.NEXT." + stream + "." + cons,
+			"$JS.ACK." + dom + ".*." + stream + "." + cons + ".>",
+		}
+	}
+	var lp LinkPermissions
+	if forward {
+		lp.Publish = append(lp.Publish, pull(up.Domain, fwd, RelayConsumerName(site.Name))...)
+		lp.Subscribe = append(lp.Subscribe, RelayInboxPrefix(site.Name)+".>")
+	}
+	lp.Subscribe = append(lp.Subscribe, pull(site.Domain, rev, RelayConsumerName(up.Name))...)
+	lp.Publish = append(lp.Publish, RelayInboxPrefix(up.Name)+".>")
+	return lp
+}

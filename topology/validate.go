@@ -670,6 +670,8 @@ func (p *problems) notReserved(path, s string) {
 		p.add(path, "overlaps %q, which leafline reserves for stream sourcing", sourceDeliverSpace)
 	case subjectsOverlap(s, directInboxSpace):
 		p.add(path, "overlaps %q, which leafline reserves for the replies and deliveries of direct-mode edges", directInboxSpace)
+	case subjectsOverlap(s, relaySpace):
+		p.add(path, "overlaps %q, which leafline reserves for the relay transport", relaySpace)
 	}
 }
 

@@ -1,0 +1,215 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/leafline/leafline/relay"
+	"github.com/leafline/leafline/topology"
+)
+
+// relayBatch is how many messages a relay link moves per fetch, and so
+// per atomic batch and fsync; it is also its consumer's MaxAckPending
+// (package relay requires at most one fetch of unACKed messages).
+const relayBatch = 500
+
+// relayAckWait bounds how long a delivery lost in flight holds a relay
+// link back: it comes again after this.
+const relayAckWait = 5 * time.Second
+
+// lowerEnd returns the downstream end of the link between site and other
+// (one is the other's upstream): the site whose setting chooses the
+// link's transport.
+func lowerEnd(site, other *topology.Site) *topology.Site {
+	if other.Name == site.Upstream {
+		return site
+	}
+	return other
+}
+
+// relayed reports whether the link between site and other uses the relay.
+func relayed(t *topology.Topology, site, other *topology.Site) bool {
+	return t.LinkTransport(lowerEnd(site, other)) == topology.TransportRelay
+}
+
+// takerName is the durable consumer that site creates on one of its
+// streams for down, the downstream end of a link that takes the stream.
+func takerName(t *topology.Topology, site, down *topology.Site) string {
+	if relayed(t, site, down) {
+		return topology.RelayConsumerName(down.Name)
+	}
+	return topology.SourceConsumerName(down.Name)
+}
+
+// relayConsumerConfig is the durable pull consumer that a relay link's
+// downstream site pulls through the link.
+func relayConsumerConfig(down *topology.Site, filter string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:         topology.RelayConsumerName(down.Name),
+		Description:     "leafline relay for " + down.Name,
+		DeliverPolicy:   jetstream.DeliverAllPolicy,
+		AckPolicy:       jetstream.AckExplicitPolicy,
+		AckWait:         relayAckWait,
+		MaxAckPending:   relayBatch,
+		MaxRequestBatch: relayBatch,
+		MaxDeliver:      -1,
+		FilterSubject:   filter,
+	}
+}
+
+// relayInto lets site's relay publish into c: its ingest subjects, mapped
+// back to each message's own subject, in atomic batches.
+func relayInto(c *jetstream.StreamConfig, site *topology.Site) {
+	in := topology.RelayIngest(site.Name, c.Name) + ".>"
+	if !slices.Contains(c.Subjects, in) {
+		c.Subjects = append(c.Subjects, in)
+	}
+	c.SubjectTransform = &jetstream.SubjectTransformConfig{Source: in, Destination: ">"}
+	c.AllowAtomicPublish = true
+}
+
+// relaySpec is one relay link that a site runs, as the downstream end.
+type relaySpec struct {
+	from        *topology.Site // the upstream end's site
+	stream      string         // the stream taken, at from
+	localStream string         // the stream filled, at this site
+	subject     func(string) string
+	marks       []string // subjects of localStream that hold only this link's messages
+}
+
+// relaySpecs lists the relay links that site runs: one per link of its
+// own whose transport is relay and on which it is the taker.
+func relaySpecs(cfg *topology.Config, site *topology.Site) []relaySpec {
+	t := cfg.Topology
+	ev, rc := t.Events, t.Receipts
+	ingest := func(local string) func(string) string {
+		p := topology.RelayIngest(site.Name, local) + "."
+		return func(s string) string { return p + s }
+	}
+	var out []relaySpec
+	up, _ := t.Site(site.Upstream)
+	switch site.Role {
+	case topology.RoleL1:
+		for _, hub := range t.Downstream(site.Name) {
+			if !relayed(t, site, hub) {
+				continue
+			}
+			var marks []string
+			for _, e := range t.Downstream(hub.Name) {
+				marks = append(marks, t.ReceiptFilter(e.Name))
+			}
+			out = append(out, relaySpec{hub, rc.HubStream, rc.L1Stream, ingest(rc.L1Stream), marks})
+		}
+	case topology.RoleHub:
+		if relayed(t, site, up) {
+			out = append(out, relaySpec{up, ev.OriginStream, ev.HubStream, ingest(ev.HubStream), []string{">"}})
+		}
+		for _, e := range t.Downstream(site.Name) {
+			if !relayed(t, site, e) {
+				continue
+			}
+			// The edge's link carries only its own receipts
+			// (topology.ReceiptBinding): the site token is rewritten.
+			in, prefix := ingest(rc.HubStream), rc.SubjectPrefix+"."
+			bind := func(s string) string {
+				rest, ok := strings.CutPrefix(s, prefix)
+				if _, status, found := strings.Cut(rest, "."); ok && found {
+					s = prefix + e.Name + "." + status
+				}
+				return in(s)
+			}
+			out = append(out, relaySpec{e, rc.EdgeStream, rc.HubStream, bind, []string{t.ReceiptFilter(e.Name)}})
+		}
+	case topology.RoleEdge:
+		if !site.Direct() && relayed(t, site, up) {
+			out = append(out, relaySpec{up, ev.HubStream, ev.EdgeStream, ingest(ev.EdgeStream), []string{">"}})
+		}
+	}
+	return out
+}
+
+// startHopRelays runs the site's relay links in g, on a connection of
+// their own whose inbox prefix is the only one the links let back.
+func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
+	specs := relaySpecs(a.cfg, a.site)
+	if len(specs) == 0 {
+		return nil
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(a.srv),
+		nats.Name("leafline-"+a.site.Name+"-relay"),
+		nats.CustomInboxPrefix(topology.RelayInboxPrefix(a.site.Name)),
+		nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("relay: connect to embedded server: %w", err)
+	}
+	g.Go(func() error { <-ctx.Done(); nc.Close(); return nil })
+	local, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	for _, sp := range specs {
+		up, err := jetstream.NewWithDomain(nc, sp.from.Domain)
+		if err != nil {
+			return err
+		}
+		name := sp.from.Name + "-" + sp.stream + "-" + a.site.Name
+		r, err := relay.New(relay.Link{
+			Name: name, Upstream: up, Stream: sp.stream, Consumer: topology.RelayConsumerName(a.site.Name),
+			Local: local, LocalStream: sp.localStream, Subject: sp.subject, Marks: sp.marks,
+			Batch: relayBatch, Log: a.log.With("component", "hop-relay", "link", name),
+		})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return r.Run(ctx) })
+	}
+	return nil
+}
+
+// keepRelayMarks sets, in each plan of a stream that relay links fill,
+// the links' mark subjects.
+func keepRelayMarks(cfg *topology.Config, site *topology.Site, plans []trimPlan) []trimPlan {
+	for _, sp := range relaySpecs(cfg, site) {
+		for i := range plans {
+			if plans[i].stream == sp.localStream {
+				plans[i].keep = append(plans[i].keep, sp.marks...)
+			}
+		}
+	}
+	return plans
+}
+
+// keepNewest lowers bound below the newest message on each keep subject.
+// A quiet relay link thereby holds back the trim of a stream that other
+// links fill, above its own newest message.
+func keepNewest(ctx context.Context, s jetstream.Stream, keep []string, bound uint64) (uint64, error) {
+	for _, subj := range keep {
+		m, err := s.GetLastMsgForSubject(ctx, subj)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return 0, fmt.Errorf("newest message on %s: %w", subj, err)
+		default:
+			bound = min(bound, m.Sequence-1)
+		}
+	}
+	return bound, nil
+}
+
+// stockServerTakes refuses to provision a site, for a server leafline does
+// not run, that would take a stream by the relay: nothing would run it.
+func stockServerTakes(cfg *topology.Config, site *topology.Site) error {
+	for _, sp := range relaySpecs(cfg, site) {
+		return fmt.Errorf("edge: site %s takes %s from %s by transport %q, which needs leafline running at %s; set transport %q on that link (topology sites[].transport) for a stock nats-server",
+			site.Name, sp.stream, sp.from.Name, topology.TransportRelay, site.Name, topology.TransportSourcing)
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leafline/leafline/relay"
+	"github.com/leafline/leafline/topology"
+)
+
+// withTransport sets every link of a LocalSystem to transport, or, with
+// edge1 != "", only edge1's link to it and the rest to the other one.
+func withTransport(transport, edge1 string) func(*topology.Config) {
+	return func(c *topology.Config) {
+		c.Topology.Transport = transport
+		if s, ok := c.Topology.Site("edge1"); ok && edge1 != "" {
+			s.Transport = edge1
+		}
+	}
+}
+
+// Every link by the relay: events reach both edges, receipts reach L1,
+// each stored message carries the relay's mark, and the sourcing
+// consumers do not exist.
+func TestSystem_Relay_TwoEdges(t *testing.T) {
+	ls := testSystem(t, LocalOptions{Edges: 2, Configure: withTransport(topology.TransportRelay, "")}, nil)
+	js := clientJS(t, ls.App("l1").ClientURL())
+	ids := publishN(t, js, "relay", 300)
+	waitCompleted(t, ls, ids, "edge1", "edge2")
+	ctx := context.Background()
+	hjs := clientJS(t, ls.App("hub").ClientURL())
+	s, err := hjs.Stream(ctx, "HA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get(relay.HeaderSeq) == "" || m.Header.Get("Nats-Msg-Id") == "" {
+		t.Fatalf("HA's newest message lacks the relay mark or its id: %v", m.Header)
+	}
+	if _, err := s.Consumer(ctx, topology.SourceConsumerName("edge1")); err == nil {
+		t.Fatal("the hub created a sourcing consumer on a relay link")
+	}
+}
+
+// One edge by the relay, the other by sourcing, through a link cut of the
+// relayed edge: everything completes.
+func TestSystem_Relay_MixedLinkCut(t *testing.T) {
+	ls := testSystem(t, LocalOptions{Edges: 2, Configure: withTransport(topology.TransportSourcing, topology.TransportRelay)}, nil)
+	l1js := clientJS(t, ls.App("l1").ClientURL())
+	edge := ls.App("edge1")
+	first := publishN(t, l1js, "before", 200)
+	ls.Links["edge1"].Cut()
+	checkFor(t, 10*time.Second, func() error {
+		if edge.UpstreamConnected() {
+			return errors.New("edge still connected")
+		}
+		return nil
+	})
+	second := publishN(t, l1js, "during", 200)
+	ls.Links["edge1"].Restore()
+	waitCompleted(t, ls, append(first, second...), "edge1", "edge2")
+}
+
+// A box of a stock server cannot take a stream by the relay.
+func TestProvision_RefusesRelayOnStockServer(t *testing.T) {
+	ls := testSystem(t, LocalOptions{Configure: withTransport(topology.TransportRelay, "")}, nil)
+	cfg := *ls.App("hub").cfg
+	err := stockServerTakes(&cfg, ls.App("hub").site)
+	if err == nil || !strings.Contains(err.Error(), `transport "sourcing"`) {
+		t.Fatalf("a stock hub was provisioned for the relay: %v", err)
+	}
+}
