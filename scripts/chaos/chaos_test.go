@@ -102,6 +102,7 @@ func TestChaos_Short(t *testing.T) {
 		Duration:     75 * time.Second,
 		Seed:         1,
 		Edges:        1,
+		Transport:    "mixed", // the hub's link by the relay, edge1's by sourcing
 		Faults:       map[string]bool{faultKill: true, faultLinkCut: true, faultFailpoint: true},
 		FaultEvery:   3 * time.Second,
 		DrainTimeout: 90 * time.Second,

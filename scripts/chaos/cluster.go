@@ -83,6 +83,11 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 	for _, e := range edges {
 		sites = append(sites, map[string]any{"name": e, "role": "edge", "upstream": "hub"})
 	}
+	for _, s := range sites[1:] {
+		if t := transportOf(o.Transport, s["name"].(string)); t != "" {
+			s["transport"] = t
+		}
+	}
 	// Short duplicate windows let L1's redrive (which must wait longer
 	// than both) repair a lost event within the drain.
 	window := (o.RedriveAfter / 3).String()
@@ -729,4 +734,17 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// transportOf is the transport of site's link for the --transport flag:
+// "mixed" puts the hub's link and edge2's on the relay and edge1's on
+// sourcing, so that one run with either edge count has both.
+func transportOf(flag, site string) string {
+	if flag != "mixed" {
+		return flag
+	}
+	if site == "edge1" {
+		return "sourcing"
+	}
+	return "relay"
 }

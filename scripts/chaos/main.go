@@ -76,6 +76,7 @@ type options struct {
 	NegativeControl bool
 	Sink            string // edge1's sink: "store" or "http" (a receiver process)
 	Cleanup         bool   // L1 runs completion.cleanup; the checker audits it
+	Transport       string // hop transport: "", relay, sourcing or mixed (see transportOf)
 
 	FaultEvery    time.Duration // mean interval between two faults
 	LongCut       time.Duration // length of the long link cuts (> the 2m duplicate window)
@@ -145,6 +146,11 @@ func (o *options) validate() error {
 	}
 	if o.Rate < 1 || o.Rate > 2000 {
 		errs = append(errs, errors.New("--rate must be 1..2000 events/s"))
+	}
+	switch o.Transport {
+	case "", "relay", "sourcing", "mixed":
+	default:
+		errs = append(errs, fmt.Errorf("--transport %q: must be relay, sourcing or mixed", o.Transport))
 	}
 	if o.Edges < 1 || o.Edges > 2 {
 		errs = append(errs, errors.New("--edges must be 1 or 2"))
@@ -228,6 +234,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Rate, "rate", 200, "events per second published at L1")
 	fs.IntVar(&o.Edges, "edges", 2, "number of edge boxes (1 or 2); edge2 uses the file sink")
 	fs.StringVar(&o.Sink, "sink", "store", "edge1's sink: store, or http (a receiver process that the kill fault kills too, checked to hold every event L1 records)")
+	fs.StringVar(&o.Transport, "transport", "", "hop transport of the links: relay, sourcing, or mixed (hub↔L1 and edge2 relay, edge1 sourcing); empty: the topology default")
 	fs.StringVar(&faults, "faults", "kill,linkcut,failpoint,pause,disk,corrupt,netns", "comma-separated faults: "+strings.Join(allFaults, ",")+", all or none")
 	fs.BoolVar(&o.NegativeControl, "negative-control", false, "run the edges with LEAFLINE_FAILPOINTS="+negativeControlEnv+" (ACK before anything is durable): the checker must report loss; --faults defaults to none")
 	fs.DurationVar(&o.FaultEvery, "fault-every", 4*time.Second, "mean interval between two faults")
