@@ -15,14 +15,18 @@ import (
 var Phases = []string{"k", "z", "s", "a", "b", "c", "d", "f", "e", "r"}
 
 // Transports are the link transports SetTransport knows.
-var Transports = []string{"sourcing"}
+var Transports = []string{topology.TransportSourcing, topology.TransportRelay}
 
 // SetTransport makes every link of t carry its events and receipts over
-// transport, one of Transports. "sourcing" is the topology as rendered
-// (JetStream sourcing across the leafnode links).
-var SetTransport = func(t *topology.Topology, transport string) error {
-	if transport != "sourcing" {
+// transport, one of Transports: JetStream sourcing across the leafnode
+// links, or leafline's relay (a batch per fsync).
+func SetTransport(t *topology.Topology, transport string) error {
+	if !slices.Contains(Transports, transport) {
 		return fmt.Errorf("bench: unknown transport %q (known: %s)", transport, strings.Join(Transports, ", "))
+	}
+	t.Transport = transport
+	for i := range t.Sites {
+		t.Sites[i].Transport = ""
 	}
 	return nil
 }
