@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/relay"
 	"github.com/leafline/leafline/topology"
 )
@@ -56,7 +57,7 @@ func TestSystem_Relay_MixedLinkCut(t *testing.T) {
 	edge := ls.App("edge1")
 	first := publishN(t, l1js, "before", 200)
 	ls.Links["edge1"].Cut()
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if edge.UpstreamConnected() {
 			return errors.New("edge still connected")
 		}
