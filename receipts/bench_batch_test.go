@@ -78,6 +78,9 @@ func benchApplyMode(b *testing.B, n, applyBatch int) {
 		dur += time.Since(start)
 		b.StopTimer()
 		f1 := diskFlushes()
+		// The window, for counting this process's fsyncs from outside
+		// (strace -f -ttt -e trace=fsync,fdatasync).
+		b.Logf("apply window %d.%09d %d.%09d", start.Unix(), start.Nanosecond(), time.Now().Unix(), time.Now().Nanosecond())
 		stop()
 		stores += bucketStores(b, js, bucket) - before
 		flushes = addFlushes(flushes, f0, f1)
