@@ -225,7 +225,10 @@ func (ix *index) create(ctx context.Context, key string, val []byte) error {
 
 // remove purges key (which may contain wildcards) from the index stream.
 // Unlike a KV delete it leaves no marker, so counts and scans see only live
-// entries.
+// entries. Under SyncAlways a purge is one disk flush however many entries
+// it removes; KV markers are not cheaper: a marker with a Nats-TTL is
+// removed on expiry with a flush of its own, and one without stays in the
+// stream and is counted (BenchmarkIndexRemoval compares them).
 func (ix *index) remove(ctx context.Context, key string) error {
 	if err := ix.stream.Purge(ctx, jetstream.WithPurgeSubject(ix.subject+key)); err != nil {
 		return fmt.Errorf("receipts: index remove %s: %w", truncateUTF8(key, 80), err)
