@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/relay"
 )
 
@@ -73,7 +74,7 @@ func BenchmarkHop(b *testing.B) {
 					p.run(b, r)
 				}
 				stream := map[string]string{"sourcing": "SRC", "relay": "DOWN"}[transport]
-				checkFor(b, 10*time.Minute, func() error {
+				check.For(b, 10*time.Minute, 50*time.Millisecond, func() error {
 					s, err := p.downJS.Stream(ctx, stream)
 					if err != nil {
 						return err

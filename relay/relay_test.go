@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/faultproxy"
 	"github.com/leafline/leafline/relay"
 )
@@ -54,7 +55,7 @@ func startPairOpts(t testing.TB, window time.Duration, sync bool) *pair {
 	p.upJS = connect(t, up, "")
 	p.downJS = connect(t, down, "")
 	p.linkJS = connect(t, down, "up")
-	checkFor(t, 10*time.Second, func() error {
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if down.NumLeafNodes() != 1 {
 			return errors.New("leafnode not connected")
 		}
@@ -109,21 +110,6 @@ func connect(t testing.TB, s *server.Server, domain string) jetstream.JetStream 
 	return js
 }
 
-func checkFor(t testing.TB, d time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func (p *pair) link() relay.Link {
 	return relay.Link{Name: "up-down", Upstream: p.linkJS, Stream: "UP", Consumer: "relay-down",
 		Local: p.downJS, LocalStream: "DOWN", Subject: func(s string) string { return "relay.down." + s },
@@ -156,7 +142,7 @@ func (p *pair) run(t testing.TB, r *relay.Relay) <-chan error {
 func (p *pair) settled(t *testing.T, want int) []*jetstream.RawStreamMsg {
 	t.Helper()
 	ctx := context.Background()
-	checkFor(t, 30*time.Second, func() error {
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		ci, err := p.upJS.Consumer(ctx, "UP", "relay-down")
 		if err != nil {
 			return err
