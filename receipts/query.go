@@ -395,12 +395,25 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		return Summary{}, ErrNoIndex
 	}
 	now := s.now().UTC()
-	cutoff := now.Add(-s.overdueAfter)
 	sum := Summary{GeneratedAt: now, OverdueAfter: s.overdueAfter.String()}
+	if err := s.summaryCounts(ctx, &sum); err != nil {
+		return Summary{}, err
+	}
+	if err := s.summaryPending(ctx, &sum, now); err != nil {
+		return Summary{}, err
+	}
+	if err := s.summarySites(ctx, &sum, now); err != nil {
+		return Summary{}, err
+	}
+	return sum, nil
+}
 
+// summaryCounts fills the event-level counts: exact counts of index
+// entries, and Complete as the rest.
+func (s *Store) summaryCounts(ctx context.Context, sum *Summary) error {
 	st, err := s.kv.Status(ctx)
 	if err != nil {
-		return Summary{}, fmt.Errorf("receipts: summary: %w", err)
+		return fmt.Errorf("receipts: summary: %w", err)
 	}
 	sum.Events = int64(st.Values())
 	for _, c := range []struct {
@@ -408,12 +421,17 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		filter string
 	}{{&sum.Pending, "p.=.>"}, {&sum.DeadLettered, "d.=.>"}, {&sum.Conflict, "c.=.>"}} {
 		if *c.p, err = s.ix.count(ctx, c.filter); err != nil {
-			return Summary{}, err
+			return err
 		}
 	}
 	sum.Complete = max(0, sum.Events-sum.Pending-sum.DeadLettered)
+	return nil
+}
 
-	// Event level: overdue, origin unknown, oldest.
+// summaryPending scans the event-level pending entries: overdue, origin
+// unknown, the oldest.
+func (s *Store) summaryPending(ctx context.Context, sum *Summary, now time.Time) error {
+	cutoff := now.Add(-s.overdueAfter)
 	trunc, err := s.scan(ctx, "p.=.>", func(e idxEntry) {
 		_, id, err := parseIndexKey(e.Key)
 		if err != nil {
@@ -429,12 +447,15 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		}
 		sum.OldestPending = sum.OldestPending.offer(id, p, now)
 	})
-	if err != nil {
-		return Summary{}, err
-	}
 	sum.Truncated = trunc
+	return err
+}
 
-	// Site level: overdue and oldest from the pending entries; discover sites.
+// summarySites finds the sites (configured, and those with index entries
+// within the scans), their overdue and oldest pending events, and counts
+// each site's entries exactly.
+func (s *Store) summarySites(ctx context.Context, sum *Summary, now time.Time) error {
+	cutoff := now.Add(-s.overdueAfter)
 	sites := map[string]*SiteSummary{}
 	site := func(name string) *SiteSummary {
 		if r, ok := sites[name]; ok || len(sites) >= MaxSummarySites {
@@ -464,7 +485,7 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 			}
 		})
 		if err != nil {
-			return Summary{}, err
+			return err
 		}
 		sum.Truncated = sum.Truncated || trunc
 	}
@@ -473,10 +494,16 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		sum.Sites = append(sum.Sites, *r)
 	}
 	slices.SortFunc(sum.Sites, func(a, b SiteSummary) int { return strings.Compare(a.Site, b.Site) })
+	return s.countSites(ctx, sum.Sites)
+}
+
+// countSites counts each site's pending, dead-lettered and conflict
+// entries, eight lookups at a time.
+func (s *Store) countSites(ctx context.Context, sites []SiteSummary) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
-	for i := range sum.Sites {
-		r := &sum.Sites[i]
+	for i := range sites {
+		r := &sites[i]
 		for _, c := range []struct {
 			p    *int64
 			kind idxKind
@@ -488,10 +515,7 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 			})
 		}
 	}
-	if err := g.Wait(); err != nil {
-		return Summary{}, err
-	}
-	return sum, nil
+	return g.Wait()
 }
 
 // scan calls fn for each live entry matching filter, in sequence order, up
