@@ -1,0 +1,12 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/leafline/leafline/internal/importcheck"
+)
+
+// TestImports: the command is the top layer: it wires the packages and is imported by none.
+func TestImports(t *testing.T) {
+	importcheck.Only(t, "edge", "internal/bench", "internal/demo", "internal/progress", "outbox", "pki", "publish", "receipts", "topology")
+}

@@ -1,0 +1,12 @@
+package bench
+
+import (
+	"testing"
+
+	"github.com/leafline/leafline/internal/importcheck"
+)
+
+// TestImports: the benchmark sits above everything it measures; nothing but cmd imports it.
+func TestImports(t *testing.T) {
+	importcheck.Only(t, "edge", "edge/runner", "internal/demo", "internal/localsys", "internal/loopback", "outbox", "receipts", "sink", "topology")
+}
