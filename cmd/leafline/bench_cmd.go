@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/leafline/leafline/internal/bench"
 )
@@ -32,11 +33,17 @@ phases (--only, comma-separated; default all of them):
   d  the sink runner draining a backlog (store and file sinks)
   f  drain: an edge's receipts backlog after a cut link, to L1
   e  end to end: published at L1 until completed at L1
+  l  link restore: the edge link cut --cuts times for --cut-for while
+     events flow at --restore-rate; restore -> first receipt of the cut
+     recorded at L1 (p50/p99/max), and flow-control stall warnings
+  F  fleet: one hub, --fleet-edges edges, --fleet-events each published
+     while every edge link is cut for --fleet-cut; drain time, process
+     CPU per 1k receipts, disk flushes per receipt
   r  peak RSS of an edge run as a separate leafline process
   sinks  each sink side by side (--sinks, --events); only when named,
          or when --sinks is given without --only
 
-f and e run once per --transport. The leafline phases need Linux.
+f, e, l and F run once per --transport. The leafline phases need Linux.
 `
 
 // benchFlags are the flags of `leafline bench`.
@@ -44,6 +51,8 @@ type benchFlags struct {
 	only, transport, ids, profile, dir           string
 	backlog, size, file, naive, e2e, drain, prob int
 	rss, batch, backlogBatch                     int
+	cuts, rate, fleetEdges, fleetEvents          int
+	cutFor, fleetCut                             time.Duration
 	unsigned, insecure, verbose                  bool
 	// the sinks table
 	events         int
@@ -57,7 +66,7 @@ type benchFlags struct {
 
 func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.only, "only", "", "comma-separated `phases` to run (default: "+strings.Join(bench.Phases, ",")+")")
-	fs.StringVar(&f.transport, "transport", "sourcing", "comma-separated link `transports` f and e run over ("+strings.Join(bench.Transports, ", ")+")")
+	fs.StringVar(&f.transport, "transport", "sourcing", "comma-separated link `transports` f, e, l and F run over ("+strings.Join(bench.Transports, ", ")+")")
 	fs.IntVar(&f.backlog, "backlog", 200_000, "events preloaded for the runner (a-d)")
 	fs.IntVar(&f.size, "size", 256, "event payload `bytes`")
 	fs.IntVar(&f.file, "file", 20_000, "events for the file sink run (d2)")
@@ -66,6 +75,12 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.drain, "drain", 20_000, "receipts accumulated during the cut (f)")
 	fs.IntVar(&f.prob, "probe", 10_000, "events for the publish and sourcing probe (s)")
 	fs.IntVar(&f.rss, "rss", 100_000, "backlog of the separate-process edge (r)")
+	fs.IntVar(&f.cuts, "cuts", 20, "link cuts (l)")
+	fs.DurationVar(&f.cutFor, "cut-for", 2*time.Second, "how long each link cut lasts (l)")
+	fs.IntVar(&f.rate, "restore-rate", 100, "events published a second during l")
+	fs.IntVar(&f.fleetEdges, "fleet-edges", 50, "edges of the fleet (F)")
+	fs.IntVar(&f.fleetEvents, "fleet-events", 2000, "events routed to each edge of the fleet (F)")
+	fs.DurationVar(&f.fleetCut, "fleet-cut", 2*time.Minute, "how long every edge link of the fleet stays cut (F)")
 	fs.IntVar(&f.batch, "batch", 0, "delivery.batch_size for every edge (0: the default)")
 	fs.IntVar(&f.backlogBatch, "backlog-batch", 0, "delivery.backlog_batch_size for every edge (0: the default)")
 	fs.StringVar(&f.ids, "ids", "random", "event ids: random (UUIDv4-like) or time (UUIDv7-like)")
@@ -126,7 +141,8 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 	o := bench.Options{
 		Phases: phases, Transports: list(f.transport),
 		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
-		Probe: f.prob, RSS: f.rss, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
+		Probe: f.prob, RSS: f.rss, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
+		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
 		Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,
 	}

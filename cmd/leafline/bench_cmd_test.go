@@ -46,6 +46,8 @@ func TestBench_BadFlags(t *testing.T) {
 		{[]string{"--only", "e", "--transport", "carrier-pigeon"}, `unknown transport "carrier-pigeon"`},
 		{[]string{"--only", "d", "--backlog", "-1"}, "backlog must be 0..10000000"},
 		{[]string{"--only", "e", "--ids", "sequential"}, `ids "sequential"`},
+		{[]string{"--only", "F", "--fleet-edges", "500"}, "fleet-edges must be 0..200"},
+		{[]string{"--only", "l", "--cut-for", "-1s"}, "cut-for must be 0..1h"},
 	} {
 		var out, errb bytes.Buffer
 		if code := dispatch(context.Background(), append([]string{"bench"}, tc.args...), &out, &errb); code != exitUsage || !strings.Contains(errb.String(), tc.want) {
@@ -53,6 +55,42 @@ func TestBench_BadFlags(t *testing.T) {
 		}
 		if out.Len() != 0 {
 			t.Errorf("%v: printed %q", tc.args, out.String())
+		}
+	}
+}
+
+// TestBench_RestoreAndFleetPrintParsableLine runs `leafline bench --only
+// l,F` over the relay at tiny sizes (2 cuts, 2 edges of 50 events) and
+// checks that the line carries the restore and fleet figures; the
+// timings are not checked.
+func TestBench_RestoreAndFleetPrintParsableLine(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the leafline phases read /proc and /sys: Linux only")
+	}
+	var out, errb bytes.Buffer
+	args := []string{"bench", "--only", "l,F", "--transport", "relay", "--insecure", "--unsigned",
+		"--cuts", "2", "--cut-for", "300ms", "--restore-rate", "50",
+		"--fleet-edges", "2", "--fleet-events", "50", "--fleet-cut", "1s", "--dir", t.TempDir()}
+	if code := dispatch(context.Background(), args, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, errb.String(), out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	figs, err := bench.ParseLine(lines[len(lines)-1])
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	got := map[string]bool{}
+	for _, f := range figs {
+		got[f.Name] = true
+	}
+	for _, name := range []string{"restore_p50_ms", "restore_p99_ms", "restore_max_ms", "restore_stalls", "fleet_drain_s", "fleet_cpu_s_per_1k", "fleet_stalls"} {
+		if !got[name] {
+			t.Errorf("no %s in %q", name, lines[len(lines)-1])
+		}
+	}
+	for _, row := range []string{"\nl ", "\nF "} {
+		if !strings.Contains(out.String(), row) {
+			t.Errorf("no %q row:\n%s", strings.TrimSpace(row), out.String())
 		}
 	}
 }

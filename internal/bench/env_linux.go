@@ -38,6 +38,11 @@ func benchLogger() *slog.Logger {
 // edges' filters and sinks as given, every link over transport. Each
 // edge's runner waits for env.open.
 func newBenchEnv(b *tb, dir string, edges int, filters map[string]string, sink map[string]string, transport string) *benchEnv {
+	return newBenchEnvLog(b, dir, edges, filters, sink, transport, benchLogger())
+}
+
+// newBenchEnvLog is newBenchEnv with the boxes logging to log.
+func newBenchEnvLog(b *tb, dir string, edges int, filters map[string]string, sink map[string]string, transport string, log *slog.Logger) *benchEnv {
 	env := &benchEnv{b: b, gates: map[string]chan struct{}{}, traces: map[string]*benchTrace{},
 		nc: map[string]*nats.Conn{}, js: map[string]jetstream.JetStream{}}
 	hooks := func(site string) []edge.Option {
@@ -48,7 +53,7 @@ func newBenchEnv(b *tb, dir string, edges int, filters map[string]string, sink m
 		tr := env.traces[site]
 		return []edge.Option{edge.WithRunnerHooks(runner.Hooks{Gate: g, Trace: tr.step, OnBatch: tr.batch})}
 	}
-	ls, err := demo.NewSystem(dir, localsys.Options{Edges: edges, Logger: benchLogger(), UnsignedReceipts: b.o.Unsigned, Insecure: b.o.Insecure, Configure: func(c *topology.Config) {
+	ls, err := demo.NewSystem(dir, localsys.Options{Edges: edges, Logger: log, UnsignedReceipts: b.o.Unsigned, Insecure: b.o.Insecure, Configure: func(c *topology.Config) {
 		c.JetStream.SyncInterval = "2m" // preload only; restart() switches to always
 		if s, ok := sink[c.Site]; ok {
 			c.Sink.Type = s
@@ -80,7 +85,8 @@ func (env *benchEnv) startAll() {
 		env.gates[e.Name] = make(chan struct{})
 		env.traces[e.Name] = &benchTrace{}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// A fleet of in-process edges starts one server after another.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+time.Duration(len(env.gates))*10*time.Second)
 	defer cancel()
 	if err := env.ls.StartAll(ctx); err != nil {
 		env.b.Fatal(err)

@@ -12,7 +12,7 @@ import (
 )
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
-var Phases = []string{"k", "z", "s", "a", "b", "c", "d", "f", "e", "r"}
+var Phases = []string{"k", "z", "s", "a", "b", "c", "d", "f", "e", "l", "F", "r"}
 
 // Transports are the link transports SetTransport knows.
 var Transports = []string{topology.TransportSourcing, topology.TransportRelay}
@@ -55,7 +55,19 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	f  drain: the edge processes Drain events while its link is cut, then
 //	   the link is restored and its receipts are timed until all are
 //	   completed at L1;
-//	e  end to end: E2E events published at L1 until completed at L1.
+//	e  end to end: E2E events published at L1 until completed at L1;
+//	l  link restore: events published at L1 at Rate a second while the
+//	   edge's link is cut Cuts times for CutFor each; per cut, the time
+//	   from the restore until L1 records the completion of the first
+//	   event published during the cut, and the "stalled on flow control"
+//	   warnings the servers logged.
+//
+// Then, per transport, a fleet of one hub and FleetEdges edges, each with
+// a filter of its own:
+//
+//	F  FleetEvents events per edge published at L1 while every edge link
+//	   is cut for FleetCut; then every link is restored at once and the
+//	   drain is timed until every event is completed at L1.
 //
 // And last:
 //
@@ -75,6 +87,17 @@ type Options struct {
 	Drain   int // receipts accumulated during the cut for f (20000)
 	Probe   int // events for the SyncAlways probe s (10000)
 	RSS     int // backlog of the separate-process run r (100000)
+
+	// Cuts, CutFor and Rate shape l: how many cuts (20), how long each
+	// lasts (2s), and the events published a second meanwhile (100).
+	Cuts   int
+	CutFor time.Duration
+	Rate   int
+	// FleetEdges, FleetEvents and FleetCut shape F: the edges (50), the
+	// events routed to each (2000), and how long every link stays cut
+	// (2m).
+	FleetEdges, FleetEvents int
+	FleetCut                time.Duration
 
 	// Batch and BacklogBatch set delivery.batch_size and
 	// delivery.backlog_batch_size for every edge; zero keeps the defaults.
@@ -118,6 +141,16 @@ func (o *Options) setDefaults() {
 	def(&o.Drain, 20_000)
 	def(&o.Probe, 10_000)
 	def(&o.RSS, 100_000)
+	def(&o.Cuts, 20)
+	def(&o.Rate, 100)
+	def(&o.FleetEdges, 50)
+	def(&o.FleetEvents, 2000)
+	if o.CutFor == 0 {
+		o.CutFor = 2 * time.Second
+	}
+	if o.FleetCut == 0 {
+		o.FleetCut = 2 * time.Minute
+	}
 	o.File, o.Naive = min(o.File, o.Backlog), min(o.Naive, o.Backlog)
 	if len(o.Phases) == 0 {
 		o.Phases = Phases
@@ -150,9 +183,24 @@ func (o *Options) Validate() error {
 		name string
 		v    int
 	}{{"backlog", o.Backlog}, {"size", o.Size}, {"file", o.File}, {"naive", o.Naive}, {"e2e", o.E2E},
-		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch}} {
+		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch},
+		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}} {
 		if s.v < 0 || s.v > 10_000_000 {
 			errs = append(errs, fmt.Sprintf("%s must be 0..10000000, got %d", s.name, s.v))
+		}
+	}
+	if o.FleetEdges < 0 || o.FleetEdges > 200 {
+		errs = append(errs, fmt.Sprintf("fleet-edges must be 0..200, got %d", o.FleetEdges))
+	}
+	if o.Rate > 10_000 {
+		errs = append(errs, fmt.Sprintf("restore-rate must be at most 10000 a second, got %d", o.Rate))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"cut-for", o.CutFor}, {"fleet-cut", o.FleetCut}} {
+		if d.v < 0 || d.v > time.Hour {
+			errs = append(errs, fmt.Sprintf("%s must be 0..1h, got %v", d.name, d.v))
 		}
 	}
 	if o.Size > 0 && o.Size < 16 {

@@ -54,6 +54,8 @@ type run struct {
 	dStore     benchRow
 	dFile      benchRow
 	fe         []feRows
+	restore    []restoreRes
+	fleets     []fleetRes
 	rss        *benchRow
 }
 
@@ -104,6 +106,16 @@ func Leafline(ctx context.Context, o Options) (figs []Figure, err error) {
 			r.drainAndE2E(t)
 		}
 	}
+	for _, t := range o.Transports {
+		if r.o.on("l") {
+			r.linkRestore(t)
+		}
+	}
+	for _, t := range o.Transports {
+		if r.o.on("F") {
+			r.fleet(t)
+		}
+	}
 	if r.o.on("r") {
 		row := benchRSSRun(r.tb, o.RSS, r.payload)
 		r.rss = &row
@@ -132,8 +144,9 @@ func loadavg() string {
 func (r *run) banner() {
 	o := r.o
 	fmt.Fprintf(r.out, "bench: leafline, GOMAXPROCS=%d, NumCPU=%d, loadavg at start %s\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), loadavg())
-	fmt.Fprintf(r.out, "bench: phases=%s transports=%s backlog=%d size=%dB file=%d naive=%d drain=%d e2e=%d probe=%d rss=%d ids=%s; signed receipts=%t, mutual TLS links=%t, edge batch_size=%s backlog_batch_size=%s\n",
+	fmt.Fprintf(r.out, "bench: phases=%s transports=%s backlog=%d size=%dB file=%d naive=%d drain=%d e2e=%d probe=%d rss=%d cuts=%dx%v rate=%d/s fleet=%dx%d cut %v ids=%s; signed receipts=%t, mutual TLS links=%t, edge batch_size=%s backlog_batch_size=%s\n",
 		strings.Join(o.Phases, ","), strings.Join(o.Transports, ","), o.Backlog, len(r.payload), o.File, o.Naive, o.Drain, o.E2E, o.Probe, o.RSS,
+		o.Cuts, o.CutFor, o.Rate, o.FleetEdges, o.FleetEvents, o.FleetCut,
 		o.IDs, !o.Unsigned, !o.Insecure, setting(o.Batch), setting(o.BacklogBatch))
 }
 

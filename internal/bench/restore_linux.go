@@ -1,0 +1,258 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafline/leafline/receipts"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// stallWarning is what nats-server logs when a durable source's consumer
+// waits for flow control replies that do not arrive.
+const stallWarning = "stalled on flow control"
+
+// stallCounter is a slog.Handler that counts the warnings of every box
+// logging to it that contain stallWarning, and drops everything else.
+type stallCounter struct{ n *atomic.Int64 }
+
+func newStallLogger() (*slog.Logger, *atomic.Int64) {
+	n := new(atomic.Int64)
+	return slog.New(stallCounter{n}), n
+}
+
+func (h stallCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h stallCounter) Handle(_ context.Context, rec slog.Record) error {
+	if strings.Contains(rec.Message, stallWarning) {
+		h.n.Add(1)
+	}
+	return nil
+}
+
+func (h stallCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h stallCounter) WithGroup(string) slog.Handler      { return h }
+
+// restoreRes is what l measured over one transport.
+type restoreRes struct {
+	transport string
+	row       benchRow
+	stalls    int64
+}
+
+// fleetRes is what F measured over one transport.
+type fleetRes struct {
+	transport string
+	row       benchRow
+	stalls    int64
+}
+
+// steady publishes one event every 1/rate at L1, each waiting for its
+// PubAck, until stop; next is the index of the next event to publish.
+type steady struct {
+	next atomic.Int64
+	stop chan struct{}
+	done chan error
+}
+
+func (r *run) startSteady(js jetstream.JetStream, subj string, id func(int) string) *steady {
+	s := &steady{stop: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		t := time.NewTicker(time.Second / time.Duration(r.o.Rate))
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				s.done <- nil
+				return
+			case <-t.C:
+			}
+			i := int(s.next.Load())
+			m := nats.NewMsg(subj)
+			m.Header.Set(jetstream.MsgIDHeader, id(i))
+			m.Data = r.payload
+			ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+			_, err := js.PublishMsg(ctx, m)
+			cancel()
+			if err != nil {
+				s.done <- fmt.Errorf("bench: steady publish of event %d: %w", i, err)
+				return
+			}
+			s.next.Add(1)
+		}
+	}()
+	return s
+}
+
+// halt stops the publisher and returns how many events it published.
+func (s *steady) halt() (int, error) {
+	close(s.stop)
+	err := <-s.done
+	return int(s.next.Load()), err
+}
+
+// linkRestore is l over one transport: l1, a hub and one edge, events
+// flowing at Rate a second, the edge's link cut Cuts times.
+func (r *run) linkRestore(transport string) {
+	o := r.o
+	log, stalls := newStallLogger()
+	env := newBenchEnvLog(r.tb, r.TempDir(), 1, map[string]string{"edge1": "events.*.l.>"}, nil, transport, log)
+	defer env.close()
+	for _, c := range env.ls.Configs {
+		c.JetStream.SyncInterval = "always"
+	}
+	env.startAll()
+	env.waitUntil("links", time.Minute, func() bool { return env.connected("hub")() && env.connected("edge1")() })
+	env.open("edge1")
+	id := r.id("l")
+	store := env.ls.App("l1").Completions().Store()
+	base := env.applied()
+	pub := r.startSteady(env.js["l1"], "events.x.l.0", id)
+	var lat []time.Duration
+	ph := r.begin("l_restore")
+	for range o.Cuts {
+		env.ls.Links["edge1"].Cut()
+		// The event being published as the link went down may have
+		// crossed it already; the next one cannot have.
+		first := int(pub.next.Load()) + 1
+		time.Sleep(o.CutFor)
+		env.waitUntil("an event published during the cut", time.Minute, func() bool { return int(pub.next.Load()) > first })
+		last := int(pub.next.Load()) - 1
+		restored := time.Now()
+		env.ls.Links["edge1"].Restore()
+		lat = append(lat, r.firstRecorded(env, store, id, first, last, restored))
+		// Each cut starts from a system that has caught up.
+		env.waitUntil("catch-up after a cut", 5*time.Minute, func() bool { return env.applied() >= base+uint64(last+1) })
+	}
+	n, err := pub.halt()
+	if err != nil {
+		r.Fatal(err)
+	}
+	env.waitUntil("every event completed", 5*time.Minute, func() bool { return env.applied() >= base+uint64(n) })
+	row := ph.end("l", "link restore -> first receipt of the cut at L1 ["+transport+"]", o.Cuts, lat,
+		fmt.Sprintf("p50/p99 over cuts; max=%.0fms; %d stall warnings; %d events at %d/s all completed",
+			float64(benchPct(lat, 1))/1e6, stalls.Load(), n, o.Rate))
+	// Its events are cuts: CPU and flushes per cut mean nothing.
+	row.cpu, row.flushes = 0, -1
+	r.rows = append(r.rows, row)
+	r.restore = append(r.restore, restoreRes{transport: transport, row: row, stalls: stalls.Load()})
+}
+
+// firstRecorded waits until L1 has recorded the completion of event first
+// and returns the earliest time L1 received the receipt of any event from
+// first to last (at most 50 of them), less restored.
+func (r *run) firstRecorded(env *benchEnv, store *receipts.Store, id func(int) string, first, last int, restored time.Time) time.Duration {
+	get := func(i int) (time.Time, bool) {
+		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+		defer cancel()
+		c, err := store.Get(ctx, id(i))
+		if errors.Is(err, receipts.ErrNotFound) {
+			return time.Time{}, false
+		}
+		if err != nil {
+			r.Fatalf("bench: completion of %s: %v", id(i), err)
+		}
+		p, ok := c.Processors["edge1"]
+		return p.ReceivedAt, ok
+	}
+	env.waitUntil("the first receipt of the cut at L1", 2*time.Minute, func() bool { _, ok := get(first); return ok })
+	at, _ := get(first)
+	for i := first + 1; i <= min(last, first+50); i++ {
+		if t, ok := get(i); ok && t.Before(at) {
+			at = t
+		}
+	}
+	return at.Sub(restored)
+}
+
+// fleet is F over one transport: one hub and FleetEdges edges, each
+// receiving FleetEvents events published while every edge link is cut.
+func (r *run) fleet(transport string) {
+	o := r.o
+	n, k := o.FleetEdges, o.FleetEvents
+	filters := map[string]string{}
+	for i := 1; i <= n; i++ {
+		filters[fmt.Sprintf("edge%d", i)] = fmt.Sprintf("events.F.edge%d.>", i)
+	}
+	log, stalls := newStallLogger()
+	t0 := time.Now()
+	env := newBenchEnvLog(r.tb, r.TempDir(), n, filters, nil, transport, log)
+	defer env.close()
+	for _, c := range env.ls.Configs {
+		c.JetStream.SyncInterval = "always"
+	}
+	env.startAll()
+	edges := env.ls.Topology.Edges()
+	env.waitUntil("links", 10*time.Minute, func() bool {
+		for _, s := range env.ls.Topology.Sites[1:] {
+			if !env.connected(s.Name)() {
+				return false
+			}
+		}
+		return true
+	})
+	fmt.Fprintf(r.out, "bench: fleet [%s]: %d edges started and linked in %.1fs\n", transport, n, time.Since(t0).Seconds())
+	for _, e := range edges {
+		env.open(e.Name)
+		env.ls.Links[e.Name].Cut()
+	}
+	cut, total := time.Now(), n*k
+	base := env.applied()
+	if err := benchPublish(r.ctx, env.js["l1"], total, r.payload,
+		func(i int) string { return fmt.Sprintf("events.F.edge%d.%d", i%n+1, i%8) }, r.id("F"), nil); err != nil {
+		r.Fatal(err)
+	}
+	env.waitUntil("the hub holds the fleet's events", 30*time.Minute, func() bool { return env.count("hub", "HA")() >= uint64(total) })
+	held := time.Since(cut)
+	time.Sleep(o.FleetCut - held)
+	var wg sync.WaitGroup
+	ph := r.begin("F_fleet")
+	for _, e := range edges {
+		wg.Go(env.ls.Links[e.Name].Restore)
+	}
+	wg.Wait()
+	env.waitUntil("the fleet's drain", 60*time.Minute, func() bool { return env.applied() >= base+uint64(total) })
+	row := ph.end("F", fmt.Sprintf("fleet: %d edges, common cut %s, restore -> all completed [%s]", n, max(o.FleetCut, held).Round(time.Second), transport), total, nil,
+		fmt.Sprintf("cpu_s/1k: the whole process (hub, edges, l1); %d stall warnings", stalls.Load()))
+	r.rows = append(r.rows, row)
+	r.fleets = append(r.fleets, fleetRes{transport: transport, row: row, stalls: stalls.Load()})
+}
+
+// restoreFigures are the figures of l and F per transport: plain names
+// with one transport, suffixed with _<transport> with several.
+func (r *run) restoreFigures() []Figure {
+	var figs []Figure
+	suffix := func(t string) string {
+		if len(r.o.Transports) > 1 {
+			return "_" + t
+		}
+		return ""
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	for _, x := range r.restore {
+		s := suffix(x.transport)
+		figs = append(figs, Figure{"restore_p50_ms" + s, ms(benchPct(x.row.lat, 0.5))},
+			Figure{"restore_p99_ms" + s, ms(benchPct(x.row.lat, 0.99))},
+			Figure{"restore_max_ms" + s, ms(benchPct(x.row.lat, 1))},
+			Figure{"restore_stalls" + s, float64(x.stalls)})
+	}
+	for _, x := range r.fleets {
+		s := suffix(x.transport)
+		figs = append(figs, Figure{"fleet_drain_s" + s, x.row.dur.Seconds()},
+			Figure{"fleet_cpu_s_per_1k" + s, x.row.cpu.Seconds() / float64(x.row.n) * 1000})
+		if x.row.flushes >= 0 {
+			figs = append(figs, Figure{"fleet_flushes_per_receipt" + s, float64(x.row.flushes) / float64(x.row.n)})
+		}
+		figs = append(figs, Figure{"fleet_stalls" + s, float64(x.stalls)})
+	}
+	return figs
+}
