@@ -129,14 +129,14 @@ func TestConsole_Browser(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	do("load", chromedp.Navigate(url), wait(site("edge1", "online"), 10*time.Second), wait(site("edge2", "online"), 10*time.Second))
+	do("load", chromedp.Navigate(url), wait(site("edge1", "online"), 30*time.Second), wait(site("edge2", "online"), 30*time.Second))
 
 	poison := publishN(t, l1js, "poison", 1)[0]
 	do("dead-lettered event shown", wait(chromedp.CSS(fmt.Sprintf(`#dead_lettered a.evlink[data-id=%q]`, poison)), 20*time.Second),
 		wait(`tr.site[data-site="edge1"] td.dead.bad`, 10*time.Second))
 
 	ls.Links["edge2"].Cut()
-	do("cut link shown", wait(site("edge2", "offline"), 15*time.Second), wait(site("edge1", "online"), time.Second))
+	do("cut link shown", wait(site("edge2", "offline"), 30*time.Second), wait(site("edge1", "online"), 15*time.Second))
 
 	do("search", chromedp.SetValue(chromedp.CSS(`#search-id`), ids[1]), chromedp.Click(chromedp.CSS(`#search button`)),
 		wait(`#event-result .event-record .status`, 5*time.Second))
