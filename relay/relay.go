@@ -69,6 +69,10 @@ type Relay struct {
 	loaded bool   // mark was read from the downstream stream
 	cons   jetstream.Consumer
 	prev   *jetstream.MsgMetadata // the newest delivery stored in this run
+	// single is set after an atomic batch failed: the next store, after
+	// the mark was read again, goes one message at a time, so that a batch
+	// the server keeps refusing or answering badly cannot hold the link.
+	single bool
 
 	// beforeAck, when set (tests), runs after a batch is stored and
 	// before it is ACKed; an error stops Run as a crash would.
@@ -348,19 +352,38 @@ func (r *Relay) store(ctx context.Context, ds []delivery) error {
 		m.Header.Set(HeaderSeq, strconv.FormatUint(d.meta.Sequence.Stream, 10))
 		out = append(out, m)
 	}
+	if r.single {
+		if err := r.storeEach(ctx, out); err != nil {
+			return err
+		}
+		r.single = false
+		return nil
+	}
 	_, err := jetstreamext.PublishMsgBatch(ctx, r.l.Local, out)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInBatch {
 		// One of the ids is in the window: store one by one, in order,
 		// so the server drops the duplicate and the prefix still holds.
-		for _, m := range out {
-			if _, err := r.l.Local.PublishMsg(ctx, m); err != nil {
-				return err
-			}
-		}
-		return nil
+		return r.storeEach(ctx, out)
+	}
+	if err != nil && ctx.Err() == nil {
+		// Nothing or all of the batch is stored. The caller reads the
+		// mark again, which tells which; what is not stored comes again
+		// and goes one message at a time.
+		r.single = true
 	}
 	return err
+}
+
+// storeEach stores out one message at a time, in order, so that whatever
+// stops it leaves a prefix of the link stored, and the mark holds.
+func (r *Relay) storeEach(ctx context.Context, out []*nats.Msg) error {
+	for _, m := range out {
+		if _, err := r.l.Local.PublishMsg(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func nakAll(ds []delivery) {

@@ -317,3 +317,27 @@ func TestRelay_MovesSourcedMessages(t *testing.T) {
 	p.run(t, r)
 	exactlyOnce(t, p.settled(t, 20), 20)
 }
+
+// A batch the downstream keeps refusing (here: a stream that takes no
+// atomic batches) does not hold the link: after a failed batch the relay
+// reads its mark again and stores what follows one message at a time.
+func TestRelay_RefusedBatchGoesOneByOne(t *testing.T) {
+	p := startPair(t, time.Minute)
+	ctx := context.Background()
+	s, err := p.downJS.Stream(ctx, "DOWN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	if _, err := p.downJS.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	p.publish(t, 0, 300)
+	r, err := relay.New(p.link())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.run(t, r)
+	exactlyOnce(t, p.settled(t, 300), 300)
+}
