@@ -22,11 +22,26 @@ import (
 const Module = "github.com/leafline/leafline"
 
 // Only fails t for each import, in a non-test Go file of the current
-// directory (a test's working directory is its package's), of a package of
-// this module not named in allowed (paths relative to the module root,
-// e.g. "topology", "internal/logx").
+// directory (a test's working directory is its package's), that allowed
+// does not name:
+//
+//   - a package of this module must be named by its path relative to the
+//     module root ("topology", "internal/logx");
+//   - a package of another module ("github.com/nats-io/nats.go/...") is
+//     free unless allowed names some: then it must start with one of them;
+//     StdlibOnly forbids them all.
+//
+// The standard library is always allowed.
 func Only(t testing.TB, allowed ...string) {
 	t.Helper()
+	var mine, external []string
+	for _, a := range allowed {
+		if strings.Contains(strings.SplitN(a, "/", 2)[0], ".") || a == StdlibOnly {
+			external = append(external, a)
+		} else {
+			mine = append(mine, a)
+		}
+	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
@@ -42,13 +57,22 @@ func Only(t testing.TB, allowed ...string) {
 		}
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
-			rel, ok := strings.CutPrefix(path, Module+"/")
-			if !ok {
+			if rel, ok := strings.CutPrefix(path, Module+"/"); ok {
+				if !slices.Contains(mine, rel) {
+					t.Errorf("%s imports %s; this package may import only %v of this module", name, rel, mine)
+				}
 				continue
 			}
-			if !slices.Contains(allowed, rel) {
-				t.Errorf("%s imports %s; this package may import only %v of this module", name, rel, allowed)
+			std := !strings.Contains(strings.SplitN(path, "/", 2)[0], ".")
+			if std || len(external) == 0 {
+				continue
+			}
+			if !slices.ContainsFunc(external, func(prefix string) bool { return strings.HasPrefix(path, prefix) }) {
+				t.Errorf("%s imports %s; this package may import, outside the standard library and this module, only %v", name, path, external)
 			}
 		}
 	}
 }
+
+// StdlibOnly, given to Only, allows no package of another module.
+const StdlibOnly = "(standard library only)"
