@@ -92,11 +92,9 @@ func TestChaos_NegativeControl(t *testing.T) {
 }
 
 // TestChaos_Short is the short positive run: kills of every box, kills at
-// the named failpoints and link cuts, then the checker must pass.
-//
-// It runs one edge: with two, the edges' sink consumers share a name and
-// each one's ACKs reach the other over the leafnodes (see README.md,
-// "Known findings"), which loses events.
+// the named failpoints and link cuts, then the checker must pass. One edge
+// keeps it short; "mixed" puts the hub's link on the relay and the edge's
+// on sourcing, so that both transports take faults.
 func TestChaos_Short(t *testing.T) {
 	res, _ := runChaos(t, options{
 		Duration:     75 * time.Second,
