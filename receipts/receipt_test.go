@@ -78,7 +78,7 @@ func TestMsgID_KeepsEventOrder(t *testing.T) {
 	for i := range 5000 {
 		// Sorted ids of mixed shapes: a UUIDv7-like time prefix, and ids
 		// longer than the prefix that MsgID keeps.
-		id := fmt.Sprintf("%012x-7%03x-%s", 0x0193a5f27c1e+i/7, i%7*311, strings.Repeat("z", i%40))
+		id := fmt.Sprintf("%012x-7%03x-%s", int64(0x0193a5f27c1e)+int64(i/7), i%7*311, strings.Repeat("z", i%40))
 		ids = append(ids, id)
 		msgIDs = append(msgIDs, Receipt{EventID: id, Processor: "edge-1", Status: StatusProcessed}.MsgID())
 	}
