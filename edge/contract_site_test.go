@@ -302,8 +302,8 @@ func cat(parts ...[]string) []string {
 
 var finalSteps = map[string]bool{"ack": true, "double_ack": true, "term": true, "confirmed_term": true, "nak": true, "leave": true}
 
-// checkContractInvariants checks the rules of issue 3 that must hold for
-// every delivery of every message, whatever the case.
+// checkContractInvariants checks the rules of the delivery contract that
+// must hold for every delivery of every message, whatever the case.
 func checkContractInvariants(t *testing.T, label string, steps []ctStep) {
 	t.Helper()
 	var order []uint64

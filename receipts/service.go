@@ -368,8 +368,9 @@ func isFatal(err error) bool {
 // and watches heartbeats. Its buffer is BatchSize messages; the per-message
 // work is O(1) KV round trips spread over InFlight lanes, so the buffer is
 // processed far inside AckWait and a reconnect burst does not cause
-// redeliveries (see DESIGN.md: keep one long-lived pull iterator per
-// consumer). See pipeline for the lanes.
+// redeliveries: one long-lived pull iterator per consumer, since a prefetch
+// larger than AckWait allows is redelivered after a reconnect burst. See
+// pipeline for the lanes.
 func (s *Service) consume(ctx context.Context, cons jetstream.Consumer, run func(context.Context, jetstream.MessagesContext) error) error {
 	iter, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.BatchSize))
 	if err != nil {
