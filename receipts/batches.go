@@ -105,7 +105,7 @@ func (s *Service) handleBatch(ctx context.Context, b []laneItem) {
 		}
 	}
 	if len(items) > 0 {
-		for j, r := range s.Store().ApplyBatch(opCtx, items) {
+		for j, r := range s.State().ApplyBatch(opCtx, items) {
 			res[pos[j]] = r
 		}
 	}

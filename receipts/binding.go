@@ -164,14 +164,14 @@ func releaseHeld(c *Completion) (released, refused []string) {
 
 // countReleased counts and logs what an origin merge did with the held
 // receipts of event id.
-func (s *Service) countReleased(meta *jetstream.MsgMetadata, id string, hr heldRelease) {
+func (s *Service) countReleased(meta *jetstream.MsgMetadata, id string, hr HeldRelease) {
 	// A released receipt is recorded now: Applied counts it, as it counts
 	// every (event_id, processor) pair recorded.
-	s.applied.Add(uint64(len(hr.released)))
-	s.heldReleased.Add(uint64(len(hr.released)))
-	s.heldRefused.Add(uint64(len(hr.refused)))
-	if len(hr.refused) > 0 {
+	s.applied.Add(uint64(len(hr.Released)))
+	s.heldReleased.Add(uint64(len(hr.Released)))
+	s.heldRefused.Add(uint64(len(hr.Refused)))
+	if len(hr.Refused) > 0 {
 		s.log.Warn("receipts: held receipts refused: the event was not routed to their processors",
-			append(logAttrs(meta), "event_id", quoteShort(id), "refusal", RefusedNotExpected, "processors", hr.refused)...)
+			append(logAttrs(meta), "event_id", quoteShort(id), "refusal", RefusedNotExpected, "processors", hr.Refused)...)
 	}
 }

@@ -25,8 +25,9 @@ const (
 type CleanupConfig struct {
 	// JS is the JetStream context of the L1 domain. Required.
 	JS jetstream.JetStream
-	// Store reads the completion records. Required.
-	Store *Store
+	// Store reads the completion records (a Service's State, or a
+	// *Store). Required.
+	Store RecordReader
 	// OriginStream is the stream to clean (L1A). Required; it must use
 	// LimitsPolicy retention, like the origin tracker's.
 	OriginStream string

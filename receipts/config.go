@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,6 +75,11 @@ type ServiceConfig struct {
 	// RetryDelay is the NAK delay after a first transient failure; it doubles
 	// with each redelivery up to MaxRetryDelay. Zero = DefaultRetryDelay.
 	RetryDelay time.Duration
+	// OpenState opens the State the Service records completions in, once,
+	// at Setup. Nil: the KV Store (OpenStore with Bucket, History,
+	// Replicas, OverdueAfter and Sites). The L1 box opens package
+	// completion's State here.
+	OpenState func(ctx context.Context) (State, error)
 	// Accept is an optional extra check of a well-formed receipt (unknown
 	// site or processor → return an error). A non-nil error quarantines the
 	// receipt. A panic in Accept is recovered and treated as a transient

@@ -34,29 +34,24 @@ func (s *Service) expireHeldLoop(ctx context.Context) {
 	}
 }
 
-// expireHeld runs one round over the events whose origin is unknown (the
-// pending index entries without published_at, at most MaxSummaryScan of
-// them) and returns how many records it removed.
+// expireHeld runs one round over the events whose origin is unknown (at
+// most MaxSummaryScan of them) and returns how many records it removed.
 func (s *Service) expireHeld(ctx context.Context) (int, error) {
-	st := s.Store()
-	if st == nil || st.ix == nil {
+	st := s.State()
+	if st == nil {
 		return 0, nil
 	}
-	var ids []string
-	if _, err := st.scan(ctx, eventKey(kindPending).String()+".>", func(e idxEntry) {
-		if _, id, err := parseIndexKey(e.Key); err == nil && len(e.Value) == 0 {
-			ids = append(ids, id)
-		}
-	}); err != nil {
+	held, err := st.HeldEvents(ctx, MaxSummaryScan)
+	if err != nil {
 		return 0, err
 	}
 	n := 0
 	var errs []error
-	for _, id := range ids {
+	for i := range held {
 		if ctx.Err() != nil {
 			break
 		}
-		removed, err := s.expireEvent(ctx, st, id)
+		removed, err := s.expireEvent(ctx, st, &held[i])
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -67,51 +62,85 @@ func (s *Service) expireHeld(ctx context.Context) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// expireEvent quarantines the held receipts of event id and removes its
-// record, if it holds receipts only and the last was held HoldFor ago.
-func (s *Service) expireEvent(ctx context.Context, st *Store, id string) (bool, error) {
+// expireEvent quarantines the held receipts of c and removes its record,
+// if it holds receipts only and the last was held HoldFor ago.
+func (s *Service) expireEvent(ctx context.Context, st State, c *Completion) (bool, error) {
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
-	c, rev, _, err := st.get(opCtx, id)
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorruptRecord) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
 	c.derive()
-	if c.Status != EventOriginUnknown {
-		return false, nil
-	}
-	var last time.Time
-	for _, p := range c.Held {
-		if p.ReceivedAt.After(last) {
-			last = p.ReceivedAt
-		}
-	}
-	if time.Since(last) < s.cfg.HoldFor {
+	if c.Status != EventOriginUnknown || time.Since(c.LastHeld()) < s.cfg.HoldFor {
 		return false, nil
 	}
 	procs := slices.Sorted(maps.Keys(c.Held))
 	for _, p := range procs {
-		if err := s.quarantineHeld(opCtx, &c, p); err != nil {
+		if err := s.quarantineHeld(opCtx, c, p); err != nil {
 			return false, err
 		}
 	}
-	key := KVKey(id)
-	if err := st.kv.Purge(opCtx, key, jetstream.LastRevision(rev)); err != nil {
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return false, nil // changed since it was read: a receipt or the origin arrived
-		}
-		return false, fmt.Errorf("receipts: remove the record of %s: %w", quoteShort(id), err)
+	removed, err := st.DropHeld(opCtx, c)
+	if !removed || err != nil {
+		return false, err
 	}
 	s.heldExpired.Add(uint64(len(procs)))
 	for range procs {
 		s.refused.add(RefusedOriginUnknown)
 	}
 	s.log.Warn("receipts: held receipts quarantined: their event was not published at L1 in time",
-		"event_id", quoteShort(id), "refusal", RefusedOriginUnknown, "processors", procs, "hold_for", s.cfg.HoldFor)
-	return true, s.dropRecord(opCtx, st, id)
+		"event_id", quoteShort(c.EventID), "refusal", RefusedOriginUnknown, "processors", procs, "hold_for", s.cfg.HoldFor)
+	return true, nil
+}
+
+// HeldEvents returns up to limit records of status origin_unknown, from
+// the pending index entries without published_at; none without an index.
+func (st *Store) HeldEvents(ctx context.Context, limit int) ([]Completion, error) {
+	if st.ix == nil {
+		return nil, nil
+	}
+	var ids []string
+	if _, err := st.scan(ctx, eventKey(kindPending).String()+".>", func(e idxEntry) {
+		if _, id, err := parseIndexKey(e.Key); err == nil && len(e.Value) == 0 && len(ids) < limit {
+			ids = append(ids, id)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	var out []Completion
+	for _, id := range ids {
+		c, _, _, err := st.get(ctx, id)
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorruptRecord) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		if c.Status == EventOriginUnknown {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// DropHeld removes the record of c.EventID if it still is c (same last
+// change, still origin_unknown), by a purge on the revision read, and then
+// what is left of it (dropRecord).
+func (st *Store) DropHeld(ctx context.Context, c *Completion) (bool, error) {
+	now, rev, _, err := st.get(ctx, c.EventID)
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorruptRecord) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if now.Status != EventOriginUnknown || !now.UpdatedAt.Equal(c.UpdatedAt) {
+		return false, nil // changed since it was read: a receipt or the origin arrived
+	}
+	if err := st.kv.Purge(ctx, KVKey(c.EventID), jetstream.LastRevision(rev)); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return false, nil
+		}
+		return false, fmt.Errorf("receipts: remove the record of %s: %w", quoteShort(c.EventID), err)
+	}
+	return true, st.dropRecord(ctx, c.EventID)
 }
 
 // quarantineHeld publishes the quarantine record of the receipt c holds
@@ -155,12 +184,12 @@ func (s *Service) quarantineHeld(ctx context.Context, c *Completion, p string) e
 // (so that it counts in no Summary) and the pending index entry. Both
 // removals reach only what precedes them: a record written meanwhile
 // keeps its messages, and its index entry is written again.
-func (s *Service) dropRecord(ctx context.Context, st *Store, id string) error {
-	stream, err := s.cfg.JS.Stream(ctx, kvStreamPrefix+s.cfg.Bucket)
+func (st *Store) dropRecord(ctx context.Context, id string) error {
+	stream, err := st.js.Stream(ctx, kvStreamPrefix+st.kv.Bucket())
 	if err != nil {
 		return fmt.Errorf("receipts: bucket stream: %w", err)
 	}
-	subj := "$KV." + s.cfg.Bucket + "." + KVKey(id)
+	subj := "$KV." + st.kv.Bucket() + "." + KVKey(id)
 	m, err := stream.GetLastMsgForSubject(ctx, subj)
 	if err == nil && m.Header.Get("KV-Operation") != "" {
 		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(m.Sequence+1)); err != nil {

@@ -115,14 +115,19 @@ func (s *Service) handleOrigin(ctx context.Context, msg jetstream.Msg, prep any)
 		EventID: p.id, Stream: meta.Stream, Subject: msg.Subject(), Seq: meta.Sequence.Stream,
 		PublishedAt: meta.Timestamp, Expected: expected, Digest: PayloadDigest(msg.Data()),
 	}
-	out, hr, err := s.Store().applyOrigin(opCtx, o, time.Now())
-	s.finishOrigin(msg, meta, o, out, hr, err)
+	if st := s.Store(); st != nil {
+		out, hr, err := st.applyOrigin(opCtx, o, time.Now())
+		s.finishOrigin(msg, meta, o, out, hr, err)
+		return
+	}
+	r := s.State().ApplyOriginBatch(opCtx, []Origin{o}, time.Now())[0]
+	s.finishOrigin(msg, meta, o, r.Outcome, r.Held, r.Err)
 }
 
 // finishOrigin counts what was done with one origin message and ends it:
 // ACK after its record was written, ACK of one that can never be tracked,
 // NAK with a delay otherwise.
-func (s *Service) finishOrigin(msg jetstream.Msg, meta *jetstream.MsgMetadata, o Origin, out OriginOutcome, hr heldRelease, err error) {
+func (s *Service) finishOrigin(msg jetstream.Msg, meta *jetstream.MsgMetadata, o Origin, out OriginOutcome, hr HeldRelease, err error) {
 	switch out {
 	case OriginCreated, OriginMerged:
 		s.originTracked.Add(1)

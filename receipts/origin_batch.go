@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
 	"slices"
 	"time"
 
@@ -18,7 +17,8 @@ import (
 type OriginResult struct {
 	Outcome OriginOutcome
 	Err     error
-	held    heldRelease
+	// Held is what the merge did with the receipts held for the event.
+	Held HeldRelease
 }
 
 // ApplyOriginBatch records origins as if ApplyOrigin were called for each
@@ -60,7 +60,7 @@ func (s *Store) ApplyOriginBatch(ctx context.Context, origins []Origin, now time
 		eachGroup(gs, func(g *batchGroup) {
 			if g.perItem {
 				for _, i := range g.idx {
-					res[i].Outcome, res[i].held, res[i].Err = s.applyOrigin(ctx, origins[i], now)
+					res[i].Outcome, res[i].Held, res[i].Err = s.applyOrigin(ctx, origins[i], now)
 				}
 				return
 			}
@@ -89,26 +89,10 @@ func (s *Store) writeOrigins(ctx context.Context, origins []Origin, gs []*batchG
 		}
 		changed := false
 		for _, i := range g.idx {
-			c := &g.c
-			existed := len(c.Processors) > 0 || len(c.Held) > 0
-			held := slices.Sorted(maps.Keys(c.Held))
-			out := mergeOrigin(c, origins[i], now)
+			out, rel := g.c.FoldOrigin(origins[i], now)
 			res[i].Outcome = out
-			if out == OriginKnown || out == OriginReused {
-				changed = changed || out == OriginReused
-				continue
-			}
-			for _, p := range held {
-				if _, ok := c.Unexpected[p]; ok {
-					res[i].held.refused = append(res[i].held.refused, p)
-				} else {
-					res[i].held.released = append(res[i].held.released, p)
-				}
-			}
-			if !existed {
-				res[i].Outcome = OriginCreated
-			}
-			changed = true
+			res[i].Held = rel
+			changed = changed || out != OriginKnown
 		}
 		if !changed {
 			continue
@@ -187,8 +171,8 @@ func (s *Service) handleOriginBatch(ctx context.Context, b []laneItem) {
 	if len(origins) == 0 {
 		return
 	}
-	for i, r := range s.Store().ApplyOriginBatch(opCtx, origins, time.Now()) {
-		s.finishOrigin(msgs[i], metas[i], origins[i], r.Outcome, r.held, r.Err)
+	for i, r := range s.State().ApplyOriginBatch(opCtx, origins, time.Now()) {
+		s.finishOrigin(msgs[i], metas[i], origins[i], r.Outcome, r.Held, r.Err)
 	}
 }
 

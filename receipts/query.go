@@ -178,6 +178,12 @@ func decodeCursor(c string, status ListStatus, site string) (uint64, error) {
 		return bad("not base64url")
 	}
 	parts := strings.Split(string(b), "|")
+	if len(parts) == 4 && parts[0] == "2" {
+		if _, err := DecodeCursorKey(c, status, site); err != nil {
+			return 0, err
+		}
+		return 0, nil
+	}
 	if len(parts) != 4 || parts[0] != "1" {
 		return bad("unknown format")
 	}
@@ -189,6 +195,38 @@ func decodeCursor(c string, status ListStatus, site string) (uint64, error) {
 		return bad("bad position")
 	}
 	return seq, nil
+}
+
+// EncodeCursorKey makes the cursor of a State that pages by key: pos is
+// where the next page starts (opaque to the client), bound to the query's
+// status and site like every cursor.
+func EncodeCursorKey(status ListStatus, site string, pos []byte) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("2|" + string(status) + "|" + site + "|" + base64.RawURLEncoding.EncodeToString(pos)))
+}
+
+// DecodeCursorKey returns the position in a cursor made by EncodeCursorKey
+// for the same status and site.
+func DecodeCursorKey(c string, status ListStatus, site string) ([]byte, error) {
+	bad := func(why string) ([]byte, error) { return nil, fmt.Errorf("after: invalid cursor: %s", why) }
+	if len(c) > MaxCursorLen {
+		return bad("too long")
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
+	if err != nil {
+		return bad("not base64url")
+	}
+	parts := strings.Split(string(b), "|")
+	if len(parts) != 4 || parts[0] != "2" {
+		return bad("unknown format")
+	}
+	if parts[1] != string(status) || parts[2] != site {
+		return bad("made for another status or site")
+	}
+	pos, err := base64.RawURLEncoding.Strict().DecodeString(parts[3])
+	if err != nil || len(pos) == 0 {
+		return bad("bad position")
+	}
+	return pos, nil
 }
 
 // filterKey returns the index key kind and KV key filter that List scans.
@@ -226,6 +264,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Completion, string, er
 	seq := uint64(1)
 	if q.After != "" {
 		seq, _ = decodeCursor(q.After, q.Status, q.Site)
+		seq = max(seq, 1) // a cursor of another State starts over
 	}
 	k, filter := q.filterKey()
 	now := s.now()
@@ -558,7 +597,7 @@ var (
 // Cleaned set when an attached Cleaner deleted its origin message;
 // ErrNotReady before Setup or Run has opened the buckets.
 func (s *Service) Get(ctx context.Context, eventID string) (Completion, error) {
-	st := s.Store()
+	st := s.State()
 	if st == nil {
 		return Completion{}, ErrNotReady
 	}
@@ -572,7 +611,7 @@ func (s *Service) Get(ctx context.Context, eventID string) (Completion, error) {
 // List returns a page of events (see Store.List); ErrNotReady before Setup
 // or Run has opened the buckets.
 func (s *Service) List(ctx context.Context, q ListQuery) ([]Completion, string, error) {
-	st := s.Store()
+	st := s.State()
 	if st == nil {
 		if err := q.Validate(); err != nil {
 			return nil, "", err
@@ -585,7 +624,7 @@ func (s *Service) List(ctx context.Context, q ListQuery) ([]Completion, string, 
 // Summary returns Store.Summary with this instance's Stats; ErrNotReady
 // before Setup or Run has opened the buckets.
 func (s *Service) Summary(ctx context.Context) (Summary, error) {
-	st := s.Store()
+	st := s.State()
 	if st == nil {
 		return Summary{}, ErrNotReady
 	}

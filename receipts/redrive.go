@@ -142,7 +142,7 @@ func (s *Service) redriveLoop(ctx context.Context) {
 // RedriveOnce runs one redrive round as of now and returns how many events
 // it published again.
 func (s *Service) RedriveOnce(ctx context.Context, now time.Time) (int, error) {
-	st := s.Store()
+	st := s.State()
 	if st == nil {
 		return 0, ErrNotReady
 	}

@@ -65,7 +65,7 @@ type Service struct {
 	cfg               ServiceConfig
 	log               *slog.Logger
 	quarantineSubject string
-	store             atomic.Pointer[Store]
+	state             atomic.Pointer[stateRef]
 	running           atomic.Bool
 
 	received, applied, duplicates, conflicts, quarantined, retried atomic.Uint64
@@ -99,14 +99,24 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	}, nil
 }
 
-// Store returns the completion store, or nil until Setup (or Run) has opened
-// the buckets (and for a nil Service, so that status queries on it answer
+// State returns the completion state, or nil until Setup (or Run) has
+// opened it (and for a nil Service, so that status queries on it answer
 // ErrNotReady).
-func (s *Service) Store() *Store {
+func (s *Service) State() State {
 	if s == nil {
 		return nil
 	}
-	return s.store.Load()
+	if ref := s.state.Load(); ref != nil {
+		return ref.State
+	}
+	return nil
+}
+
+// Store returns the KV completion store when that is the Service's State
+// (ServiceConfig.OpenState unset), or nil.
+func (s *Service) Store() *Store {
+	st, _ := s.State().(*Store)
+	return st
 }
 
 // Stats returns a snapshot of the counters.
@@ -188,7 +198,15 @@ func (s *Service) consumerConfig(name, desc string) jetstream.ConsumerConfig {
 }
 
 func (s *Service) ensureBucket(ctx context.Context) error {
-	if s.store.Load() != nil {
+	if s.state.Load() != nil {
+		return nil
+	}
+	if s.cfg.OpenState != nil {
+		st, err := s.cfg.OpenState(ctx)
+		if err != nil {
+			return fmt.Errorf("receipts: setup: %w", err)
+		}
+		s.state.CompareAndSwap(nil, &stateRef{st})
 		return nil
 	}
 	st, err := OpenStore(ctx, StoreConfig{
@@ -207,7 +225,7 @@ func (s *Service) ensureBucket(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("receipts: setup: %w", err)
 	}
-	s.store.CompareAndSwap(nil, st)
+	s.state.CompareAndSwap(nil, &stateRef{st})
 	return nil
 }
 
@@ -415,7 +433,11 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 	r, err := s.check(msg, prep)
 	var res BatchResult
 	if err == nil {
-		res.Outcome, res.OriginSeq, res.Err = s.Store().applyOutcome(opCtx, r, receivedAt)
+		if st := s.Store(); st != nil {
+			res.Outcome, res.OriginSeq, res.Err = st.applyOutcome(opCtx, r, receivedAt)
+		} else {
+			res = s.State().ApplyBatch(opCtx, []BatchItem{{Receipt: r, ReceivedAt: receivedAt}})[0]
+		}
 	} else {
 		res.Err = err
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -252,17 +251,8 @@ func (s *Store) applyOutcome(ctx context.Context, r Receipt, receivedAt time.Tim
 	_, err := s.update(ctx, change{
 		eventID: r.EventID,
 		apply: func(c *Completion) bool {
-			out = 0
-			if refusal = checkExpected(c, r); refusal != nil {
+			if out, refusal = c.FoldReceipt(r, receivedAt, s.holdUnknown); refusal != nil {
 				return false
-			}
-			if c.OriginStream == "" {
-				c.OriginStream = r.OriginStream
-			}
-			if s.holdUnknown && !c.OriginKnown() {
-				out = hold(c, r, receivedAt)
-			} else {
-				out = merge(c, r, receivedAt)
 			}
 			originSeq = c.OriginSeq
 			return true
@@ -316,47 +306,27 @@ func (s *Store) ApplyOrigin(ctx context.Context, o Origin, now time.Time) (Origi
 	return out, err
 }
 
-// heldRelease names the processors whose held receipts an origin merge
-// released (expected) and refused (not expected).
-type heldRelease struct{ released, refused []string }
-
 // applyOrigin is ApplyOrigin that also reports what became of held receipts.
-func (s *Store) applyOrigin(ctx context.Context, o Origin, now time.Time) (OriginOutcome, heldRelease, error) {
+func (s *Store) applyOrigin(ctx context.Context, o Origin, now time.Time) (OriginOutcome, HeldRelease, error) {
 	if err := o.Validate(); err != nil {
-		return 0, heldRelease{}, err
+		return 0, HeldRelease{}, err
 	}
 	now = now.UTC()
 	var out OriginOutcome
-	var hr heldRelease
+	var hr HeldRelease
 	_, err := s.update(ctx, change{
 		eventID: o.EventID,
 		origin:  true,
 		apply: func(c *Completion) bool {
-			existed := len(c.Processors) > 0 || len(c.Held) > 0
-			held := slices.Sorted(maps.Keys(c.Held))
-			out = mergeOrigin(c, o, now)
-			if out == OriginKnown || out == OriginReused {
-				return out == OriginReused
-			}
-			hr = heldRelease{}
-			for _, p := range held {
-				if _, ok := c.Unexpected[p]; ok {
-					hr.refused = append(hr.refused, p)
-				} else {
-					hr.released = append(hr.released, p)
-				}
-			}
-			if !existed {
-				out = OriginCreated
-			}
-			return true
+			out, hr = c.FoldOrigin(o, now)
+			return out != OriginKnown
 		},
 		landed: func(c *Completion) bool {
 			return c.OriginKnown() && c.PublishedAt.Equal(o.PublishedAt.UTC()) && c.OriginSeq == o.Seq
 		},
 	})
 	if err != nil && !errors.Is(err, ErrIndexIncomplete) {
-		return 0, heldRelease{}, err
+		return 0, HeldRelease{}, err
 	}
 	return out, hr, err
 }

@@ -219,16 +219,8 @@ func (s *Store) foldGroup(ctx context.Context, items []BatchItem, g *batchGroup)
 	changed := false
 	for j, i := range g.idx {
 		r, at := items[i].Receipt, items[i].ReceivedAt.UTC()
-		if g.errs[j] = checkExpected(&g.c, r); g.errs[j] != nil {
+		if g.outs[j], g.errs[j] = g.c.FoldReceipt(r, at, s.holdUnknown); g.errs[j] != nil {
 			continue
-		}
-		if g.c.OriginStream == "" {
-			g.c.OriginStream = r.OriginStream
-		}
-		if s.holdUnknown && !g.c.OriginKnown() {
-			g.outs[j] = hold(&g.c, r, at)
-		} else {
-			g.outs[j] = merge(&g.c, r, at)
 		}
 		g.seqs[j] = g.c.OriginSeq
 		if g.outs[j] != Applied && g.outs[j] != Held {

@@ -92,8 +92,8 @@ func TestStore_ApplyBatch_EqualsPerReceipt(t *testing.T) {
 		got := batched.ApplyOriginBatch(ctx, os, now)
 		for i, o := range os {
 			out, hr, err := one.applyOrigin(ctx, o, now)
-			if out != got[i].Outcome || (err == nil) != (got[i].Err == nil) || !reflect.DeepEqual(hr, got[i].held) {
-				t.Errorf("origin %s: one by one %v %+v %v, batched %v %+v %v", o.EventID, out, hr, err, got[i].Outcome, got[i].held, got[i].Err)
+			if out != got[i].Outcome || (err == nil) != (got[i].Err == nil) || !reflect.DeepEqual(hr, got[i].Held) {
+				t.Errorf("origin %s: one by one %v %+v %v, batched %v %+v %v", o.EventID, out, hr, err, got[i].Outcome, got[i].Held, got[i].Err)
 			}
 		}
 	}

@@ -129,7 +129,7 @@ func (s *Service) Unidentified(ctx context.Context, after string, limit int) (Un
 	page := UnidentifiedPage{Items: []Unidentified{}}
 	kvp := s.unidentified.kv.Load()
 	if kvp == nil {
-		if s.Store() == nil {
+		if s.State() == nil {
 			return page, ErrNotReady
 		}
 		return page, nil

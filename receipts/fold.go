@@ -1,0 +1,108 @@
+package receipts
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+)
+
+// The rules by which a receipt or an origin changes a completion record,
+// as pure functions. Every implementation of the completion state (the
+// KV-backed Store here, the local state of package completion) decides
+// with these and only these, so they cannot disagree on an outcome.
+
+// NewCompletion returns the empty record of eventID, before anything was
+// folded into it.
+func NewCompletion(eventID string) Completion {
+	return Completion{EventID: eventID, Processors: map[string]ProcessorRecord{}}
+}
+
+// FoldReceipt folds r, received at L1 at receivedAt, into c and reports the
+// outcome: exactly what Store.ApplyOutcome decides for the record it read.
+// A receipt from a processor the event was not routed to returns an error
+// wrapping ErrNotExpected and leaves c as it was. With holdUnknown, a
+// receipt for an event whose origin is unknown is held (Outcome Held).
+// Every other outcome changed c (a repeat bumps a counter). Pure.
+func (c *Completion) FoldReceipt(r Receipt, receivedAt time.Time, holdUnknown bool) (Outcome, error) {
+	if err := checkExpected(c, r); err != nil {
+		return 0, err
+	}
+	if c.OriginStream == "" {
+		c.OriginStream = r.OriginStream
+	}
+	receivedAt = receivedAt.UTC()
+	if holdUnknown && !c.OriginKnown() {
+		return hold(c, r, receivedAt), nil
+	}
+	return merge(c, r, receivedAt), nil
+}
+
+// HeldRelease names the processors whose held receipts an origin merge
+// released (they were expected: they count from now on) and refused (they
+// were not: kept in Completion.Unexpected).
+type HeldRelease struct{ Released, Refused []string }
+
+// FoldOrigin folds o, seen at now, into c as Store.ApplyOrigin decides:
+// OriginCreated or OriginMerged when the record learnt its origin (c
+// changed), OriginReused when a reuse was noted (c changed), OriginKnown
+// when nothing changed. Pure.
+func (c *Completion) FoldOrigin(o Origin, now time.Time) (OriginOutcome, HeldRelease) {
+	existed := len(c.Processors) > 0 || len(c.Held) > 0
+	held := slices.Sorted(maps.Keys(c.Held))
+	out := mergeOrigin(c, o, now.UTC())
+	if out == OriginKnown || out == OriginReused {
+		return out, HeldRelease{}
+	}
+	var hr HeldRelease
+	for _, p := range held {
+		if _, ok := c.Unexpected[p]; ok {
+			hr.Refused = append(hr.Refused, p)
+		} else {
+			hr.Released = append(hr.Released, p)
+		}
+	}
+	if !existed {
+		out = OriginCreated
+	}
+	return out, hr
+}
+
+// Derive recomputes the derived fields (Status, Conflict) and clears the
+// read-time ones. Pure.
+func (c *Completion) Derive() { c.derive() }
+
+// View derives Status, Conflict, Missing and Overdue as of now, as Get
+// returns a record. Pure.
+func (c *Completion) View(now time.Time, overdueAfter time.Duration) { c.view(now, overdueAfter) }
+
+// MissingProcessors returns the expected processors without a terminal
+// status; nil while the origin is unknown. Pure.
+func (c *Completion) MissingProcessors() []string { return c.missing() }
+
+// LastHeld is when the last of c's held receipts reached L1 (zero when it
+// holds none).
+func (c *Completion) LastHeld() time.Time {
+	var last time.Time
+	for _, p := range c.Held {
+		if p.ReceivedAt.After(last) {
+			last = p.ReceivedAt
+		}
+	}
+	return last
+}
+
+// DecodeCompletion decodes a stored record and derives it. A value that is
+// not a record wraps ErrCorruptRecord.
+func DecodeCompletion(b []byte) (Completion, error) { return decodeCompletion(b) }
+
+// EncodeCompletion encodes c as it is stored: derived, without the
+// read-time fields.
+func EncodeCompletion(c *Completion) ([]byte, error) {
+	c.derive()
+	return json.Marshal(c)
+}
+
+// ValidateEventID reports why id cannot be an event_id (empty, too long,
+// not UTF-8, NUL), or nil.
+func ValidateEventID(id string) error { return validateEventID(id) }
