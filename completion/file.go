@@ -1,0 +1,369 @@
+package completion
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/leafline/leafline/receipts"
+)
+
+// The local file's layout. Every bucket is derived from the records
+// bucket, and all of them change in the transaction that folds a log
+// entry, together with the checkpoint: the file is always the fold of the
+// log up to its checkpoint, never half of an entry.
+//
+//	meta     checkpoint → the log sequence folded (8 bytes, big endian)
+//	         log        → the log stream's identity (its creation time)
+//	         layout     → fileLayout
+//	records  event_id → the record, JSON as receipts encodes it
+//	index    kind site 0x00 ts(8) h(8) event_id → nothing
+//	counts   kind site → count (8 bytes)
+//
+// An index key names one fact of one event: kind 'p' pending, 'd'
+// dead-lettered, 'c' conflict, for the event (site "") or one processor.
+// ts is the event's published_at in Unix nanoseconds (math.MaxUint64
+// while its origin is unknown), so each fact's entries sort by the time
+// the event was published and "overdue" is the head of a range; h is a
+// hash of the event_id, which makes the 16 bytes ts h a short cursor.
+// counts holds per kind and site how many index entries there are, and
+// also:
+//
+//	'e' ""     records
+//	'u' ""     pending events whose origin is unknown
+//	'o' site   pending entries with ts ≤ the overdue watermark
+//	'w' ""     the overdue watermark (Unix nanoseconds)
+var (
+	bucketMeta    = []byte("meta")
+	bucketRecords = []byte("records")
+	bucketIndex   = []byte("index")
+	bucketCounts  = []byte("counts")
+
+	keyCheckpoint = []byte("checkpoint")
+	keyLog        = []byte("log")
+	keyLayout     = []byte("layout")
+)
+
+// fileLayout is the layout version this package writes and reads.
+const fileLayout = "1"
+
+const (
+	kindPending  = 'p'
+	kindDead     = 'd'
+	kindConflict = 'c'
+	kindEvents   = 'e'
+	kindUnknown  = 'u'
+	kindOverdue  = 'o'
+	kindMark     = 'w'
+)
+
+// unknownTS is the ts of an event whose origin is unknown: after every
+// real time, so never overdue.
+const unknownTS = math.MaxUint64
+
+func openFile(path string) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return nil, err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketRecords, bucketIndex, bucketCounts} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket(bucketMeta)
+		switch v := m.Get(keyLayout); {
+		case v == nil:
+			return m.Put(keyLayout, []byte(fileLayout))
+		case string(v) != fileLayout:
+			return fmt.Errorf("%w: layout %q, this release reads %q", ErrBadFile, v, fileLayout)
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// resetFile empties every bucket (the checkpoint goes with meta).
+func resetFile(db *bolt.DB) error {
+	return db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketRecords, bucketIndex, bucketCounts} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keyLayout, []byte(fileLayout))
+	})
+}
+
+func readCheckpoint(db *bolt.DB) uint64 {
+	var seq uint64
+	_ = db.View(func(tx *bolt.Tx) error {
+		seq = getU64(tx.Bucket(bucketMeta), keyCheckpoint)
+		return nil
+	})
+	return seq
+}
+
+func readLogIdentity(db *bolt.DB) (string, error) {
+	var id string
+	err := db.View(func(tx *bolt.Tx) error {
+		id = string(tx.Bucket(bucketMeta).Get(keyLog))
+		return nil
+	})
+	return id, err
+}
+
+func writeLogIdentity(db *bolt.DB, id string) error {
+	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyLog, []byte(id)) })
+}
+
+func getU64(b *bolt.Bucket, k []byte) uint64 {
+	if v := b.Get(k); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// getRecord reads the record of id in tx.
+func getRecord(tx *bolt.Tx, id string) (receipts.Completion, bool, error) {
+	v := tx.Bucket(bucketRecords).Get([]byte(id))
+	if v == nil {
+		return receipts.Completion{}, false, nil
+	}
+	c, err := receipts.DecodeCompletion(v)
+	if err != nil {
+		return receipts.Completion{}, false, fmt.Errorf("completion: record of %q: %w", short(id), err)
+	}
+	return c, true, nil
+}
+
+// fact is one index entry's kind and site of an event.
+type fact struct {
+	kind byte
+	site string
+}
+
+// factsOf lists the facts of a derived record c: the same as the KV
+// index's entries (receipts' indexKeys).
+func factsOf(c *receipts.Completion) []fact {
+	if c == nil {
+		return nil
+	}
+	var out []fact
+	switch c.Status {
+	case receipts.EventPending, receipts.EventOriginUnknown:
+		out = append(out, fact{kindPending, ""})
+	case receipts.EventDeadLettered:
+		out = append(out, fact{kindDead, ""})
+	}
+	if c.Conflict {
+		out = append(out, fact{kindConflict, ""})
+	}
+	for _, p := range c.MissingProcessors() {
+		out = append(out, fact{kindPending, p})
+	}
+	for name, p := range c.Processors {
+		if p.Status == receipts.StatusDeadLettered {
+			out = append(out, fact{kindDead, name})
+		}
+		if p.Conflicts > 0 {
+			out = append(out, fact{kindConflict, name})
+		}
+	}
+	return out
+}
+
+// tsOf is c's index time: published_at, or unknownTS.
+func tsOf(c *receipts.Completion) uint64 {
+	if c == nil || !c.OriginKnown() {
+		return unknownTS
+	}
+	return uint64(max(0, c.PublishedAt.UnixNano()))
+}
+
+// unknownPending reports whether c counts in PendingOriginUnknown.
+func unknownPending(c *receipts.Completion) bool {
+	return c != nil && !c.OriginKnown() && (c.Status == receipts.EventPending || c.Status == receipts.EventOriginUnknown)
+}
+
+func idHash(id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return h.Sum64()
+}
+
+// prefix is the index prefix of one fact: kind site 0x00.
+func prefix(f fact) []byte {
+	p := make([]byte, 0, len(f.site)+2)
+	p = append(p, f.kind)
+	p = append(p, f.site...)
+	return append(p, 0)
+}
+
+// indexKey is the index key of fact f of event id at ts.
+func indexKey(f fact, ts uint64, id string) []byte {
+	k := prefix(f)
+	k = binary.BigEndian.AppendUint64(k, ts)
+	k = binary.BigEndian.AppendUint64(k, idHash(id))
+	return append(k, id...)
+}
+
+// countKey is the counts key of kind and site.
+func countKey(kind byte, site string) string { return string(kind) + site }
+
+// change is one record's change in one fold: from old (nil: absent) to
+// new (nil: removed), raw being new as stored.
+type change struct {
+	id       string
+	old, new *receipts.Completion
+	raw      []byte
+}
+
+// fold writes changes into tx and moves the checkpoint to seq. The
+// overdue watermark moves to mark (see overdueAt) in the same transaction.
+func fold(tx *bolt.Tx, seq uint64, changes []change, mark uint64) error {
+	recs, idx, cnt := tx.Bucket(bucketRecords), tx.Bucket(bucketIndex), tx.Bucket(bucketCounts)
+	w := getU64(cnt, []byte{kindMark})
+	deltas := map[string]int64{}
+	for _, ch := range changes {
+		if err := foldOne(recs, idx, ch, w, deltas); err != nil {
+			return err
+		}
+	}
+	if mark != w {
+		if err := moveMark(idx, cnt, w, mark, deltas); err != nil {
+			return err
+		}
+	}
+	if err := applyDeltas(cnt, deltas); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketMeta).Put(keyCheckpoint, u64(seq))
+}
+
+// applyDeltas adds deltas to the counts; a count that reaches zero goes.
+func applyDeltas(cnt *bolt.Bucket, deltas map[string]int64) error {
+	for k, d := range deltas {
+		if d == 0 {
+			continue
+		}
+		n := int64(getU64(cnt, []byte(k))) + d
+		var err error
+		if n <= 0 {
+			err = cnt.Delete([]byte(k))
+		} else {
+			err = cnt.Put([]byte(k), u64(uint64(n)))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func foldOne(recs, idx *bolt.Bucket, ch change, w uint64, deltas map[string]int64) error {
+	oldF, newF := factsOf(ch.old), factsOf(ch.new)
+	oldTS, newTS := tsOf(ch.old), tsOf(ch.new)
+	for _, f := range oldF {
+		if oldTS == newTS && slices.Contains(newF, f) {
+			continue
+		}
+		if err := idx.Delete(indexKey(f, oldTS, ch.id)); err != nil {
+			return err
+		}
+		deltas[countKey(f.kind, f.site)]--
+		if f.kind == kindPending && oldTS <= w {
+			deltas[countKey(kindOverdue, f.site)]--
+		}
+	}
+	for _, f := range newF {
+		if oldTS == newTS && slices.Contains(oldF, f) {
+			continue
+		}
+		if err := idx.Put(indexKey(f, newTS, ch.id), nil); err != nil {
+			return err
+		}
+		deltas[countKey(f.kind, f.site)]++
+		if f.kind == kindPending && newTS <= w {
+			deltas[countKey(kindOverdue, f.site)]++
+		}
+	}
+	switch {
+	case ch.old == nil && ch.new != nil:
+		deltas[countKey(kindEvents, "")]++
+	case ch.old != nil && ch.new == nil:
+		deltas[countKey(kindEvents, "")]--
+	}
+	if unknownPending(ch.old) {
+		deltas[countKey(kindUnknown, "")]--
+	}
+	if unknownPending(ch.new) {
+		deltas[countKey(kindUnknown, "")]++
+	}
+	if ch.new == nil {
+		return recs.Delete([]byte(ch.id))
+	}
+	return recs.Put([]byte(ch.id), ch.raw)
+}
+
+// moveMark moves the overdue watermark from w to mark, counting the
+// pending entries of every fact whose ts it passes.
+func moveMark(idx, cnt *bolt.Bucket, w, mark uint64, deltas map[string]int64) error {
+	sites := pendingSites(cnt)
+	for _, site := range sites {
+		n := countBetween(idx, fact{kindPending, site}, min(w, mark), max(w, mark))
+		if mark < w {
+			n = -n
+		}
+		deltas[countKey(kindOverdue, site)] += n
+	}
+	return cnt.Put([]byte{kindMark}, u64(mark))
+}
+
+// pendingSites lists "" and every site with pending entries.
+func pendingSites(cnt *bolt.Bucket) []string {
+	sites := []string{""}
+	c := cnt.Cursor()
+	for k, _ := c.Seek([]byte{kindPending}); k != nil && k[0] == kindPending; k, _ = c.Next() {
+		if len(k) > 1 {
+			sites = append(sites, string(k[1:]))
+		}
+	}
+	return sites
+}
+
+// countBetween counts the entries of f with lo < ts ≤ hi.
+func countBetween(idx *bolt.Bucket, f fact, lo, hi uint64) int64 {
+	p := prefix(f)
+	c := idx.Cursor()
+	var n int64
+	for k, _ := c.Seek(binary.BigEndian.AppendUint64(slices.Clip(p), lo+1)); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		if ts := binary.BigEndian.Uint64(k[len(p):]); ts > hi {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// overdueAt is the watermark for now: entries published at or before it
+// are overdue.
+func overdueAt(now time.Time, after time.Duration) uint64 {
+	return uint64(max(0, now.Add(-after).UnixNano()))
+}

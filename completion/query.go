@@ -1,0 +1,195 @@
+package completion
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/leafline/leafline/receipts"
+)
+
+// posLen is the length of a list position: ts(8) h(8).
+const posLen = 16
+
+var listKinds = map[receipts.ListStatus]byte{
+	receipts.ListPending: kindPending, receipts.ListOverdue: kindPending,
+	receipts.ListDeadLettered: kindDead, receipts.ListConflict: kindConflict,
+}
+
+// List returns a page of records as receipts.Store.List does, in the
+// order the events were published (origin unknown last), and the cursor
+// of the next page ("" when there is none). A page reads Limit index
+// entries and Limit records, whatever the number of events tracked; the
+// index is exact, so every page is full but the last.
+func (s *State) List(ctx context.Context, q receipts.ListQuery) ([]receipts.Completion, string, error) {
+	if err := q.Validate(); err != nil {
+		return nil, "", err
+	}
+	if err := s.notReady(); err != nil {
+		return nil, "", err
+	}
+	p := prefix(fact{listKinds[q.Status], q.Site})
+	start := p
+	var after []byte
+	if q.After != "" {
+		pos, err := receipts.DecodeCursorKey(q.After, q.Status, q.Site)
+		if err != nil || len(pos) != posLen {
+			return nil, "", fmt.Errorf("%w: after: invalid cursor: not made by this state", receipts.ErrBadQuery)
+		}
+		after, start = pos, append(slices.Clip(p), pos...)
+	}
+	now := s.cfg.Now()
+	cutoff := overdueAt(now, s.cfg.OverdueAfter)
+	overdue := q.Status == receipts.ListOverdue
+	items := make([]receipts.Completion, 0, min(q.Limit, 128))
+	var last, next []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketIndex).Cursor()
+		in := func(k []byte) bool {
+			return k != nil && bytes.HasPrefix(k, p) && (!overdue || binary.BigEndian.Uint64(k[len(p):]) <= cutoff)
+		}
+		for k, _ := c.Seek(start); in(k); k, _ = c.Next() {
+			pos := k[len(p) : len(p)+posLen]
+			if after != nil && bytes.Equal(pos, after) {
+				continue
+			}
+			if len(items) == q.Limit {
+				next = last // there is more
+				return nil
+			}
+			id := string(k[len(p)+posLen:])
+			rec, ok, err := getRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("completion: index entry without a record: %q", short(id))
+			}
+			rec.View(now, s.cfg.OverdueAfter)
+			items = append(items, rec)
+			last = slices.Clone(pos)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if next == nil {
+		return items, "", nil
+	}
+	return items, receipts.EncodeCursorKey(q.Status, q.Site, next), nil
+}
+
+// Summary counts events per status and per site as receipts.Store.Summary
+// does, but exactly and from one snapshot: every count is kept in the
+// transaction that changes the records. Overdue counts are kept up to a
+// watermark that the folds move; Summary counts only the entries published
+// between the watermark and now − OverdueAfter. Its cost is the number of
+// sites, not of events. Truncated is never set.
+func (s *State) Summary(ctx context.Context) (receipts.Summary, error) {
+	if err := s.notReady(); err != nil {
+		return receipts.Summary{}, err
+	}
+	now := s.cfg.Now().UTC()
+	cutoff := overdueAt(now, s.cfg.OverdueAfter)
+	sum := receipts.Summary{GeneratedAt: now, OverdueAfter: s.cfg.OverdueAfter.String()}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		cnt, idx := tx.Bucket(bucketCounts), tx.Bucket(bucketIndex)
+		get := func(kind byte, site string) int64 { return int64(getU64(cnt, []byte(countKey(kind, site)))) }
+		w := getU64(cnt, []byte{kindMark})
+		overdueOf := func(site string) int64 {
+			n := get(kindOverdue, site)
+			f := fact{kindPending, site}
+			if cutoff >= w {
+				return n + countBetween(idx, f, w, cutoff)
+			}
+			return n - countBetween(idx, f, cutoff, w)
+		}
+		sum.Events = get(kindEvents, "")
+		sum.Pending, sum.DeadLettered, sum.Conflict = get(kindPending, ""), get(kindDead, ""), get(kindConflict, "")
+		sum.Complete = max(0, sum.Events-sum.Pending-sum.DeadLettered)
+		sum.PendingOriginUnknown = get(kindUnknown, "")
+		sum.Overdue = overdueOf("")
+		sum.OldestPending = oldest(idx, "", now)
+		for _, site := range s.sites(cnt) {
+			sum.Sites = append(sum.Sites, receipts.SiteSummary{
+				Site: site, Pending: get(kindPending, site), Overdue: overdueOf(site),
+				DeadLettered: get(kindDead, site), Conflict: get(kindConflict, site),
+				OldestPending: oldest(idx, site, now),
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return receipts.Summary{}, err
+	}
+	if sum.Sites == nil {
+		sum.Sites = []receipts.SiteSummary{}
+	}
+	return sum, nil
+}
+
+// sites are the configured sites and every site with a count, sorted, at
+// most receipts.MaxSummarySites.
+func (s *State) sites(cnt *bolt.Bucket) []string {
+	set := map[string]bool{}
+	for _, site := range s.cfg.Sites {
+		set[site] = true
+	}
+	c := cnt.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) > 1 && (k[0] == kindPending || k[0] == kindDead || k[0] == kindConflict) {
+			set[string(k[1:])] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for site := range set {
+		out = append(out, site)
+	}
+	slices.SortFunc(out, strings.Compare)
+	return out[:min(len(out), receipts.MaxSummarySites)]
+}
+
+// oldest is the pending event of site ("" for any) published first.
+func oldest(idx *bolt.Bucket, site string, now time.Time) *receipts.PendingAge {
+	p := prefix(fact{kindPending, site})
+	k, _ := idx.Cursor().Seek(p)
+	if k == nil || !bytes.HasPrefix(k, p) {
+		return nil
+	}
+	ts := binary.BigEndian.Uint64(k[len(p):])
+	if ts == unknownTS {
+		return nil
+	}
+	at := time.Unix(0, int64(ts)).UTC()
+	return &receipts.PendingAge{EventID: string(k[len(p)+posLen:]), PublishedAt: at, AgeSeconds: now.Sub(at).Seconds()}
+}
+
+// HeldEvents returns up to limit records of status origin_unknown.
+func (s *State) HeldEvents(ctx context.Context, limit int) ([]receipts.Completion, error) {
+	if err := s.notReady(); err != nil {
+		return nil, err
+	}
+	var out []receipts.Completion
+	err := s.db.View(func(tx *bolt.Tx) error {
+		p := prefix(fact{kindPending, ""})
+		c := tx.Bucket(bucketIndex).Cursor()
+		for k, _ := c.Seek(binary.BigEndian.AppendUint64(slices.Clip(p), unknownTS)); k != nil && bytes.HasPrefix(k, p) && len(out) < limit; k, _ = c.Next() {
+			rec, ok, err := getRecord(tx, string(k[len(p)+posLen:]))
+			if err != nil || !ok {
+				continue // an unreadable record is not expired; Get reports it
+			}
+			if rec.Status == receipts.EventOriginUnknown {
+				out = append(out, rec)
+			}
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,10 @@
+package jstest
+
+import (
+	"testing"
+
+	"github.com/leafline/leafline/internal/importcheck"
+)
+
+// TestImports: a leaf of the test helpers: nothing of this module.
+func TestImports(t *testing.T) { importcheck.Only(t) }
