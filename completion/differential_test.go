@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/receipts"
 )
@@ -366,5 +365,3 @@ func diff(a, b []string) string {
 	}
 	return strings.Join(out, "\n")
 }
-
-

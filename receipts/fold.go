@@ -102,7 +102,3 @@ func EncodeCompletion(c *Completion) ([]byte, error) {
 	c.derive()
 	return json.Marshal(c)
 }
-
-// ValidateEventID reports why id cannot be an event_id (empty, too long,
-// not UTF-8, NUL), or nil.
-func ValidateEventID(id string) error { return validateEventID(id) }
