@@ -246,13 +246,19 @@ func fold(tx *bolt.Tx, seq uint64, changes []change, mark uint64) error {
 			return err
 		}
 	}
-	if mark != w {
-		if err := moveMark(idx, cnt, w, mark, deltas); err != nil {
-			return err
-		}
-	}
 	if err := applyDeltas(cnt, deltas); err != nil {
 		return err
+	}
+	// The index and counts hold the changes now: move the watermark over
+	// them (every site with pending entries, new ones included).
+	if mark != w {
+		moved := map[string]int64{}
+		if err := moveMark(idx, cnt, w, mark, moved); err != nil {
+			return err
+		}
+		if err := applyDeltas(cnt, moved); err != nil {
+			return err
+		}
 	}
 	return tx.Bucket(bucketMeta).Put(keyCheckpoint, u64(seq))
 }

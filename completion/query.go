@@ -172,8 +172,14 @@ func oldest(idx *bolt.Bucket, site string, now time.Time) *receipts.PendingAge {
 }
 
 // HeldEvents returns up to limit records of status origin_unknown.
+//
+// It first folds what other boxes appended, so that it does not offer
+// receipts for expiry that another box has released since.
 func (s *State) HeldEvents(ctx context.Context, limit int) ([]receipts.Completion, error) {
 	if err := s.notReady(); err != nil {
+		return nil, err
+	}
+	if err := s.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	var out []receipts.Completion
