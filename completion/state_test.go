@@ -230,8 +230,11 @@ func TestConfig_Validate_ReportsEveryProblem(t *testing.T) {
 func TestState_NotReady_AnswersNothing(t *testing.T) {
 	st := &State{cfg: Config{OverdueAfter: time.Minute, Now: time.Now}, stop: make(chan struct{}), target: 10}
 	for name, err := range map[string]error{
-		"get":     func() error { _, err := st.Get(context.Background(), "e1"); return err }(),
-		"list":    func() error { _, _, err := st.List(context.Background(), receipts.ListQuery{Status: receipts.ListPending}); return err }(),
+		"get": func() error { _, err := st.Get(context.Background(), "e1"); return err }(),
+		"list": func() error {
+			_, _, err := st.List(context.Background(), receipts.ListQuery{Status: receipts.ListPending})
+			return err
+		}(),
 		"summary": func() error { _, err := st.Summary(context.Background()); return err }(),
 		"apply":   st.ApplyBatch(context.Background(), []receipts.BatchItem{{}})[0].Err,
 	} {
@@ -240,5 +243,3 @@ func TestState_NotReady_AnswersNothing(t *testing.T) {
 		}
 	}
 }
-
-
