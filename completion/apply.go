@@ -1,12 +1,14 @@
 package completion
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -346,43 +348,71 @@ func (s *State) appendAndFold(ctx context.Context, changes []change, inputs int)
 }
 
 // encodeEntries splits changes into entries of at most MaxEntryBytes.
+// The records are already encoded: an entry is written around them.
 func (s *State) encodeEntries(changes []change) ([][]byte, error) {
 	var out [][]byte
-	var cur entry
+	var recs, drops [][]byte
 	size := 0
-	flush := func() error {
-		if len(cur.Records) == 0 && len(cur.Drops) == 0 {
-			return nil
+	flush := func() {
+		if len(recs) == 0 && len(drops) == 0 {
+			return
 		}
-		cur.V = entryVersion
-		b, err := json.Marshal(cur)
-		if err != nil {
-			return fmt.Errorf("completion: encode entry: %w", err)
-		}
-		out, cur, size = append(out, b), entry{}, 0
-		return nil
+		out = append(out, entryBytes(recs, drops))
+		recs, drops, size = nil, nil, 0
 	}
+	limit := s.cfg.MaxEntryBytes - 256
 	for _, ch := range changes {
-		n := len(ch.raw) + len(ch.id) + 8
-		if size+n > s.cfg.MaxEntryBytes-256 {
-			if err := flush(); err != nil {
-				return nil, err
+		var item []byte
+		if ch.new == nil {
+			b, err := json.Marshal(ch.id)
+			if err != nil {
+				return nil, fmt.Errorf("completion: encode entry: %w", err)
 			}
+			item = b
+		} else {
+			item = ch.raw
 		}
-		if n > s.cfg.MaxEntryBytes-256 {
-			return nil, fmt.Errorf("completion: the record of %q is %d bytes, more than an entry holds (%d)", short(ch.id), len(ch.raw), s.cfg.MaxEntryBytes)
+		if len(item)+1 > limit {
+			return nil, fmt.Errorf("completion: the record of %q is %d bytes, more than an entry holds (%d)", short(ch.id), len(item), s.cfg.MaxEntryBytes)
+		}
+		if size+len(item)+1 > limit {
+			flush()
 		}
 		if ch.new == nil {
-			cur.Drops = append(cur.Drops, ch.id)
+			drops = append(drops, item)
 		} else {
-			cur.Records = append(cur.Records, ch.raw)
+			recs = append(recs, item)
 		}
-		size += n
+		size += len(item) + 1
 	}
-	if err := flush(); err != nil {
-		return nil, err
-	}
+	flush()
 	return out, nil
+}
+
+// entryBytes writes an entry of records and drops (each already JSON) as
+// json.Marshal(entry) would.
+func entryBytes(recs, drops [][]byte) []byte {
+	n := 32
+	for _, r := range recs {
+		n += len(r) + 1
+	}
+	for _, d := range drops {
+		n += len(d) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, entryVersion, 10)
+	list := func(name string, items [][]byte) {
+		if len(items) == 0 {
+			return
+		}
+		b = append(b, `,"`+name+`":[`...)
+		b = append(b, bytes.Join(items, []byte{','})...)
+		b = append(b, ']')
+	}
+	list("records", recs)
+	list("drops", drops)
+	return append(b, '}')
 }
 
 // advanceMark moves the overdue watermark to now when pending entries

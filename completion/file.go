@@ -1,7 +1,6 @@
 package completion
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -23,11 +22,13 @@ import (
 //	         log        → the log stream's identity (its creation time)
 //	         layout     → fileLayout
 //	records  event_id → the record, JSON as receipts encodes it
-//	index    kind site 0x00 ts(8) h(8) event_id → nothing
+//	index    kind site → a bucket of ts(8) h(8) event_id → nothing
 //	counts   kind site → count (8 bytes)
 //
-// An index key names one fact of one event: kind 'p' pending, 'd'
-// dead-lettered, 'c' conflict, for the event (site "") or one processor.
+// An index bucket holds one fact of events: kind 'p' pending, 'd'
+// dead-lettered, 'c' conflict, of the event (site "") or one processor.
+// A bucket per fact keeps each fact's entries in a B+tree of their own,
+// where new entries (recent events) append at its end.
 // ts is the event's published_at in Unix nanoseconds (math.MaxUint64
 // while its origin is unknown), so each fact's entries sort by the time
 // the event was published and "overdue" is the head of a range; h is a
@@ -208,17 +209,23 @@ func idHash(id string) uint64 {
 	return h.Sum64()
 }
 
-// prefix is the index prefix of one fact: kind site 0x00.
-func prefix(f fact) []byte {
-	p := make([]byte, 0, len(f.site)+2)
-	p = append(p, f.kind)
-	p = append(p, f.site...)
-	return append(p, 0)
+// factName names the index bucket of one fact: kind site.
+func factName(f fact) []byte {
+	return append([]byte{f.kind}, f.site...)
 }
 
-// indexKey is the index key of fact f of event id at ts.
-func indexKey(f fact, ts uint64, id string) []byte {
-	k := prefix(f)
+// factBucket returns the index bucket of f, creating it with create; nil
+// when it does not exist (no entries yet).
+func factBucket(idx *bolt.Bucket, f fact, create bool) (*bolt.Bucket, error) {
+	if !create {
+		return idx.Bucket(factName(f)), nil
+	}
+	return idx.CreateBucketIfNotExists(factName(f))
+}
+
+// entryKey is the key of event id's entry at ts in a fact's bucket.
+func entryKey(ts uint64, id string) []byte {
+	k := make([]byte, 0, posLen+len(id))
 	k = binary.BigEndian.AppendUint64(k, ts)
 	k = binary.BigEndian.AppendUint64(k, idHash(id))
 	return append(k, id...)
@@ -290,8 +297,14 @@ func foldOne(recs, idx *bolt.Bucket, ch change, w uint64, deltas map[string]int6
 		if oldTS == newTS && slices.Contains(newF, f) {
 			continue
 		}
-		if err := idx.Delete(indexKey(f, oldTS, ch.id)); err != nil {
+		b, err := factBucket(idx, f, false)
+		if err != nil {
 			return err
+		}
+		if b != nil {
+			if err := b.Delete(entryKey(oldTS, ch.id)); err != nil {
+				return err
+			}
 		}
 		deltas[countKey(f.kind, f.site)]--
 		if f.kind == kindPending && oldTS <= w {
@@ -302,7 +315,11 @@ func foldOne(recs, idx *bolt.Bucket, ch change, w uint64, deltas map[string]int6
 		if oldTS == newTS && slices.Contains(oldF, f) {
 			continue
 		}
-		if err := idx.Put(indexKey(f, newTS, ch.id), nil); err != nil {
+		b, err := factBucket(idx, f, true)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(entryKey(newTS, ch.id), nil); err != nil {
 			return err
 		}
 		deltas[countKey(f.kind, f.site)]++
@@ -356,11 +373,14 @@ func pendingSites(cnt *bolt.Bucket) []string {
 
 // countBetween counts the entries of f with lo < ts ≤ hi.
 func countBetween(idx *bolt.Bucket, f fact, lo, hi uint64) int64 {
-	p := prefix(f)
-	c := idx.Cursor()
+	b := idx.Bucket(factName(f))
+	if b == nil {
+		return 0
+	}
+	c := b.Cursor()
 	var n int64
-	for k, _ := c.Seek(binary.BigEndian.AppendUint64(slices.Clip(p), lo+1)); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
-		if ts := binary.BigEndian.Uint64(k[len(p):]); ts > hi {
+	for k, _ := c.Seek(binary.BigEndian.AppendUint64(nil, lo+1)); k != nil; k, _ = c.Next() {
+		if binary.BigEndian.Uint64(k) > hi {
 			break
 		}
 		n++

@@ -150,3 +150,22 @@ func (l *logStream) get(ctx context.Context, seq uint64) (entry, error) {
 	}
 	return decodeEntry(seq, m.Data)
 }
+
+// Entry is a log entry as another program reads it (a checker, an
+// auditor): the records it wrote, each as receipts encodes a record, and
+// the event_ids whose records it removed. Import entries before the
+// import's end carry the previous layout's records.
+type Entry struct {
+	Records []json.RawMessage
+	Drops   []string
+	Import  string
+}
+
+// DecodeEntry decodes the payload of a log message at seq.
+func DecodeEntry(seq uint64, data []byte) (Entry, error) {
+	e, err := decodeEntry(seq, data)
+	if err != nil {
+		return Entry{}, err
+	}
+	return Entry{Records: e.Records, Drops: e.Drops, Import: e.Import}, nil
+}

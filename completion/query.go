@@ -34,15 +34,15 @@ func (s *State) List(ctx context.Context, q receipts.ListQuery) ([]receipts.Comp
 	if err := s.notReady(); err != nil {
 		return nil, "", err
 	}
-	p := prefix(fact{listKinds[q.Status], q.Site})
-	start := p
+	f := fact{listKinds[q.Status], q.Site}
+	var start []byte
 	var after []byte
 	if q.After != "" {
 		pos, err := receipts.DecodeCursorKey(q.After, q.Status, q.Site)
 		if err != nil || len(pos) != posLen {
 			return nil, "", fmt.Errorf("%w: after: invalid cursor: not made by this state", receipts.ErrBadQuery)
 		}
-		after, start = pos, append(slices.Clip(p), pos...)
+		after, start = pos, pos
 	}
 	now := s.cfg.Now()
 	cutoff := overdueAt(now, s.cfg.OverdueAfter)
@@ -50,12 +50,20 @@ func (s *State) List(ctx context.Context, q receipts.ListQuery) ([]receipts.Comp
 	items := make([]receipts.Completion, 0, min(q.Limit, 128))
 	var last, next []byte
 	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketIndex).Cursor()
-		in := func(k []byte) bool {
-			return k != nil && bytes.HasPrefix(k, p) && (!overdue || binary.BigEndian.Uint64(k[len(p):]) <= cutoff)
+		b := tx.Bucket(bucketIndex).Bucket(factName(f))
+		if b == nil {
+			return nil
 		}
-		for k, _ := c.Seek(start); in(k); k, _ = c.Next() {
-			pos := k[len(p) : len(p)+posLen]
+		c := b.Cursor()
+		in := func(k []byte) bool {
+			return k != nil && (!overdue || binary.BigEndian.Uint64(k) <= cutoff)
+		}
+		k, _ := c.First()
+		if start != nil {
+			k, _ = c.Seek(start)
+		}
+		for ; in(k); k, _ = c.Next() {
+			pos := k[:posLen]
 			if after != nil && bytes.Equal(pos, after) {
 				continue
 			}
@@ -63,7 +71,7 @@ func (s *State) List(ctx context.Context, q receipts.ListQuery) ([]receipts.Comp
 				next = last // there is more
 				return nil
 			}
-			id := string(k[len(p)+posLen:])
+			id := string(k[posLen:])
 			rec, ok, err := getRecord(tx, id)
 			if err != nil {
 				return err
@@ -158,17 +166,20 @@ func (s *State) sites(cnt *bolt.Bucket) []string {
 
 // oldest is the pending event of site ("" for any) published first.
 func oldest(idx *bolt.Bucket, site string, now time.Time) *receipts.PendingAge {
-	p := prefix(fact{kindPending, site})
-	k, _ := idx.Cursor().Seek(p)
-	if k == nil || !bytes.HasPrefix(k, p) {
+	b := idx.Bucket(factName(fact{kindPending, site}))
+	if b == nil {
 		return nil
 	}
-	ts := binary.BigEndian.Uint64(k[len(p):])
+	k, _ := b.Cursor().First()
+	if k == nil {
+		return nil
+	}
+	ts := binary.BigEndian.Uint64(k)
 	if ts == unknownTS {
 		return nil
 	}
 	at := time.Unix(0, int64(ts)).UTC()
-	return &receipts.PendingAge{EventID: string(k[len(p)+posLen:]), PublishedAt: at, AgeSeconds: now.Sub(at).Seconds()}
+	return &receipts.PendingAge{EventID: string(k[posLen:]), PublishedAt: at, AgeSeconds: now.Sub(at).Seconds()}
 }
 
 // HeldEvents returns up to limit records of status origin_unknown.
@@ -184,10 +195,13 @@ func (s *State) HeldEvents(ctx context.Context, limit int) ([]receipts.Completio
 	}
 	var out []receipts.Completion
 	err := s.db.View(func(tx *bolt.Tx) error {
-		p := prefix(fact{kindPending, ""})
-		c := tx.Bucket(bucketIndex).Cursor()
-		for k, _ := c.Seek(binary.BigEndian.AppendUint64(slices.Clip(p), unknownTS)); k != nil && bytes.HasPrefix(k, p) && len(out) < limit; k, _ = c.Next() {
-			rec, ok, err := getRecord(tx, string(k[len(p)+posLen:]))
+		b := tx.Bucket(bucketIndex).Bucket(factName(fact{kindPending, ""}))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, _ := c.Seek(binary.BigEndian.AppendUint64(nil, unknownTS)); k != nil && len(out) < limit; k, _ = c.Next() {
+			rec, ok, err := getRecord(tx, string(k[posLen:]))
 			if err != nil || !ok {
 				continue // an unreadable record is not expired; Get reports it
 			}

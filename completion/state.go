@@ -30,6 +30,12 @@ const (
 	DefaultMaxInputs = 4096
 	// DefaultOpTimeout bounds one round trip to JetStream.
 	DefaultOpTimeout = 10 * time.Second
+
+	// ServiceApplyBatch and ServiceBatchSize are the receipts.Service
+	// settings (ApplyBatch, BatchSize) that suit a State: the applier
+	// commits what is waiting together, so large batches mean few commits.
+	ServiceApplyBatch = 1024
+	ServiceBatchSize  = 2048
 )
 
 // Config configures Open. Zero values mean the defaults stated on each
@@ -259,6 +265,11 @@ func (s *State) openDB() error {
 		s.rebuilt = "no local state file"
 	}
 	db, err := openFile(s.cfg.Path)
+	if errors.Is(err, bolt.ErrTimeout) {
+		// Another State (another process, or this one) has it open:
+		// never take it for a corrupt file.
+		return fmt.Errorf("completion: open %s: the file is in use by another completion state: %w", s.cfg.Path, err)
+	}
 	if err != nil && statErr == nil {
 		aside := fmt.Sprintf("%s.corrupt-%d", s.cfg.Path, time.Now().Unix())
 		if rerr := os.Rename(s.cfg.Path, aside); rerr != nil {

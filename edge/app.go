@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/edge/eventid"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/logx"
@@ -45,7 +47,8 @@ type App struct {
 	pubNC  *nats.Conn // the runner's second receipt publisher (edge only)
 	ob     *outbox.Outbox
 	svc    *receipts.Service
-	signer nkeys.KeyPair // the edge's receipt-signing key, if configured
+	state  *completion.State // L1's completion state (the Service records in it)
+	signer nkeys.KeyPair     // the edge's receipt-signing key, if configured
 	micro  micro.Service
 	run    *runner.Runner
 
@@ -59,11 +62,12 @@ type App struct {
 	wrote chan struct{}
 
 	opsLn     net.Listener
-	opsFailed atomic.Value                    // error: the ops server failed
-	opsSrv    atomic.Pointer[server.Server]   // the current server, for the ops handlers
-	opsL1     atomic.Pointer[l1Ops]           // the current completion service and its status API
-	opsFleet  atomic.Pointer[console.Console] // the current L1 console (fleet.go)
-	opsDirect atomic.Pointer[directConsumer]  // the current direct-mode sink consumer
+	opsFailed atomic.Value                     // error: the ops server failed
+	opsSrv    atomic.Pointer[server.Server]    // the current server, for the ops handlers
+	opsL1     atomic.Pointer[l1Ops]            // the current completion service and its status API
+	opsFleet  atomic.Pointer[console.Console]  // the current L1 console (fleet.go)
+	opsDirect atomic.Pointer[directConsumer]   // the current direct-mode sink consumer
+	opsState  atomic.Pointer[completion.State] // L1's current completion state
 	ready     chan struct{}
 	readyOnce sync.Once
 	isReady   atomic.Bool
@@ -345,7 +349,28 @@ func (a *App) startL1(ctx context.Context) error {
 		sites = append(sites, e.Name)
 	}
 	svc, err := receipts.NewService(receipts.ServiceConfig{
-		JS:                a.js,
+		JS: a.js,
+		// The completion records live in a local file folded from a log
+		// stream that every l1 box on this JetStream shares (package
+		// completion); the bucket of the previous layout is imported once.
+		OpenState: func(ctx context.Context) (receipts.State, error) {
+			st, err := completion.Open(ctx, completion.Config{
+				JS:              a.js,
+				Path:            filepath.Join(a.cfg.DataDir, completionFile),
+				Replicas:        a.replicas(),
+				ImportBucket:    cfg.Completion.Bucket,
+				OverdueAfter:    cfg.Completion.OverdueAfter.D(),
+				Sites:           sites,
+				HoldUntilOrigin: true,
+				Logger:          a.log,
+			})
+			if err != nil {
+				return nil, err
+			}
+			a.state = st
+			a.opsState.Store(st)
+			return st, nil
+		},
 		Stream:            t.Receipts.L1Stream,
 		Consumer:          cfg.Completion.Consumer,
 		Bucket:            cfg.Completion.Bucket,
@@ -370,8 +395,12 @@ func (a *App) startL1(ctx context.Context) error {
 		Expected:      receipts.ExpectedByFilter(filters),
 		OverdueAfter:  cfg.Completion.OverdueAfter.D(),
 		RedriveAfter:  cfg.Completion.RedriveAfter.D(),
-		Sites:         sites,
-		Logger:        a.log.With("component", "completion"),
+		// The state commits whatever is waiting as one log entry and one
+		// transaction: large batches make few, large commits.
+		ApplyBatch: completion.ServiceApplyBatch,
+		BatchSize:  completion.ServiceBatchSize,
+		Sites:      sites,
+		Logger:     a.log.With("component", "completion"),
 	})
 	if err != nil {
 		return err
@@ -621,6 +650,7 @@ func (a *App) close() {
 // service, the NATS connection, the embedded server, the outbox.
 func (a *App) teardown() {
 	a.opsL1.Store(nil)
+	a.opsState.Store(nil)
 	a.opsSrv.Store(nil)
 	if a.micro != nil {
 		_ = a.micro.Stop()
@@ -639,6 +669,11 @@ func (a *App) teardown() {
 		a.log.Warn("sink close", "err", err)
 	}
 	a.opened = sink.Opened{}
+	if a.state != nil {
+		if err := a.state.Close(); err != nil {
+			a.log.Warn("completion state close", "err", err)
+		}
+	}
 	if a.nc != nil {
 		a.nc.Close()
 	}
@@ -654,7 +689,7 @@ func (a *App) teardown() {
 			a.log.Warn("outbox close", "err", err)
 		}
 	}
-	a.nc, a.js, a.pubNC, a.ob, a.svc, a.run, a.signer = nil, nil, nil, nil, nil, nil, nil
+	a.nc, a.js, a.pubNC, a.ob, a.svc, a.state, a.run, a.signer = nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // Crash stops the box as a power cut would, for fault-injection harnesses:
@@ -674,3 +709,7 @@ func (a *App) Crash() {
 		a.srv.Shutdown()
 	}
 }
+
+// completionFile is L1's completion state in the data dir (package
+// completion): derived from the completion log, rebuilt from it if lost.
+const completionFile = "completion.db"

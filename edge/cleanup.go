@@ -17,10 +17,11 @@ import (
 )
 
 // NewCleaner returns the cleaner of an L1 box's origin stream as its config
-// (completion.cleanup) describes it, reading completion records from st;
+// (completion.cleanup) describes it, reading completion records from st
+// (the L1 box's state, or its status service);
 // who names the deleter in every audit record. It is built whether or not
 // the cleanup is enabled, so that the CLI can show what it would do.
-func NewCleaner(cfg *topology.Config, js jetstream.JetStream, st *receipts.Store, who string, log *slog.Logger) (*receipts.Cleaner, error) {
+func NewCleaner(cfg *topology.Config, js jetstream.JetStream, st receipts.RecordReader, who string, log *slog.Logger) (*receipts.Cleaner, error) {
 	c, err := receipts.NewCleaner(cleanupConfig(cfg, js, st, who, log))
 	if err != nil {
 		return nil, fmt.Errorf("completion.cleanup: %w", err)
@@ -28,7 +29,7 @@ func NewCleaner(cfg *topology.Config, js jetstream.JetStream, st *receipts.Store
 	return c, nil
 }
 
-func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st *receipts.Store, who string, log *slog.Logger) receipts.CleanupConfig {
+func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st receipts.RecordReader, who string, log *slog.Logger) receipts.CleanupConfig {
 	cl := cfg.Completion.Cleanup
 	host, _ := os.Hostname()
 	return receipts.CleanupConfig{
@@ -55,7 +56,7 @@ func (a *App) startCleanup(svc *receipts.Service) error {
 	if !a.cfg.Completion.Cleanup.Enabled {
 		return nil
 	}
-	cfg := cleanupConfig(a.cfg, a.js, svc.Store(), "leafline run", a.log.With("component", "cleanup"))
+	cfg := cleanupConfig(a.cfg, a.js, svc.State(), "leafline run", a.log.With("component", "cleanup"))
 	cfg.Redriven = svc.RedrivenAt
 	c, err := receipts.NewCleaner(cfg)
 	if err != nil {

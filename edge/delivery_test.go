@@ -477,7 +477,7 @@ func publishAt(t *testing.T, js jetstream.JetStream, id string, data []byte) {
 }
 
 func completionStatus(t *testing.T, ls *LocalSystem, id string) (receipts.Status, bool) {
-	c, err := ls.App("l1").Completions().Store().Get(context.Background(), id)
+	c, err := ls.App("l1").Completions().State().Get(context.Background(), id)
 	if errors.Is(err, receipts.ErrNotFound) {
 		return "", false
 	}

@@ -101,7 +101,7 @@ func ExampleWithSink() {
 	}
 
 	// L1 learns from each receipt that the work was done.
-	store := ls.App("l1").Completions().Store()
+	store := ls.App("l1").Completions().State()
 	for _, id := range ids {
 		for {
 			c, err := store.Get(ctx, id)

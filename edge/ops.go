@@ -2,6 +2,7 @@ package edge
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
 
@@ -80,6 +81,16 @@ func (a *App) readiness() Readiness {
 	r := Readiness{Ready: a.isReady.Load(), Site: a.site.Name, Role: string(a.site.Role)}
 	if !r.Ready {
 		r.Reason, _ = a.notReady.Load().(string)
+	}
+	if st := a.opsState.Load(); r.Ready && st != nil && !st.Ready() {
+		// Never answer from a partial state: not ready until the local
+		// completion state has folded its log.
+		stats := st.Stats()
+		r.Ready = false
+		r.Reason = fmt.Sprintf("completion state catching up with its log (entry %d)", stats.Applied)
+		if stats.Rebuilt != "" {
+			r.Reason += "; rebuilding: " + stats.Rebuilt
+		}
 	}
 	if srv := a.opsSrv.Load(); a.site.Upstream != "" && srv != nil {
 		up := upstreamConnected(srv)

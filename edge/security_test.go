@@ -268,7 +268,7 @@ func reachedL1(t *testing.T, ls *LocalSystem, eventID string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l1 := ls.App("l1")
-	if _, err := l1.Completions().Store().Get(ctx, eventID); err == nil {
+	if _, err := l1.Completions().State().Get(ctx, eventID); err == nil {
 		return true
 	} else if !errors.Is(err, receipts.ErrNotFound) {
 		t.Fatal(err)

@@ -118,7 +118,7 @@ func waitCompleted(t *testing.T, ls *LocalSystem, ids []string, processors ...st
 	})
 	ctx := context.Background()
 	for _, id := range ids {
-		c, err := svc.Store().Get(ctx, id)
+		c, err := svc.State().Get(ctx, id)
 		if err != nil {
 			t.Fatalf("event %q: %v", id, err)
 		}

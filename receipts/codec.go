@@ -89,6 +89,18 @@ func Decode(b []byte) (Receipt, error) {
 	if !utf8.Valid(b) {
 		return Receipt{}, malformed("not valid UTF-8")
 	}
+	if r, ok := decodePlain(b); ok {
+		if err := r.Validate(); err != nil {
+			return Receipt{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		return r, nil
+	}
+	return decodeTokens(b)
+}
+
+// decodeTokens is Decode's general path: any JSON, with an exact reason
+// for every rejection.
+func decodeTokens(b []byte) (Receipt, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 
@@ -242,4 +254,103 @@ func quoteShort(s string) string {
 		cut--
 	}
 	return strconv.Quote(s[:cut]) + "..."
+}
+
+// decodePlain decodes the common shape of a receipt in one pass: one
+// object whose keys are known, each once, every required one present,
+// "v" a plain non-negative integer and every other value a string without
+// escapes or control characters. ok is false for anything else (including
+// every input decodeTokens rejects), which then takes decodeTokens; where
+// ok is true the result is decodeTokens' (FuzzDecode_PlainMatchesTokens).
+func decodePlain(b []byte) (r Receipt, ok bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return Receipt{}, false
+	}
+	i++
+	seen := 0
+	for first := true; ; first = false {
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return Receipt{}, false
+		}
+		if b[i] == '}' {
+			if first && seen == 0 {
+				return Receipt{}, false // {}: missing fields, left to the general path
+			}
+			i++
+			break
+		}
+		if !first {
+			if b[i] != ',' {
+				return Receipt{}, false
+			}
+			i = skipSpace(b, i+1)
+		}
+		key, j, ok := plainString(b, i)
+		if !ok {
+			return Receipt{}, false
+		}
+		bit := fieldBit(key)
+		if bit == 0 || seen&bit != 0 {
+			return Receipt{}, false
+		}
+		seen |= bit
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return Receipt{}, false
+		}
+		i = skipSpace(b, i+1)
+		if bit == fVersion {
+			j = i
+			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+				j++
+			}
+			if j == i || (b[i] == '0' && j > i+1) || (j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E')) {
+				return Receipt{}, false
+			}
+			v, err := strconv.ParseInt(string(b[i:j]), 10, 32)
+			if err != nil {
+				return Receipt{}, false
+			}
+			r.Version, i = int(v), j
+			continue
+		}
+		val, j, ok := plainString(b, i)
+		if !ok {
+			return Receipt{}, false
+		}
+		if r.setField(bit, "", val) != nil {
+			return Receipt{}, false
+		}
+		i = j
+	}
+	if skipSpace(b, i) != len(b) || fRequired&^seen != 0 {
+		return Receipt{}, false
+	}
+	return r, true
+}
+
+// plainString reads a JSON string at b[i] that has no escapes and no
+// control characters, and returns it and the index after it.
+func plainString(b []byte, i int) (string, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return "", 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return string(b[i+1 : j]), j + 1, true
+		case c == '\\' || c < 0x20:
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }

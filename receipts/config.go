@@ -30,6 +30,10 @@ const (
 	DefaultRedriveMax         = 1000
 	DefaultHoldFor            = 24 * time.Hour
 
+	// MaxStateBatch bounds ApplyBatch with an OpenState: a State other
+	// than the KV Store takes larger batches (it has no atomic batch limit).
+	MaxStateBatch = 4096
+
 	// MaxRetryDelay caps the NAK delay of a receipt that keeps failing.
 	MaxRetryDelay = 30 * time.Second
 )
@@ -224,8 +228,12 @@ func (c *ServiceConfig) Validate() error {
 	if c.InFlight < 1 || c.InFlight > 1024 {
 		add("InFlight", "must be 1..1024, got %d", c.InFlight)
 	}
-	if c.ApplyBatch < 1 || c.ApplyBatch > MaxApplyBatch {
-		add("ApplyBatch", "must be 1..%d, got %d", MaxApplyBatch, c.ApplyBatch)
+	maxBatch := MaxApplyBatch
+	if c.OpenState != nil {
+		maxBatch = MaxStateBatch
+	}
+	if c.ApplyBatch < 1 || c.ApplyBatch > maxBatch {
+		add("ApplyBatch", "must be 1..%d, got %d", maxBatch, c.ApplyBatch)
 	}
 	if c.OriginStream != "" {
 		if err := validateName(c.OriginStream); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +67,7 @@ type Service struct {
 	log               *slog.Logger
 	quarantineSubject string
 	state             atomic.Pointer[stateRef]
+	openMu            sync.Mutex // serializes opening the state
 	running           atomic.Bool
 
 	received, applied, duplicates, conflicts, quarantined, retried atomic.Uint64
@@ -198,6 +200,9 @@ func (s *Service) consumerConfig(name, desc string) jetstream.ConsumerConfig {
 }
 
 func (s *Service) ensureBucket(ctx context.Context) error {
+	// The receipts and origin loops set up at once: open the State once.
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
 	if s.state.Load() != nil {
 		return nil
 	}

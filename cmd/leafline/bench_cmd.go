@@ -26,6 +26,10 @@ with the figures of the phases that ran.
 phases (--only, comma-separated; default all of them):
   k  CPU cost of signing and verifying receipts
   z  the disk's fsync ceiling (1 and 16 writers)
+  l1 L1 alone: --l1-events events and both receipts each, written to L1
+     first, then applied by the completion service (events/s against the
+     receipt ceiling, CPU and disk flushes per event); the CPU per event
+     at 10k and at --l1-tracked events tracked; summary p99
   s  L1 publish and L1->hub sourcing under SyncAlways
   a  raw consume of an edge backlog (Fetch+Ack)
   b  receipt ceiling: atomic batch publish of receipts
@@ -51,6 +55,7 @@ type benchFlags struct {
 	only, transport, ids, profile, dir           string
 	backlog, size, file, naive, e2e, drain, prob int
 	rss, batch, backlogBatch                     int
+	l1Events, l1Tracked                          int
 	cuts, rate, fleetEdges, fleetEvents          int
 	cutFor, fleetCut                             time.Duration
 	unsigned, insecure, verbose                  bool
@@ -75,6 +80,8 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.drain, "drain", 20_000, "receipts accumulated during the cut (f)")
 	fs.IntVar(&f.prob, "probe", 10_000, "events for the publish and sourcing probe (s)")
 	fs.IntVar(&f.rss, "rss", 100_000, "backlog of the separate-process edge (r)")
+	fs.IntVar(&f.l1Events, "l1-events", 100_000, "events L1 applies alone (l1)")
+	fs.IntVar(&f.l1Tracked, "l1-tracked", 1_000_000, "events tracked for l1's flat cost and summary")
 	fs.IntVar(&f.cuts, "cuts", 20, "link cuts (l)")
 	fs.DurationVar(&f.cutFor, "cut-for", 2*time.Second, "how long each link cut lasts (l)")
 	fs.IntVar(&f.rate, "restore-rate", 100, "events published a second during l")
@@ -141,7 +148,7 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 	o := bench.Options{
 		Phases: phases, Transports: list(f.transport),
 		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
-		Probe: f.prob, RSS: f.rss, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
+		Probe: f.prob, RSS: f.rss, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
 		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
 		Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,

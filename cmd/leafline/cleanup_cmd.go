@@ -11,11 +11,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/receipts"
-	"github.com/leafline/leafline/topology"
 )
 
 // cmdCleanup shows what the L1 cleanup policy would delete now (--dry-run)
@@ -74,24 +72,14 @@ func openCleaner(fs *flag.FlagSet, sf siteFlags, who string, deletes bool, stder
 	if code != exitOK {
 		return nil, nil, code
 	}
-	st, err := completionStore(cfg, js)
+	// The records are the running L1 box's: ask its status service.
+	cl, err := edge.NewCleaner(cfg, js, receipts.NewStatusClient(nc, ""), who, newLogger(cfg.Log, stderr))
 	if err == nil {
-		var cl *receipts.Cleaner
-		if cl, err = edge.NewCleaner(cfg, js, st, who, newLogger(cfg.Log, stderr)); err == nil {
-			return cl, nc, exitOK
-		}
+		return cl, nc, exitOK
 	}
 	nc.Close()
 	fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 	return nil, nil, exitFailure
-}
-
-func completionStore(cfg *topology.Config, js jetstream.JetStream) (*receipts.Store, error) {
-	kv, err := js.KeyValue(context.Background(), cfg.Completion.Bucket)
-	if err != nil {
-		return nil, fmt.Errorf("completion bucket %s: %w", cfg.Completion.Bucket, err)
-	}
-	return receipts.NewStore(kv), nil
 }
 
 func printCleanupReport(w io.Writer, r receipts.CleanupReport) {

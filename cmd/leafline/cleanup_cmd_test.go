@@ -61,7 +61,7 @@ func TestCleanupAndAuditCommands(t *testing.T) {
 	}
 
 	// The status API shows the deletion with a reference to its record.
-	cl, err := receipts.NewCleaner(receipts.CleanupConfig{JS: env.js, Store: env.svc.Store(), OriginStream: "L1A", Grace: time.Millisecond})
+	cl, err := receipts.NewCleaner(receipts.CleanupConfig{JS: env.js, Store: env.svc.State(), OriginStream: "L1A", Grace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

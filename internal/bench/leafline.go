@@ -12,7 +12,7 @@ import (
 )
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
-var Phases = []string{"k", "z", "s", "a", "b", "c", "d", "f", "e", "l", "F", "r"}
+var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "r"}
 
 // Transports are the link transports SetTransport knows.
 var Transports = []string{topology.TransportSourcing, topology.TransportRelay}
@@ -38,6 +38,16 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	k  CPU cost of signing receipts (edge) and verifying them (L1);
 //	z  the disk's fsync ceiling: 256-byte appends, each fsynced, by 1 and
 //	   by 16 writers, each on a file of its own.
+//
+// Then L1 alone (an embedded server under SyncAlways with L1A and R1, and
+// the completion service, no hub or edges):
+//
+//	l1 L1Events events, each with two expected processors, written to L1A
+//	   and both their receipts to R1 in atomic batches of 1000 (row l1g:
+//	   the receipt ceiling of this run), then applied by the completion
+//	   service (row l1); then 10k events on an empty state (l1s) and 10k
+//	   more with L1Tracked events tracked, half of them pending (l1m),
+//	   and the summary's p99 over 100 calls.
 //
 // Then one system on loopback (l1, hub, two edges: edge1 store sink,
 // edge2 file sink; mutual TLS links and signed receipts unless told
@@ -87,6 +97,10 @@ type Options struct {
 	Drain   int // receipts accumulated during the cut for f (20000)
 	Probe   int // events for the SyncAlways probe s (10000)
 	RSS     int // backlog of the separate-process run r (100000)
+
+	// L1Events and L1Tracked shape l1: the events applied (100000) and the
+	// events tracked for the flat cost and the summary (1000000).
+	L1Events, L1Tracked int
 
 	// Cuts, CutFor and Rate shape l: how many cuts (20), how long each
 	// lasts (2s), and the events published a second meanwhile (100).
@@ -141,6 +155,8 @@ func (o *Options) setDefaults() {
 	def(&o.Drain, 20_000)
 	def(&o.Probe, 10_000)
 	def(&o.RSS, 100_000)
+	def(&o.L1Events, 100_000)
+	def(&o.L1Tracked, 1_000_000)
 	def(&o.Cuts, 20)
 	def(&o.Rate, 100)
 	def(&o.FleetEdges, 50)
@@ -183,7 +199,7 @@ func (o *Options) Validate() error {
 		name string
 		v    int
 	}{{"backlog", o.Backlog}, {"size", o.Size}, {"file", o.File}, {"naive", o.Naive}, {"e2e", o.E2E},
-		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch},
+		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"l1-events", o.L1Events}, {"l1-tracked", o.L1Tracked}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch},
 		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}} {
 		if s.v < 0 || s.v > 10_000_000 {
 			errs = append(errs, fmt.Sprintf("%s must be 0..10000000, got %d", s.name, s.v))

@@ -57,6 +57,7 @@ type run struct {
 	restore    []restoreRes
 	fleets     []fleetRes
 	rss        *benchRow
+	l1         *l1Res
 }
 
 // feRows are the drain and end-to-end rows of one transport.
@@ -98,6 +99,9 @@ func Leafline(ctx context.Context, o Options) (figs []Figure, err error) {
 	}()
 	r.banner()
 	r.standalone()
+	if r.o.on("l1") {
+		r.l1Alone()
+	}
 	if r.anyOn("s", "a", "b", "c", "d") {
 		r.system()
 	}

@@ -283,7 +283,7 @@ func benchNaiveLoop(b *tb, env *benchEnv, n int) benchRow {
 // benchE2ELatency reads the completion records of every 10th event and
 // returns received_at(L1) - publish time.
 func benchE2ELatency(b *tb, env *benchEnv, at []time.Time, processor string) []time.Duration {
-	store := env.ls.App("l1").Completions().Store()
+	store := env.ls.App("l1").Completions().State()
 	var lat []time.Duration
 	for i := 0; i < len(at); i += 10 {
 		c, err := store.Get(context.Background(), b.id("e")(i))

@@ -30,6 +30,7 @@ func (r *run) report() []Figure {
 		}
 	}
 	figs := r.ratios()
+	figs = append(figs, r.l1Figures()...)
 	figs = append(figs, r.transportFigures()...)
 	figs = append(figs, r.restoreFigures()...)
 	if r.rss != nil {

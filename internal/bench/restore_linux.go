@@ -114,7 +114,7 @@ func (r *run) linkRestore(transport string) {
 	env.waitUntil("links", time.Minute, func() bool { return env.connected("hub")() && env.connected("edge1")() })
 	env.open("edge1")
 	id := r.id("l")
-	store := env.ls.App("l1").Completions().Store()
+	store := env.ls.App("l1").Completions().State()
 	base := env.applied()
 	pub := r.startSteady(env.js["l1"], "events.x.l.0", id)
 	var lat []time.Duration
@@ -150,7 +150,7 @@ func (r *run) linkRestore(transport string) {
 // firstRecorded waits until L1 has recorded the completion of event first
 // and returns the earliest time L1 received the receipt of any event from
 // first to last (at most 50 of them), less restored.
-func (r *run) firstRecorded(env *benchEnv, store *receipts.Store, id func(int) string, first, last int, restored time.Time) time.Duration {
+func (r *run) firstRecorded(env *benchEnv, store receipts.RecordReader, id func(int) string, first, last int, restored time.Time) time.Duration {
 	get := func(i int) (time.Time, bool) {
 		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 		defer cancel()

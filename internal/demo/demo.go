@@ -255,7 +255,7 @@ func (r *run) publishAcrossCut(ctx context.Context) error {
 // awaitCompletions waits until L1 has a terminal record from edge1 for
 // every event, or the timeout passes, and counts the result.
 func (r *run) awaitCompletions(ctx context.Context) {
-	store := r.l1.Completions().Store()
+	store := r.l1.Completions().State()
 	terminal := func(ids []string, want receipts.Status) int {
 		c := 0
 		for _, id := range ids {

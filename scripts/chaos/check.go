@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/receipts"
 )
 
@@ -44,6 +44,7 @@ type observer struct {
 	dupCount  int
 	revisions int
 	lastRev   uint64
+	lastSeq   uint64 // the last completion log entry folded in
 	decodeErr []string
 }
 
@@ -169,63 +170,106 @@ func (o *observer) remaining(states []byte) (missing, complete int) {
 	return missing, complete
 }
 
-// watch follows the completion bucket live (every revision, as written)
-// until ctx is done, re-subscribing after interruptions.
-func (o *observer) watch(ctx context.Context, kv jetstream.KeyValue, rec *recorder) {
+// logRecord presents one record of a completion log entry as a KV entry
+// of the previous layout, for observe: its revision orders it by the
+// entry's sequence and its place in the entry.
+type logRecord struct {
+	key string
+	val []byte
+	rev uint64
+	op  jetstream.KeyValueOp
+}
+
+func (e logRecord) Bucket() string                  { return completion.DefaultLogStream }
+func (e logRecord) Key() string                     { return e.key }
+func (e logRecord) Value() []byte                   { return e.val }
+func (e logRecord) Revision() uint64                { return e.rev }
+func (e logRecord) Created() time.Time              { return time.Time{} }
+func (e logRecord) Delta() uint64                   { return 0 }
+func (e logRecord) Operation() jetstream.KeyValueOp { return e.op }
+
+// observeEntry folds in every record an entry of the completion log wrote
+// or removed.
+func (o *observer) observeEntry(seq uint64, data []byte) error {
+	e, err := completion.DecodeEntry(seq, data)
+	if err != nil {
+		return err
+	}
+	rev := func(i int) uint64 { return seq<<20 | uint64(i) }
+	for i, raw := range e.Records {
+		var c struct {
+			EventID string `json:"event_id"`
+		}
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return fmt.Errorf("log entry %d record %d: %w", seq, i, err)
+		}
+		o.observe(logRecord{key: receipts.KVKey(c.EventID), val: raw, rev: rev(i), op: jetstream.KeyValuePut})
+	}
+	for i, id := range e.Drops {
+		o.observe(logRecord{key: receipts.KVKey(id), rev: rev(len(e.Records) + i), op: jetstream.KeyValuePurge})
+	}
+	o.mu.Lock()
+	o.lastSeq = max(o.lastSeq, seq)
+	o.mu.Unlock()
+	return nil
+}
+
+// watch follows L1's completion log live (every entry, as appended) until
+// ctx is done, starting again after interruptions.
+func (o *observer) watch(ctx context.Context, js jetstream.JetStream, rec *recorder) {
 	for ctx.Err() == nil {
 		o.mu.Lock()
-		from := o.lastRev + 1
+		from := o.lastSeq + 1
 		o.mu.Unlock()
-		opts := []jetstream.WatchOpt{jetstream.IncludeHistory()}
-		if from > 1 {
-			opts = append(opts, jetstream.ResumeFromRevision(from))
-		}
-		w, err := kv.WatchFiltered(ctx, []string{kvKeyPrefix + ">"}, opts...)
+		cons, err := js.OrderedConsumer(ctx, completion.DefaultLogStream, jetstream.OrderedConsumerConfig{
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
+		})
 		if err != nil {
-			rec.debug("completion watch: %v (retrying)", err)
+			rec.debug("completion log watch: %v (retrying)", err)
 			sleepCtx(ctx, time.Second)
 			continue
 		}
-		for e := range w.Updates() {
-			if e != nil {
-				o.observe(e)
+		it, err := cons.Messages()
+		if err != nil {
+			rec.debug("completion log watch: %v (retrying)", err)
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		for {
+			m, err := it.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				break
+			}
+			if meta, err := m.Metadata(); err == nil {
+				if err := o.observeEntry(meta.Sequence.Stream, m.Data()); err != nil {
+					o.noteDecodeErr(err)
+				}
 			}
 		}
-		w.Stop()
+		it.Stop()
 		sleepCtx(ctx, 500*time.Millisecond)
 	}
 }
 
-// readAll reads every revision the bucket still holds, once.
-func (o *observer) readAll(ctx context.Context, kv jetstream.KeyValue) (int, error) {
+func (o *observer) noteDecodeErr(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.decodeErr) < 10 {
+		o.decodeErr = append(o.decodeErr, err.Error())
+	}
+}
+
+// readAll reads every entry of the completion log, once, and returns how
+// many it read.
+func (o *observer) readAll(ctx context.Context, js jetstream.JetStream) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	w, err := kv.WatchFiltered(ctx, []string{kvKeyPrefix + ">"}, jetstream.IncludeHistory())
-	if err != nil {
-		return 0, err
-	}
-	defer w.Stop()
 	n := 0
-	idle := time.NewTimer(30 * time.Second)
-	defer idle.Stop()
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return n, errors.New("watch closed before the end of the history")
-			}
-			if e == nil {
-				return n, nil // every stored revision delivered
-			}
-			o.observe(e)
-			n++
-			idle.Reset(30 * time.Second)
-		case <-idle.C:
-			return n, errors.New("history read stalled for 30s")
-		case <-ctx.Done():
-			return n, ctx.Err()
-		}
-	}
+	_, err := readAll(ctx, js, completion.DefaultLogStream, false, func(m jetstream.Msg, seq uint64) error {
+		n++
+		return o.observeEntry(seq, m.Data())
+	})
+	return n, err
 }
 
 // verdict is what the checker concludes.

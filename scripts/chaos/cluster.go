@@ -156,7 +156,7 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 				// not repair it during the drain.
 				redrive = "24h"
 			}
-			cfg["completion"] = map[string]any{"history": o.KVHistory,
+			cfg["completion"] = map[string]any{
 				"redrive_after": redrive, "overdue_after": (o.RedriveAfter / 3).String()}
 			if o.Cleanup {
 				cfg["completion"].(map[string]any)["cleanup"] = cleanupL1Config()

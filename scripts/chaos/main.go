@@ -87,7 +87,6 @@ type options struct {
 	DiskSize      int64         // tmpfs size for the disk fault; 0: sized from duration and rate
 	DrainTimeout  time.Duration
 	DrainStall    time.Duration // stop waiting when nothing completes for this long
-	KVHistory     int           // completion bucket history kept for the duplicate check
 	RedriveAfter  time.Duration // L1's completion.redrive_after (the origin duplicate window is a third of it)
 	Dir           string        // keep everything under Dir (default: a temp dir)
 	Keep          bool          // keep the temp dir even on success
@@ -121,9 +120,6 @@ func (o *options) defaults() {
 	}
 	if o.Sink == "" {
 		o.Sink = "store"
-	}
-	if o.KVHistory == 0 {
-		o.KVHistory = 16
 	}
 	if o.RedriveAfter == 0 {
 		o.RedriveAfter = 45 * time.Second
@@ -166,9 +162,6 @@ func (o *options) validate() error {
 	}
 	if o.Sink == "http" && o.NegativeControl {
 		errs = append(errs, errors.New("--sink http does not combine with --negative-control (which needs the file sink)"))
-	}
-	if o.KVHistory < 2 || o.KVHistory > 64 {
-		errs = append(errs, errors.New("--kv-history must be 2..64"))
 	}
 	if o.RedriveAfter < 3*time.Second {
 		errs = append(errs, errors.New("--redrive-after must be at least 3s"))
@@ -247,7 +240,6 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&diskMiB, "disk-mib", 0, "size of edge1's tmpfs data dir for the disk fault, MiB (0: sized from --duration and --rate, at least 64)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 3*time.Minute, "how long to wait, after healing, for every event to complete")
 	fs.DurationVar(&o.DrainStall, "drain-stall", 60*time.Second, "stop waiting for the drain when nothing completed for this long")
-	fs.IntVar(&o.KVHistory, "kv-history", 16, "history the completion bucket keeps, for the duplicate check")
 	fs.DurationVar(&o.RedriveAfter, "redrive-after", 45*time.Second, "L1's completion.redrive_after: how soon L1 publishes again an event a hop lost (the origin duplicate window and overdue_after are set to a third of it)")
 	fs.StringVar(&o.Dir, "dir", "", "keep configs, data, logs and the history under `DIR` (default: a temp dir, removed on success)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temp dir even on success")

@@ -82,12 +82,11 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, err := js.KeyValue(ctx, "leafline_completions")
-	if err != nil {
+	if err := completionLog(ctx, js); err != nil {
 		return nil, err
 	}
 	obs := newObserver(edges)
-	n, err := obs.readAll(ctx, kv)
+	n, err := obs.readAll(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("read the completion history: %w", err)
 	}

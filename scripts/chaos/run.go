@@ -17,6 +17,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/completion"
 )
 
 // result is what a run found.
@@ -109,8 +111,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, err := completionBucket(ctx, js, o.KVHistory)
-	if err != nil {
+	if err := completionLog(ctx, js); err != nil {
 		return nil, err
 	}
 	if err := waitLinks(ctx, c, 60*time.Second); err != nil {
@@ -124,7 +125,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	obs := newObserver(edgeNames)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go obs.watch(watchCtx, kv, rec)
+	go obs.watch(watchCtx, js, rec)
 	l1acc := newCounterAcc(l1, "leafline_completion_applied_total", "leafline_completion_duplicates_total", "leafline_completion_redriven_total")
 	go l1acc.run(watchCtx, time.Second)
 	l1.beforeStop = l1acc.scrapeNow
@@ -203,7 +204,7 @@ phase:
 	// Final read of the whole history, and the metrics.
 	stopWatch()
 	l1acc.scrapeNow()
-	n, err := obs.readAll(context.WithoutCancel(ctx), kv)
+	n, err := obs.readAll(context.WithoutCancel(ctx), js)
 	if err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("final read of the completion history: %w", err))
 	}
@@ -268,32 +269,18 @@ func workDir(o options) (string, func(), error) {
 	return d, func() { os.RemoveAll(d) }, nil
 }
 
-// completionBucket opens L1's completion bucket and checks that it keeps
-// `history` revisions per key (L1's completion.history, written into its
-// config), so that the final read can see whether a first terminal record
-// was ever overwritten. A bucket that keeps fewer would blind the duplicate
-// check: that is an error, not something to repair from the outside.
-func completionBucket(ctx context.Context, js jetstream.JetStream, history int) (jetstream.KeyValue, error) {
-	const bucket = "leafline_completions"
-	var kv jetstream.KeyValue
+// completionLog waits for L1's completion log, which holds every record
+// L1 ever wrote (entries are never removed), so that the final read sees
+// whether a first terminal record was ever overwritten.
+func completionLog(ctx context.Context, js jetstream.JetStream) error {
 	var err error
 	for i := 0; i < 100; i++ {
-		if kv, err = js.KeyValue(ctx, bucket); err == nil {
-			break
+		if _, err = js.Stream(ctx, completion.DefaultLogStream); err == nil {
+			return nil
 		}
 		sleepCtx(ctx, 200*time.Millisecond)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("completion bucket %s: %w", bucket, err)
-	}
-	st, err := kv.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("completion bucket %s: %w", bucket, err)
-	}
-	if st.History() != int64(history) {
-		return nil, fmt.Errorf("completion bucket %s keeps %d revisions per key, not %d: L1 did not apply completion.history from its config", bucket, st.History(), history)
-	}
-	return kv, nil
+	return fmt.Errorf("completion log %s: %w", completion.DefaultLogStream, err)
 }
 
 // waitLinks waits until the hub and every edge report their upstream link up.
@@ -366,15 +353,15 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 	if o.Sink == "http" {
 		fmt.Fprintf(w, "http target: holds %d of the %d events L1 records as processed by edge1\n", res.TargetChecked-res.TargetMissing, res.TargetChecked)
 	}
-	fmt.Fprintf(w, "duplicates absorbed: %d (sum of KV duplicates), %.0f (L1 metric leafline_completion_duplicates_total, summed over L1 restarts)\n",
+	fmt.Fprintf(w, "duplicates absorbed: %d (sum of the records' duplicates), %.0f (L1 metric leafline_completion_duplicates_total, summed over L1 restarts)\n",
 		v.duplicatesAbsorbed, dupMetric)
 	if applied > 0 {
-		fmt.Fprintf(w, "duplicate completions: kv_history=%d metric_bound=%d (applied_total=%d over L1 restarts vs %d terminal records; a lower bound: counts since the last scrape die with an unplanned L1 kill)\n",
+		fmt.Fprintf(w, "duplicate completions: log=%d metric_bound=%d (applied_total=%d over L1 restarts vs %d terminal records; a lower bound: counts since the last scrape die with an unplanned L1 kill)\n",
 			res.DupKV, res.DupMetric, applied, v.terminalRecords)
 	} else {
-		fmt.Fprintf(w, "duplicate completions: kv_history=%d (no metric bound: L1's applied counter was not scraped)\n", res.DupKV)
+		fmt.Fprintf(w, "duplicate completions: log=%d (no metric bound: L1's applied counter was not scraped)\n", res.DupKV)
 	}
-	fmt.Fprintf(w, "history: %d revisions seen (live watch + final read of %d, bucket history %d)\n", allRevs, finalRevs, o.KVHistory)
+	fmt.Fprintf(w, "history: %d records seen (live watch + final read of the completion log's %d entries)\n", allRevs, finalRevs)
 	if res.Redrives >= 0 {
 		fmt.Fprintf(w, "redrives: %d (L1 metric leafline_completion_redriven_total, summed over L1 restarts: events L1 published again because the edge had reported later ones; a hop lost them or their receipts, or they were retried behind later ones)\n", res.Redrives)
 	}
