@@ -36,12 +36,12 @@ type l1Res struct {
 // l1Box is an L1 alone: an embedded server under SyncAlways with L1A and
 // R1, and the completion service over package completion's state.
 type l1Box struct {
-	b    *tb
-	srv  *server.Server
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	svc  *receipts.Service
-	seq  uint64 // events generated so far
+	b   *tb
+	srv *server.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	svc *receipts.Service
+	seq uint64 // events generated so far
 }
 
 func newL1Box(b *tb) *l1Box {
