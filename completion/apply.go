@@ -224,6 +224,12 @@ func (s *State) decide(group []*request) ([]change, error) {
 			return sl
 		}
 		sl := &slot{cur: receipts.NewCompletion(id)}
+		if c := s.cache[id]; c != nil {
+			sl.old, sl.cur, sl.live = c, cloneRecord(*c), true
+			slots[id] = sl
+			order = append(order, id)
+			return sl
+		}
 		c, ok, err := getRecord(tx, id)
 		switch {
 		case err != nil:
@@ -342,6 +348,7 @@ func (s *State) appendAndFold(ctx context.Context, changes []change, inputs int)
 		return fmt.Errorf("completion: fold: %w", err)
 	}
 	s.applied.Store(last)
+	s.remember(changes)
 	s.entries.Add(uint64(len(payloads)))
 	s.inputs.Add(uint64(inputs))
 	return nil
@@ -439,7 +446,7 @@ func (s *State) advanceMark() {
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		cnt, idx := tx.Bucket(bucketCounts), tx.Bucket(bucketIndex)
-		deltas := map[string]int64{}
+		deltas := map[fact]int64{}
 		if err := moveMark(idx, cnt, getU64(cnt, []byte{kindMark}), mark, deltas); err != nil {
 			return err
 		}

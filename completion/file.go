@@ -247,9 +247,10 @@ type change struct {
 func fold(tx *bolt.Tx, seq uint64, changes []change, mark uint64) error {
 	recs, idx, cnt := tx.Bucket(bucketRecords), tx.Bucket(bucketIndex), tx.Bucket(bucketCounts)
 	w := getU64(cnt, []byte{kindMark})
-	deltas := map[string]int64{}
+	deltas := map[fact]int64{}
+	fb := factBuckets{idx: idx, open: map[fact]*bolt.Bucket{}}
 	for _, ch := range changes {
-		if err := foldOne(recs, idx, ch, w, deltas); err != nil {
+		if err := foldOne(recs, &fb, ch, w, deltas); err != nil {
 			return err
 		}
 	}
@@ -259,7 +260,7 @@ func fold(tx *bolt.Tx, seq uint64, changes []change, mark uint64) error {
 	// The index and counts hold the changes now: move the watermark over
 	// them (every site with pending entries, new ones included).
 	if mark != w {
-		moved := map[string]int64{}
+		moved := map[fact]int64{}
 		if err := moveMark(idx, cnt, w, mark, moved); err != nil {
 			return err
 		}
@@ -271,17 +272,18 @@ func fold(tx *bolt.Tx, seq uint64, changes []change, mark uint64) error {
 }
 
 // applyDeltas adds deltas to the counts; a count that reaches zero goes.
-func applyDeltas(cnt *bolt.Bucket, deltas map[string]int64) error {
-	for k, d := range deltas {
+func applyDeltas(cnt *bolt.Bucket, deltas map[fact]int64) error {
+	for f, d := range deltas {
 		if d == 0 {
 			continue
 		}
-		n := int64(getU64(cnt, []byte(k))) + d
+		k := []byte(countKey(f.kind, f.site))
+		n := int64(getU64(cnt, k)) + d
 		var err error
 		if n <= 0 {
-			err = cnt.Delete([]byte(k))
+			err = cnt.Delete(k)
 		} else {
-			err = cnt.Put([]byte(k), u64(uint64(n)))
+			err = cnt.Put(k, u64(uint64(n)))
 		}
 		if err != nil {
 			return err
@@ -290,14 +292,31 @@ func applyDeltas(cnt *bolt.Bucket, deltas map[string]int64) error {
 	return nil
 }
 
-func foldOne(recs, idx *bolt.Bucket, ch change, w uint64, deltas map[string]int64) error {
+// factBuckets opens each fact's index bucket once per transaction.
+type factBuckets struct {
+	idx  *bolt.Bucket
+	open map[fact]*bolt.Bucket
+}
+
+func (fb *factBuckets) get(f fact, create bool) (*bolt.Bucket, error) {
+	if b := fb.open[f]; b != nil {
+		return b, nil
+	}
+	b, err := factBucket(fb.idx, f, create)
+	if b != nil {
+		fb.open[f] = b
+	}
+	return b, err
+}
+
+func foldOne(recs *bolt.Bucket, fb *factBuckets, ch change, w uint64, deltas map[fact]int64) error {
 	oldF, newF := factsOf(ch.old), factsOf(ch.new)
 	oldTS, newTS := tsOf(ch.old), tsOf(ch.new)
 	for _, f := range oldF {
 		if oldTS == newTS && slices.Contains(newF, f) {
 			continue
 		}
-		b, err := factBucket(idx, f, false)
+		b, err := fb.get(f, false)
 		if err != nil {
 			return err
 		}
@@ -306,38 +325,38 @@ func foldOne(recs, idx *bolt.Bucket, ch change, w uint64, deltas map[string]int6
 				return err
 			}
 		}
-		deltas[countKey(f.kind, f.site)]--
+		deltas[f]--
 		if f.kind == kindPending && oldTS <= w {
-			deltas[countKey(kindOverdue, f.site)]--
+			deltas[fact{kindOverdue, f.site}]--
 		}
 	}
 	for _, f := range newF {
 		if oldTS == newTS && slices.Contains(oldF, f) {
 			continue
 		}
-		b, err := factBucket(idx, f, true)
+		b, err := fb.get(f, true)
 		if err != nil {
 			return err
 		}
 		if err := b.Put(entryKey(newTS, ch.id), nil); err != nil {
 			return err
 		}
-		deltas[countKey(f.kind, f.site)]++
+		deltas[f]++
 		if f.kind == kindPending && newTS <= w {
-			deltas[countKey(kindOverdue, f.site)]++
+			deltas[fact{kindOverdue, f.site}]++
 		}
 	}
 	switch {
 	case ch.old == nil && ch.new != nil:
-		deltas[countKey(kindEvents, "")]++
+		deltas[fact{kindEvents, ""}]++
 	case ch.old != nil && ch.new == nil:
-		deltas[countKey(kindEvents, "")]--
+		deltas[fact{kindEvents, ""}]--
 	}
 	if unknownPending(ch.old) {
-		deltas[countKey(kindUnknown, "")]--
+		deltas[fact{kindUnknown, ""}]--
 	}
 	if unknownPending(ch.new) {
-		deltas[countKey(kindUnknown, "")]++
+		deltas[fact{kindUnknown, ""}]++
 	}
 	if ch.new == nil {
 		return recs.Delete([]byte(ch.id))
@@ -347,14 +366,14 @@ func foldOne(recs, idx *bolt.Bucket, ch change, w uint64, deltas map[string]int6
 
 // moveMark moves the overdue watermark from w to mark, counting the
 // pending entries of every fact whose ts it passes.
-func moveMark(idx, cnt *bolt.Bucket, w, mark uint64, deltas map[string]int64) error {
+func moveMark(idx, cnt *bolt.Bucket, w, mark uint64, deltas map[fact]int64) error {
 	sites := pendingSites(cnt)
 	for _, site := range sites {
 		n := countBetween(idx, fact{kindPending, site}, min(w, mark), max(w, mark))
 		if mark < w {
 			n = -n
 		}
-		deltas[countKey(kindOverdue, site)] += n
+		deltas[fact{kindOverdue, site}] += n
 	}
 	return cnt.Put([]byte{kindMark}, u64(mark))
 }

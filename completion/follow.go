@@ -114,12 +114,16 @@ func (s *State) foldUpTo(ctx context.Context, last uint64) error {
 			}
 			es = append(es, e)
 		}
+		var changes []change
 		if err := s.db.Update(func(tx *bolt.Tx) error {
-			return s.foldEntries(tx, to, es)
+			var err error
+			changes, err = s.foldEntries(tx, to, es)
+			return err
 		}); err != nil {
 			return fmt.Errorf("completion: fold log entries %d..%d: %w", from, to, err)
 		}
 		s.applied.Store(to)
+		s.remember(changes)
 		s.markReady()
 	}
 	return nil
@@ -128,7 +132,7 @@ func (s *State) foldUpTo(ctx context.Context, last uint64) error {
 // foldEntries folds es, the entries up to seq, in tx: each record replaces
 // the one the file holds, each drop removes it. Import records count only
 // until the import's end.
-func (s *State) foldEntries(tx *bolt.Tx, seq uint64, es []entry) error {
+func (s *State) foldEntries(tx *bolt.Tx, seq uint64, es []entry) ([]change, error) {
 	meta := tx.Bucket(bucketMeta)
 	var changes []change
 	pos := map[string]int{} // an event's change in changes
@@ -154,7 +158,7 @@ func (s *State) foldEntries(tx *bolt.Tx, seq uint64, es []entry) error {
 		switch e.Import {
 		case importNone, importEnd:
 			if err := meta.Put(keyImported, []byte(e.Import)); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		case importBegin:
@@ -165,24 +169,24 @@ func (s *State) foldEntries(tx *bolt.Tx, seq uint64, es []entry) error {
 			}
 		case "":
 		default:
-			return fmt.Errorf("%w: import %q", ErrBadEntry, e.Import)
+			return nil, fmt.Errorf("%w: import %q", ErrBadEntry, e.Import)
 		}
 		for _, raw := range e.Records {
 			c, err := receipts.DecodeCompletion(raw)
 			if err != nil {
-				return fmt.Errorf("%w: %w", ErrBadEntry, err)
+				return nil, fmt.Errorf("%w: %w", ErrBadEntry, err)
 			}
 			if err := add(c.EventID, raw, &c); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		for _, id := range e.Drops {
 			if err := add(id, nil, nil); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return fold(tx, seq, changes, overdueAt(s.cfg.Now(), s.cfg.OverdueAfter))
+	return changes, fold(tx, seq, changes, overdueAt(s.cfg.Now(), s.cfg.OverdueAfter))
 }
 
 // markReady sets Ready once the file has folded the log as far as it

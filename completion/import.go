@@ -173,9 +173,15 @@ func (s *State) appendFold(ctx context.Context, e entry) error {
 	if err != nil {
 		return err
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { return s.foldEntries(tx, seq, []entry{e}) }); err != nil {
+	var changes []change
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		changes, err = s.foldEntries(tx, seq, []entry{e})
+		return err
+	}); err != nil {
 		return fmt.Errorf("completion: fold: %w", err)
 	}
 	s.applied.Store(seq)
+	s.remember(changes)
 	return nil
 }

@@ -153,6 +153,10 @@ type State struct {
 	target  uint64
 	ready   atomic.Bool
 	rebuilt string // why db was rebuilt from the log ("" = it was not)
+	// cache holds records as the file holds them, decoded, for the events
+	// changed last (an event's origin and receipts come close together);
+	// read and written under mu. Its records are never changed in place.
+	cache map[string]*receipts.Completion
 
 	reqs      chan *request
 	stop      chan struct{}
@@ -174,7 +178,8 @@ func Open(ctx context.Context, cfg Config) (*State, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &State{cfg: cfg, log: cfg.Logger.With("component", "completion"), reqs: make(chan *request, 64), stop: make(chan struct{})}
+	s := &State{cfg: cfg, log: cfg.Logger.With("component", "completion"), reqs: make(chan *request, 64), stop: make(chan struct{}),
+		cache: map[string]*receipts.Completion{}}
 	if err := s.openDB(); err != nil {
 		return nil, err
 	}
@@ -367,6 +372,24 @@ func (s *State) All(ctx context.Context) ([]receipts.Completion, error) {
 		})
 	})
 	return out, err
+}
+
+// maxCache bounds the decoded records State.cache holds.
+const maxCache = 16384
+
+// remember puts what changes made of their records into the cache. The
+// caller holds mu and has committed them.
+func (s *State) remember(changes []change) {
+	if len(s.cache)+len(changes) > maxCache {
+		clear(s.cache)
+	}
+	for _, ch := range changes {
+		if ch.new == nil {
+			delete(s.cache, ch.id)
+		} else {
+			s.cache[ch.id] = ch.new
+		}
+	}
 }
 
 func short(id string) string {

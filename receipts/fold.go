@@ -100,5 +100,10 @@ func DecodeCompletion(b []byte) (Completion, error) { return decodeCompletion(b)
 // read-time fields.
 func EncodeCompletion(c *Completion) ([]byte, error) {
 	c.derive()
-	return json.Marshal(c)
+	for _, t := range []time.Time{c.PublishedAt, c.UpdatedAt} {
+		if y := t.Year(); y < 0 || y > 9999 {
+			return json.Marshal(c) // its error: a time JSON cannot carry
+		}
+	}
+	return appendCompletion(make([]byte, 0, 512), c), nil
 }
