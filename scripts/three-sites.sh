@@ -6,6 +6,14 @@
 #
 #   scripts/three-sites.sh [EVENTS]      (default 200)
 #
+# Settings, from the environment:
+#   TRANSPORT=relay|sourcing   every link's transport (default: the topology's)
+#   EDGE2_SINK=store           edge2's sink (default: the file sink of configs/)
+#   MEASURE=1                  publish in batches and report end to end: events/s,
+#                              CPU-s per 1k events (the four boxes) and disk
+#                              flushes per event (the disk under /tmp); it waits
+#                              on `leafline summary` instead of each event's status
+#
 # It uses the ports of configs/*.json and fails at once, naming the port,
 # when one is taken (the README's boxes, or another run of this script). It
 # keeps its data dirs and logs in a directory of its own under /tmp, which
@@ -51,9 +59,22 @@ else
 	echo "building leafline (the first build compiles nats-server: a few minutes)"
 	go build -o "$bin" ./cmd/leafline
 fi
-# A secured copy of configs/: a private CA, a certificate per site, an nkey
-# per dialling site, mutual TLS and per-link permissions on every link.
-"$bin" topology certs --topology configs/topology.json --dir "$work/secure" configs/{l1,hub,edge1,edge2}.json >/dev/null
+# The configs as the settings ask, then a secured copy of them: a private
+# CA, a certificate per site, an nkey per dialling site, mutual TLS and
+# per-link permissions on every link.
+mkdir -p "$work/configs"
+cp configs/topology.json configs/{l1,hub,edge1,edge2}.json "$work/configs/"
+case ${TRANSPORT:-} in
+'') ;;
+relay | sourcing) sed -i "0,/{/s//{\n  \"transport\": \"$TRANSPORT\",/" "$work/configs/topology.json" ;;
+*) echo "three-sites: TRANSPORT must be relay or sourcing, got '$TRANSPORT'" >&2; exit 2 ;;
+esac
+case ${EDGE2_SINK:-} in
+'') ;;
+store) sed -i 's#"sink": {"type": "file", "dir": "/tmp/leafline/edge2/sink"}#"sink": {"type": "store"}#' "$work/configs/edge2.json" ;;
+*) echo "three-sites: EDGE2_SINK must be store, got '$EDGE2_SINK'" >&2; exit 2 ;;
+esac
+"$bin" topology certs --topology "$work/configs/topology.json" --dir "$work/secure" "$work"/configs/{l1,hub,edge1,edge2}.json >/dev/null
 cfgdir=$work/secure
 # Data dirs (and edge2's sink dir) inside the work dir, never the configs'.
 for site in l1 hub edge1 edge2; do
@@ -96,6 +117,32 @@ for site in l1 hub edge1 edge2; do
 	echo "started $site (ops http://127.0.0.1:$port)"
 done
 
+if [ "${MEASURE:-}" = 1 ]; then
+	# CPU (user+system ticks) of the four boxes, and the flushes the disk
+	# under /tmp has completed (/proc/diskstats field 18; anything else
+	# writing to that disk counts too).
+	ticks() { local t=0; for p in "${pids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+	disk=$(lsblk -no PKNAME "$(df --output=source /tmp | tail -1)" 2>/dev/null || true)
+	[ -n "$disk" ] || disk=$(basename "$(df --output=source /tmp | tail -1)")
+	flushes() { awk -v d="$disk" '$3 == d {print $20}' /proc/diskstats; }
+	load=$(cut -d' ' -f1-3 /proc/loadavg)
+	t0=$(date +%s.%N) c0=$(ticks) f0=$(flushes)
+	"$bin" publish --config "$cfgdir/l1.json" --count "$events" --batch 256 >"$work/published.txt"
+	deadline=$((SECONDS + 3600))
+	while :; do
+		done_n=$("$bin" summary --config "$cfgdir/l1.json" 2>/dev/null | sed -n 's/.*complete \([0-9]*\).*/\1/p')
+		[ "${done_n:-0}" -ge "$events" ] && break
+		if [ $SECONDS -ge $deadline ]; then echo "three-sites: $done_n of $events complete after an hour" >&2; exit 1; fi
+		sleep 0.2
+	done
+	t1=$(date +%s.%N) c1=$(ticks) f1=$(flushes)
+	awk -v n="$events" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v f0="${f0:-0}" -v f1="${f1:-0}" -v load="$load" \
+		-v tr="${TRANSPORT:-topology}" -v s2="${EDGE2_SINK:-file}" 'BEGIN {
+		printf "three-sites measure transport=%s edge2_sink=%s events=%d seconds=%.1f e2e_eps=%.0f cpu_s_per_1k=%.3f flushes_per_event=%.3f loadavg_at_start=%s\n",
+			tr, s2, n, t1 - t0, n / (t1 - t0), c / hz / n * 1000, (f1 - f0) / n, load }'
+	ok=true
+	exit 0
+fi
 "$bin" publish --config "$cfgdir/l1.json" --count "$events" >"$work/published.txt"
 mapfile -t ids < <(sed -n 's/^published event_id=\([^ ]*\) .*/\1/p' "$work/published.txt")
 echo "published ${#ids[@]} events at l1"

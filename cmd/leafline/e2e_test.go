@@ -211,11 +211,7 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 	}
 	edge.start()
 
-	kv, err := js.KeyValue(context.Background(), "leafline_completions")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := receipts.NewStore(kv)
+	store := receipts.NewStatusClient(nc, "") // the L1 box's status service
 	l1 := procs["l1"]
 	check.For(t, 120*time.Second, 100*time.Millisecond, func() error {
 		if got := metric(t, l1.ops, "leafline_completion_applied_total"); got < n {

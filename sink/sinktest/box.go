@@ -143,7 +143,7 @@ func (b *box) publish(t *testing.T, evs []sink.Event) {
 func (b *box) status(id string) receipts.Status {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := b.ls.App("l1").Completions().Store().Get(ctx, id)
+	c, err := b.ls.App("l1").Completions().State().Get(ctx, id)
 	if err != nil {
 		return ""
 	}
@@ -314,7 +314,7 @@ func (b *box) testCrash(t *testing.T) {
 		t.Errorf("the event reached the target %d times; want the redelivery after the crash", n)
 	}
 	wantStored(t, b.target, evs, 1)
-	c, err := b.ls.App("l1").Completions().Store().Get(ctx, id)
+	c, err := b.ls.App("l1").Completions().State().Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
