@@ -224,7 +224,7 @@ func (s *State) decide(group []*request) ([]change, error) {
 			return sl
 		}
 		sl := &slot{cur: receipts.NewCompletion(id)}
-		if c := s.cache[id]; c != nil {
+		if c := s.cached(id); c != nil {
 			sl.old, sl.cur, sl.live = c, cloneRecord(*c), true
 			slots[id] = sl
 			order = append(order, id)

@@ -16,7 +16,7 @@ import (
 var keyImported = []byte("imported")
 
 // maxFoldEntries bounds the entries the follower folds in one transaction.
-const maxFoldEntries = 256
+const maxFoldEntries = 16
 
 // follow folds, in the background, every entry other boxes append (and,
 // at Open, everything the file has not folded yet), until Close. It reads

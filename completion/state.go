@@ -153,10 +153,11 @@ type State struct {
 	target  uint64
 	ready   atomic.Bool
 	rebuilt string // why db was rebuilt from the log ("" = it was not)
-	// cache holds records as the file holds them, decoded, for the events
-	// changed last (an event's origin and receipts come close together);
-	// read and written under mu. Its records are never changed in place.
-	cache map[string]*receipts.Completion
+	// cache and cacheOld hold records as the file holds them, decoded, for
+	// the events changed last (an event's origin and receipts come close
+	// together): two generations, the older dropped when the newer fills.
+	// Read and written under mu; their records are never changed in place.
+	cache, cacheOld map[string]*receipts.Completion
 
 	reqs      chan *request
 	stop      chan struct{}
@@ -179,7 +180,7 @@ func Open(ctx context.Context, cfg Config) (*State, error) {
 		return nil, err
 	}
 	s := &State{cfg: cfg, log: cfg.Logger.With("component", "completion"), reqs: make(chan *request, 64), stop: make(chan struct{}),
-		cache: map[string]*receipts.Completion{}}
+		cache: map[string]*receipts.Completion{}, cacheOld: map[string]*receipts.Completion{}}
 	if err := s.openDB(); err != nil {
 		return nil, err
 	}
@@ -374,16 +375,26 @@ func (s *State) All(ctx context.Context) ([]receipts.Completion, error) {
 	return out, err
 }
 
-// maxCache bounds the decoded records State.cache holds.
-const maxCache = 16384
+// maxCache bounds the decoded records each generation of State.cache
+// holds (about a kilobyte each).
+const maxCache = 32768
+
+// cached returns the cached record of id, or nil. The caller holds mu.
+func (s *State) cached(id string) *receipts.Completion {
+	if c := s.cache[id]; c != nil {
+		return c
+	}
+	return s.cacheOld[id]
+}
 
 // remember puts what changes made of their records into the cache. The
 // caller holds mu and has committed them.
 func (s *State) remember(changes []change) {
 	if len(s.cache)+len(changes) > maxCache {
-		clear(s.cache)
+		s.cacheOld, s.cache = s.cache, make(map[string]*receipts.Completion, maxCache)
 	}
 	for _, ch := range changes {
+		delete(s.cacheOld, ch.id)
 		if ch.new == nil {
 			delete(s.cache, ch.id)
 		} else {
