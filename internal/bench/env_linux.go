@@ -15,6 +15,7 @@ import (
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/internal/localsys"
+	"github.com/leafline/leafline/publish"
 	"github.com/leafline/leafline/topology"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -206,6 +207,31 @@ func benchPublish(ctx context.Context, js jetstream.JetStream, n int, payload []
 	}
 	for _, f := range futs {
 		if err := wait(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchPublishBatched publishes n events as `leafline publish --batch`
+// does: atomic batches of publish.DefaultBatch, each event's id as
+// Nats-Msg-Id; at[i] is when event i's batch was sent.
+func benchPublishBatched(ctx context.Context, js jetstream.JetStream, n int, payload []byte, subj, id func(i int) string, at []time.Time) error {
+	p, err := publish.New(publish.Config{JS: js, Stream: "L1A"})
+	if err != nil {
+		return err
+	}
+	evs := make([]publish.Event, 0, publish.DefaultBatch)
+	for start := 0; start < n; start += publish.DefaultBatch {
+		evs = evs[:0]
+		now := time.Now()
+		for i := start; i < min(n, start+publish.DefaultBatch); i++ {
+			evs = append(evs, publish.Event{ID: id(i), Subject: subj(i), Data: payload})
+			if at != nil {
+				at[i] = now
+			}
+		}
+		if _, err := p.Publish(ctx, evs); err != nil {
 			return err
 		}
 	}

@@ -301,7 +301,7 @@ func runSink(ctx context.Context, o SinkOptions, name, dir string) (SinkRow, err
 		defer closeSink()
 		gate.inner = s
 	}
-	if err := publish(ctx, ls.App("l1").ClientURL(), o.Events, o.Size); err != nil {
+	if err := publishEvents(ctx, ls.App("l1").ClientURL(), o.Events, o.Size); err != nil {
 		return row, err
 	}
 	// Wait for the backlog to reach the edge: the runner holds its first
@@ -391,9 +391,9 @@ func connect(url string) (jetstream.JetStream, *nats.Conn, error) {
 	return js, nc, nil
 }
 
-// publish publishes n events of size bytes at L1, time-ordered ids, with
+// publishEvents publishes n events of size bytes at L1, time-ordered ids, with
 // at most 1024 PubAcks outstanding.
-func publish(ctx context.Context, url string, n, size int) error {
+func publishEvents(ctx context.Context, url string, n, size int) error {
 	js, nc, err := connect(url)
 	if err != nil {
 		return err
