@@ -32,6 +32,8 @@ type l1Res struct {
 	tracked          int
 	stats            completion.Stats // of the l1 row's state
 	rebuild          time.Duration    // a lost file folded again from the log, at tracked events
+	// the KV store of the previous layout, on 10k events
+	kvEps, kvCPUPer1k, kvFlushes float64
 }
 
 // l1Box is an L1 alone: an embedded server under SyncAlways with L1A and
@@ -45,7 +47,9 @@ type l1Box struct {
 	seq uint64 // events generated so far
 }
 
-func newL1Box(b *tb) *l1Box {
+// newL1Box starts an L1 alone; with kv, its completion service records in
+// the KV store of the previous layout (receipts.Store) instead.
+func newL1Box(b *tb, kv bool) *l1Box {
 	dir := b.TempDir()
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "js"),
 		SyncAlways: true, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
@@ -75,7 +79,7 @@ func newL1Box(b *tb) *l1Box {
 		}
 	}
 	x := &l1Box{b: b, srv: srv, nc: nc, js: js}
-	x.svc, err = receipts.NewService(receipts.ServiceConfig{
+	cfg := receipts.ServiceConfig{
 		JS: js, Stream: "R1", OriginStream: "L1A",
 		Expected:   func(string) []string { return l1Sites },
 		Sites:      l1Sites,
@@ -86,7 +90,11 @@ func newL1Box(b *tb) *l1Box {
 				Sites: l1Sites, HoldUntilOrigin: true, Logger: benchLogger()})
 		},
 		Logger: benchLogger(),
-	})
+	}
+	if kv {
+		cfg.OpenState, cfg.ApplyBatch, cfg.BatchSize = nil, 0, 0
+	}
+	x.svc, err = receipts.NewService(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -179,12 +187,15 @@ func (x *l1Box) stop() {
 //	     receipt ceiling of this run;
 //	l1   L1 applies L1Events events (their origins and both receipts),
 //	     written beforehand;
+//	l1kv the same for 10k events with the KV store of the previous
+//	     layout, for comparison;
 //	l1s  the same for 10k events on an empty state, and l1m for 10k more
 //	     with L1Tracked events tracked, half of them pending (the flat
-//	     cost); then summary p99 over 100 calls.
+//	     cost); then summary p99 over 100 calls; l1r a lost state file
+//	     rebuilt from the log.
 func (r *run) l1Alone() {
 	o := r.o
-	x := newL1Box(r.tb)
+	x := newL1Box(r.tb, false)
 	var res l1Res
 	res.ceiling = x.generate(o.L1Events, o.L1Events, r.payload)
 	r.rows = append(r.rows, benchRow{key: "l1g", what: "generator: receipts into R1, atomic batch 1000 (SyncAlways)", n: 2 * o.L1Events,
@@ -204,10 +215,24 @@ func (r *run) l1Alone() {
 	x.stop()
 	r.l1 = &res
 
+	// The same for the KV store of the previous layout, on 10k events.
+	const small = 10_000
+	z := newL1Box(r.tb, true)
+	z.generate(small, small, r.payload)
+	ph = r.begin("l1kv")
+	z.drain(small, small)
+	rk := ph.end("l1kv", "L1 alone, KV store of the previous layout: 10k events", small, nil, "for comparison, same run")
+	r.rows = append(r.rows, rk)
+	res.kvEps, res.kvCPUPer1k = rk.eps(), rk.cpu.Seconds()/small*1000
+	res.kvFlushes = -1
+	if rk.flushes >= 0 {
+		res.kvFlushes = float64(rk.flushes) / small
+	}
+	z.stop()
+
 	// Flat: the cost of 10k events on an empty state, and of 10k more with
 	// L1Tracked tracked, half of them pending.
-	const small = 10_000
-	y := newL1Box(r.tb)
+	y := newL1Box(r.tb, false)
 	y.generate(small, small, r.payload)
 	ph = r.begin("l1s")
 	y.drain(small, small)
@@ -261,6 +286,8 @@ func (r *run) l1Figures() []Figure {
 		res.eps, res.ceiling, res.eps/res.ceiling, res.cpuPer1k, res.flushesPerEvent)
 	fmt.Fprintf(out, "l1: CPU per 1k events %.3f s at 10k tracked, %.3f s at %d tracked (ratio %.3f; target ≤ 1.25); summary p99 %.2f ms over 100 calls (target ≤ 5)\n",
 		res.cpuSmall, res.cpuBig, res.tracked, res.cpuBig/res.cpuSmall, float64(res.summaryP99)/1e6)
+	fmt.Fprintf(out, "l1: the KV store of the previous layout, same run: %.0f events/s, %.3f CPU-s per 1k events, %.3f disk flushes per event (the state: %.1f× the rate at %.2f× the CPU per event)\n",
+		res.kvEps, res.kvCPUPer1k, res.kvFlushes, res.eps/res.kvEps, res.cpuPer1k/res.kvCPUPer1k)
 	fmt.Fprintf(out, "l1: a lost file rebuilt from the log in %.1f s (%d events tracked)\n", res.rebuild.Seconds(), res.tracked)
 	if st := res.stats; st.Entries > 0 {
 		fmt.Fprintf(out, "l1: %d log entries appended, %.0f inputs (receipts, origins) each; %d appends another box got in first\n",
@@ -269,6 +296,6 @@ func (r *run) l1Figures() []Figure {
 	return []Figure{
 		{"l1_eps", res.eps}, {"l1_ceiling_eps", res.ceiling}, {"l1_cpu_s_per_1k", res.cpuPer1k},
 		{"l1_flushes_per_event", res.flushesPerEvent}, {"l1_flat_ratio", res.cpuBig / res.cpuSmall},
-		{"summary_p99_ms", float64(res.summaryP99) / 1e6}, {"l1_rebuild_s", res.rebuild.Seconds()},
+		{"summary_p99_ms", float64(res.summaryP99) / 1e6}, {"l1_rebuild_s", res.rebuild.Seconds()}, {"l1_kv_eps", res.kvEps}, {"l1_kv_cpu_s_per_1k", res.kvCPUPer1k},
 	}
 }
