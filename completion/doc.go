@@ -70,8 +70,9 @@
 //   - The log keeps every entry: it grows with the events L1 has seen (the
 //     KV bucket of the previous layout did the same, one record per event).
 //     Plan its disk like the origin stream's.
-//   - A box whose file is lost folds the whole log again before it is ready:
-//     tens of seconds per million events.
+//   - A box whose file is lost folds the whole log again before it is
+//     ready: it reads and writes every record (docs/measurements has the
+//     time per million events).
 //   - A box that follows another's appends answers what it has folded: a
 //     Summary asked of two boxes at the same instant may differ by the
 //     entries one has not folded yet. HeldEvents folds first, so that no

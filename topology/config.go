@@ -277,7 +277,9 @@ type CompletionConfig struct {
 	// Consumer is the durable consumer on the L1 receipts stream. Zero
 	// value means "leafline-completion".
 	Consumer string `json:"consumer,omitempty"`
-	// Bucket is the KV bucket of completion records. Zero means "leafline_completions".
+	// Bucket is the KV bucket of completion records of the previous
+	// layout: L1 imports it once into its completion log (package
+	// completion) and writes it no more. Zero means "leafline_completions".
 	Bucket string `json:"bucket,omitempty"`
 	// QuarantineStream parks malformed receipts. Zero means "RQ".
 	QuarantineStream string `json:"quarantine_stream,omitempty"`
@@ -286,12 +288,11 @@ type CompletionConfig struct {
 	// OverdueAfter: an event with no terminal receipt after this is overdue.
 	// Zero value means 5m.
 	OverdueAfter Duration `json:"overdue_after,omitempty"`
-	// History is the number of revisions the completion bucket keeps per
-	// key, 1..64. Zero value means 1. L1 creates the bucket with it and
-	// sets an existing bucket to it (MaxMsgsPerSubject of its stream): a
-	// lower value drops older revisions of a key, never its latest record.
-	// More than 1 is for audits and fault-injection checks; the service
-	// reads only the latest revision.
+	// History is the number of revisions a completion bucket of the
+	// previous layout keeps per key, 1..64 (zero means 1); it applies
+	// only where a completion service records in that bucket (the
+	// receipts.Store). An L1 box records in its completion log, which
+	// keeps every record it writes.
 	History int `json:"history,omitempty"`
 	// RedriveAfter: an event that an alive edge has still not reported
 	// this long after it was published (and after overdue_after) is
