@@ -12,8 +12,8 @@ import (
 // TestNoInternalImports holds the layering rule: receipts imports no other
 // package of this module, except internal/failpoint (a leaf that imports
 // only the standard library; it places the l1.after_kv_write kill point)
-// and, in tests, internal/loopback and internal/check (leaves that find
-// ports and poll).
+// and, in tests, internal/loopback, internal/check and internal/jstest
+// (leaves that find ports, poll and start test servers).
 func TestNoInternalImports(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -28,7 +28,7 @@ func TestNoInternalImports(t *testing.T) {
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
 			allowed := path == "github.com/leafline/leafline/internal/failpoint" ||
-				(path == "github.com/leafline/leafline/internal/loopback" || path == "github.com/leafline/leafline/internal/check") && strings.HasSuffix(name, "_test.go")
+				(path == "github.com/leafline/leafline/internal/loopback" || path == "github.com/leafline/leafline/internal/check" || path == "github.com/leafline/leafline/internal/jstest") && strings.HasSuffix(name, "_test.go")
 			if strings.HasPrefix(path, "github.com/leafline/leafline") && !allowed {
 				t.Errorf("%s imports %s", name, path)
 			}

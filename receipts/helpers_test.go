@@ -9,6 +9,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/internal/jstest"
 )
 
 // startJS runs an embedded JetStream server on a random port and returns a
@@ -21,36 +23,13 @@ func startJS(t testing.TB) (*server.Server, jetstream.JetStream) {
 // startJSSync is startJS with the server's SyncAlways set to syncAlways.
 func startJSSync(t testing.TB, syncAlways bool) (*server.Server, jetstream.JetStream) {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		SyncAlways: syncAlways,
-	})
-	if err != nil {
-		t.Fatalf("new server: %v", err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s, connectJS(t, s)
+	s := jstest.Start(t, jstest.Options{SyncAlways: syncAlways})
+	return s, jstest.Connect(t, s)
 }
 
 func connectJS(t testing.TB, s *server.Server) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
-	return js
+	return jstest.Connect(t, s)
 }
 
 // newKV creates a History-1 bucket like Service.Setup does.

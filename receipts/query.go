@@ -167,9 +167,28 @@ func encodeCursor(status ListStatus, site string, seq uint64) string {
 }
 
 // decodeCursor returns the sequence in cursor c, which must have been made
-// for the same status and site.
+// for the same status and site (a cursor of EncodeCursorKey returns 0).
 func decodeCursor(c string, status ListStatus, site string) (uint64, error) {
-	bad := func(why string) (uint64, error) { return 0, fmt.Errorf("after: invalid cursor: %s", why) }
+	version, pos, err := cursorPosition(c, status, site)
+	if err != nil {
+		return 0, err
+	}
+	if version == "2" {
+		_, err := DecodeCursorKey(c, status, site)
+		return 0, err
+	}
+	seq, err := strconv.ParseUint(pos, 10, 64)
+	if err != nil || seq == 0 || pos != strconv.FormatUint(seq, 10) {
+		return 0, errors.New("after: invalid cursor: bad position")
+	}
+	return seq, nil
+}
+
+// cursorPosition checks cursor c ("<version>|<status>|<site>|<position>",
+// base64url) against the query's status and site and returns its version
+// and position.
+func cursorPosition(c string, status ListStatus, site string) (version, pos string, err error) {
+	bad := func(why string) (string, string, error) { return "", "", fmt.Errorf("after: invalid cursor: %s", why) }
 	if len(c) > MaxCursorLen {
 		return bad("too long")
 	}
@@ -178,23 +197,13 @@ func decodeCursor(c string, status ListStatus, site string) (uint64, error) {
 		return bad("not base64url")
 	}
 	parts := strings.Split(string(b), "|")
-	if len(parts) == 4 && parts[0] == "2" {
-		if _, err := DecodeCursorKey(c, status, site); err != nil {
-			return 0, err
-		}
-		return 0, nil
-	}
-	if len(parts) != 4 || parts[0] != "1" {
+	if len(parts) != 4 || (parts[0] != "1" && parts[0] != "2") {
 		return bad("unknown format")
 	}
 	if parts[1] != string(status) || parts[2] != site {
 		return bad("made for another status or site")
 	}
-	seq, err := strconv.ParseUint(parts[3], 10, 64)
-	if err != nil || seq == 0 || parts[3] != strconv.FormatUint(seq, 10) {
-		return bad("bad position")
-	}
-	return seq, nil
+	return parts[0], parts[3], nil
 }
 
 // EncodeCursorKey makes the cursor of a State that pages by key: pos is
@@ -207,24 +216,13 @@ func EncodeCursorKey(status ListStatus, site string, pos []byte) string {
 // DecodeCursorKey returns the position in a cursor made by EncodeCursorKey
 // for the same status and site.
 func DecodeCursorKey(c string, status ListStatus, site string) ([]byte, error) {
-	bad := func(why string) ([]byte, error) { return nil, fmt.Errorf("after: invalid cursor: %s", why) }
-	if len(c) > MaxCursorLen {
-		return bad("too long")
-	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
+	version, p, err := cursorPosition(c, status, site)
 	if err != nil {
-		return bad("not base64url")
+		return nil, err
 	}
-	parts := strings.Split(string(b), "|")
-	if len(parts) != 4 || parts[0] != "2" {
-		return bad("unknown format")
-	}
-	if parts[1] != string(status) || parts[2] != site {
-		return bad("made for another status or site")
-	}
-	pos, err := base64.RawURLEncoding.Strict().DecodeString(parts[3])
-	if err != nil || len(pos) == 0 {
-		return bad("bad position")
+	pos, err := base64.RawURLEncoding.Strict().DecodeString(p)
+	if version != "2" || err != nil || len(pos) == 0 {
+		return nil, errors.New("after: invalid cursor: bad position")
 	}
 	return pos, nil
 }
