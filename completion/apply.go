@@ -68,6 +68,10 @@ func (s *State) submit(ctx context.Context, r *request) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-s.stop:
+		// The applier may have stopped before it took r: r's results are
+		// then never written, and nothing is ACKed for it.
+		return fmt.Errorf("completion: %w", ErrClosed)
 	}
 }
 
@@ -79,7 +83,12 @@ func (s *State) submit(ctx context.Context, r *request) error {
 func (s *State) ApplyBatch(ctx context.Context, items []receipts.BatchItem) []receipts.BatchResult {
 	r := &request{receipts: items, rres: make([]receipts.BatchResult, len(items))}
 	if err := s.submit(ctx, r); err != nil {
-		r.fail(err)
+		// r may still be in the applier's hands: answer with a copy.
+		out := make([]receipts.BatchResult, len(items))
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
 	}
 	return r.rres
 }
@@ -89,7 +98,11 @@ func (s *State) ApplyBatch(ctx context.Context, items []receipts.BatchItem) []re
 func (s *State) ApplyOriginBatch(ctx context.Context, origins []receipts.Origin, now time.Time) []receipts.OriginResult {
 	r := &request{origins: origins, now: now.UTC(), ores: make([]receipts.OriginResult, len(origins))}
 	if err := s.submit(ctx, r); err != nil {
-		r.fail(err)
+		out := make([]receipts.OriginResult, len(origins))
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
 	}
 	return r.ores
 }

@@ -50,8 +50,13 @@ func recordHistory(seed uint64, n int, base time.Time) history {
 			}
 		}
 		id := fmt.Sprintf("evt-%04d-%x", i, rng.Uint32())
-		// Half were published long ago (overdue), half just now.
-		pub := base.Add(-time.Duration(rng.IntN(600)) * time.Second)
+		// Some were published long ago (overdue), some lately; none near
+		// the overdue threshold (5m), so that both states, asked a moment
+		// apart, see the same overdue events.
+		pub := base.Add(-time.Duration(rng.IntN(200)) * time.Second)
+		if rng.IntN(2) == 0 {
+			pub = base.Add(-time.Duration(420+rng.IntN(300)) * time.Second)
+		}
 		evs[i] = ev{id: id, expected: exp, origin: receipts.Origin{
 			EventID: id, Stream: "L1A", Subject: "events.x", Seq: uint64(i + 1), PublishedAt: pub,
 			Expected: exp, Digest: fmt.Sprintf("%064x", i),
