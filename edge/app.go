@@ -369,6 +369,7 @@ func (a *App) startL1(ctx context.Context) error {
 			}
 			a.state = st
 			a.opsState.Store(st)
+			a.metrics.watchState(st)
 			return st, nil
 		},
 		Stream:            t.Receipts.L1Stream,

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/receipts"
 )
 
@@ -41,6 +42,8 @@ type Metrics struct {
 
 	completionStats atomic.Pointer[func() receipts.Stats]
 	completionOnce  sync.Once
+	state           atomic.Pointer[completion.State]
+	stateOnce       sync.Once
 
 	unidentified     atomic.Pointer[func(context.Context) (int64, error)]
 	unidentifiedOnce sync.Once
@@ -119,6 +122,39 @@ func (m *Metrics) registerCompletions() {
 	} {
 		m.f.counterFunc(c.name, c.help, func() float64 { return float64(c.v(stats())) })
 	}
+}
+
+// watchState exports L1's completion state: whether it is ready, whether
+// it was rebuilt from its log at start, how far it has folded the log and
+// how often another box appended first. A later watchState (a new state
+// after a restart) replaces the source.
+func (m *Metrics) watchState(st *completion.State) {
+	m.state.Store(st)
+	m.stateOnce.Do(func() {
+		stats := func() completion.Stats {
+			if st := m.state.Load(); st != nil {
+				return st.Stats()
+			}
+			return completion.Stats{}
+		}
+		b := func(v bool) float64 {
+			if v {
+				return 1
+			}
+			return 0
+		}
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "completion_state_ready", ConstLabels: m.f.labels,
+			Help: "1 when L1's completion state has folded its log as far as it reached at start (until then status queries answer not ready and /readyz is 503)."},
+			func() float64 { return b(stats().Ready) }))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "completion_state_rebuilt", ConstLabels: m.f.labels,
+			Help: "1 when the local completion state file was rebuilt from the completion log at start (missing, unreadable, or made from another log)."},
+			func() float64 { return b(stats().Rebuilt != "") }))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "completion_log_applied", ConstLabels: m.f.labels,
+			Help: "The completion log sequence folded into the local state file."},
+			func() float64 { return float64(stats().Applied) }))
+		m.f.counterFunc("completion_log_conflicts_total", "Appends to the completion log that another L1 box made first (the batch was decided again).",
+			func() float64 { return float64(stats().Conflicts) })
+	})
 }
 
 // Registry is the box's metric registry.
