@@ -149,7 +149,8 @@ func (p *Publisher) publishChunk(ctx context.Context, evs []Event) ([]Result, []
 	for attempt := 0; attempt < p.cfg.Attempts && ctx.Err() == nil; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 		var ack *jetstreamext.BatchAck
-		ack, err = jetstreamext.PublishMsgBatch(cctx, p.cfg.JS, p.msgs(evs))
+		// One round trip: the commit's answer reports any refusal.
+		ack, err = jetstreamext.PublishMsgBatch(cctx, p.cfg.JS, p.msgs(evs), jetstreamext.BatchFlowControl{})
 		cancel()
 		if err == nil {
 			res := make([]Result, len(evs))

@@ -359,7 +359,8 @@ func (r *Relay) store(ctx context.Context, ds []delivery) error {
 		r.single = false
 		return nil
 	}
-	_, err := jetstreamext.PublishMsgBatch(ctx, r.l.Local, out)
+	// One round trip: the commit's answer reports any refusal.
+	_, err := jetstreamext.PublishMsgBatch(ctx, r.l.Local, out, jetstreamext.BatchFlowControl{})
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInBatch {
 		// One of the ids is in the window: store one by one, in order,
