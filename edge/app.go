@@ -58,7 +58,7 @@ type App struct {
 	// one given with WithSink or WithTxSink, which the caller owns).
 	opened sink.Opened
 	// wrote is signalled (without blocking) after each outbox transaction
-	// of the runner: releaseMapped then drops the pages it touched.
+	// of the runner: releaseMapped then looks at the pages it mapped.
 	wrote chan struct{}
 
 	opsLn     net.Listener
@@ -528,21 +528,30 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	}
 }
 
-// releaseEvery is how often the edge drops its mapping of outbox pages
-// when the runner writes none (the relay's and the ops endpoints' reads).
+// releaseEvery is how often the edge looks at its mapping of outbox
+// pages when the runner writes none (the relay's and the ops endpoints'
+// reads).
 const releaseEvery = time.Second
 
-// releaseMapped keeps only the outbox pages in use resident: with random
-// keys every commit touches new pages of the file's memory map (the kernel
-// maps 16 pages around each one read), and without this the edge's
-// resident set grows to the size of the file (see outbox.ReleaseMapped;
-// the pages stay in the page cache). It releases after each of the
-// runner's transactions, off the runner's path: draining a 300k backlog,
-// the mapped outbox pages peaked at 122 MiB this way and at 140-151 MiB
-// with a release every 50 ms.
+// mappedBudget is how far the process's resident file pages may grow
+// above what they were after the last release before the outbox's
+// mapping is released again.
+const mappedBudget = 64 << 20
+
+// releaseMapped bounds the outbox pages that stay resident: with random
+// keys every commit touches new pages of the file's memory map (the
+// kernel maps 16 pages around each one read), and without a release the
+// edge's resident set grows to the size of the file (see
+// outbox.ReleaseMapped; the pages stay in the page cache). Each release
+// costs the next transactions a minor fault for every page they read
+// again, so the edge releases only once the resident file pages have grown
+// by mappedBudget since the last release (where that cannot be read, after
+// each of the runner's transactions). The check runs off the runner's
+// path.
 func (a *App) releaseMapped(ctx context.Context) {
 	tick := time.NewTicker(releaseEvery)
 	defer tick.Stop()
+	base, known := residentFileBytes()
 	for {
 		select {
 		case <-ctx.Done():
@@ -550,9 +559,13 @@ func (a *App) releaseMapped(ctx context.Context) {
 		case <-a.wrote:
 		case <-tick.C:
 		}
+		if now, ok := residentFileBytes(); ok && known && now-base < mappedBudget {
+			continue
+		}
 		if err := a.ob.ReleaseMapped(); err != nil {
 			a.log.Debug("outbox: release mapped pages", "err", err)
 		}
+		base, known = residentFileBytes()
 	}
 }
 
