@@ -457,7 +457,7 @@ func verifyReceipt(t *topology.Topology) func(receipts.Receipt, []byte, nats.Hea
 		if !ok || s.ReceiptKey == "" {
 			return false, nil
 		}
-		if err := v.Verify(s.ReceiptKey, data, h.Get(receipts.SignatureHeader), h.Get(receipts.ProofHeader)); err != nil {
+		if err := v.VerifyMsg(s.ReceiptKey, data, h); err != nil {
 			return false, fmt.Errorf("site %s: %w", r.Site, err)
 		}
 		return true, nil

@@ -41,7 +41,7 @@ func contractCasesSuccess() []contractCase {
 				if b := f.sink.writeBatches(); len(b) != 1 || len(b[0]) != 8 {
 					t.Errorf("sink batches %v, want one batch of 8", b)
 				}
-				if n := f.streamMsgCount(ctReceipts); n != 8 {
+				if n := f.receiptCount(); n != 8 {
 					t.Errorf("receipts stream holds %d, want 8", n)
 				}
 				ctCounters(t, f.metrics, map[string]float64{"acked": 8, "receiptsPublished": 8, "fetched": 8})
@@ -90,7 +90,7 @@ func contractCasesSuccess() []contractCase {
 			msgs: []ctMsg{{data: []byte(`{"event_id":"twice"}`)}, {data: []byte(`{"event_id":"twice","again":true}`)}},
 			want: repeat(2, at(1, stepsOK, "ack")),
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				if n := f.streamMsgCount(ctReceipts); n != 1 {
+				if n := f.receiptCount(); n != 1 {
 					t.Errorf("receipts stream holds %d, want 1", n)
 				}
 				if st := f.outboxStats(); st.Pending+st.Published != 1 {
@@ -125,7 +125,7 @@ func contractCasesSuccess() []contractCase {
 			}},
 			want: [][]string{at(1, "sink_commit", "outbox_commit", "ack")},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				if n := f.streamMsgCount(ctReceipts); n != 1 {
+				if n := f.receiptCount(); n != 1 {
 					t.Errorf("receipts stream holds %d, want 1", n)
 				}
 				if st := f.outboxStats(); st.Pending != 0 || st.Published != 1 {
@@ -153,7 +153,7 @@ func contractCasesSuccess() []contractCase {
 				if st := f.outboxStats(); st.Pending != 0 || st.Published != 1 {
 					t.Errorf("outbox %+v", st)
 				}
-				if n := f.streamMsgCount(ctReceipts); n != 1 {
+				if n := f.receiptCount(); n != 1 {
 					t.Errorf("receipts stream holds %d, want 1", n)
 				}
 			},
@@ -181,7 +181,7 @@ func contractCasesSuccess() []contractCase {
 			}},
 			want: repeat(3, at(1, stepsOK, "ack")),
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				if n := f.streamMsgCount(ctReceipts); n != 3 {
+				if n := f.receiptCount(); n != 3 {
 					t.Errorf("receipts stream holds %d, want 3", n)
 				}
 				if st := f.outboxStats(); st.Published != 3 || st.Pending != 0 {
@@ -270,7 +270,7 @@ func contractCasesTemporary() []contractCase {
 				at(1, stepsOK, "ack"), at(1, stepsOK, "ack"),
 			},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				if n := f.streamMsgCount(ctReceipts); n != 5 {
+				if n := f.receiptCount(); n != 5 {
 					t.Errorf("receipts %d, want 5", n)
 				}
 			},

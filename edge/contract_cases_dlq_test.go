@@ -24,7 +24,7 @@ func contractCasesPermanentNoDLQ() []contractCase {
 			want:    [][]string{at(1, "leave")},
 			pending: 1,
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				if n := f.streamMsgCount(ctReceipts); n != 0 {
+				if n := f.receiptCount(); n != 0 {
 					t.Errorf("receipts %d, want 0", n)
 				}
 				if len(f.advisories("MSG_TERMINATED"))+len(f.advisories("MSG_NAKED")) != 0 {
@@ -175,7 +175,7 @@ func contractCasesMalformed() []contractCase {
 			want: [][]string{at(1, stepsDLQNoR, "ack")},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
 				ctWantDLQ(t, f, seqs[0], "", "no_event_id", "missing")
-				if n := f.streamMsgCount(ctReceipts); n != 0 {
+				if n := f.receiptCount(); n != 0 {
 					t.Errorf("a receipt without an event_id was published (%d)", n)
 				}
 				if b := f.sink.writeBatches(); len(b) != 0 {
@@ -300,7 +300,7 @@ func contractCasesPoison() []contractCase {
 				if b := f.sink.writeBatches(); len(b) != 1 || len(b[0]) != 4 {
 					t.Errorf("sink batches %v, want one batch of the 4 good events", b)
 				}
-				if n := f.streamMsgCount(ctReceipts); n != 4 {
+				if n := f.receiptCount(); n != 4 {
 					t.Errorf("receipts %d, want 4", n)
 				}
 			},

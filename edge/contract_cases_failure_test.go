@@ -89,7 +89,7 @@ func contractCasesDLQPublishFailure() []contractCase {
 				at(1, stepsOK, "ack"), at(1, stepsOK, "ack"),
 			},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				if n := f.streamMsgCount(ctReceipts); n != 4 {
+				if n := f.receiptCount(); n != 4 {
 					t.Errorf("receipts %d, want 3 processed + 1 dead_lettered", n)
 				}
 				ctCounters(t, f.metrics, map[string]float64{"dlqPublishErrors": 1, "acked": 3, "terminated": 1})
@@ -172,7 +172,7 @@ func contractCasesReceiptPublishFailure() []contractCase {
 				if st := f.outboxStats(); st.Published != 1 || st.Pending != 0 {
 					t.Errorf("outbox %+v", st)
 				}
-				if n := f.streamMsgCount(ctReceipts); n != 1 {
+				if n := f.receiptCount(); n != 1 {
 					t.Errorf("receipts %d", n)
 				}
 				ctCounters(t, f.metrics, map[string]float64{"receiptPublishErrors": 2, "acked": 1, "nacked": 2})
@@ -197,7 +197,7 @@ func contractCasesReceiptPublishFailure() []contractCase {
 			msgs: ids(3, "rm"),
 			want: repeat(3, cat(at(1, "sink_commit", "outbox_commit", "receipt_publish", "nak"), at(2, stepsOK, "ack"))),
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
-				if n := f.streamMsgCount(ctReceipts); n != 3 {
+				if n := f.receiptCount(); n != 3 {
 					t.Errorf("receipts %d", n)
 				}
 			},
@@ -216,7 +216,7 @@ func contractCasesReceiptPublishFailure() []contractCase {
 				if recs := f.dlqRecords(); len(recs) != 1 || recs[0].Delivered != 1 {
 					t.Errorf("DLQ %+v, want one record from delivery 1", recs)
 				}
-				if n := f.streamMsgCount(ctReceipts); n != 1 {
+				if n := f.receiptCount(); n != 1 {
 					t.Errorf("receipts %d", n)
 				}
 				ctCounters(t, f.metrics, map[string]float64{"terminated": 1, "dlqPublishErrors": 0, "receiptPublishErrors": 1})

@@ -241,17 +241,33 @@ func (f *contractSite) receiptsInStream() []receipts.Receipt {
 	f.t.Helper()
 	var out []receipts.Receipt
 	for _, m := range f.streamRawMsgs(ctReceipts) {
-		r, err := receipts.Decode(m.Data)
+		raws, err := receipts.Unbundle(m.Data, m.Header)
 		if err != nil {
-			f.t.Fatalf("receipt %d: %v", m.Sequence, err)
+			f.t.Fatalf("receipts message %d: %v", m.Sequence, err)
 		}
-		if want := f.cfg.Topology.ReceiptSubject(ctSite, string(r.Status)); m.Subject != want {
-			f.t.Errorf("receipt on subject %q, want %q", m.Subject, want)
+		var ids []string
+		for _, raw := range raws {
+			r, err := receipts.Decode(raw)
+			if err != nil {
+				f.t.Fatalf("receipt in message %d: %v", m.Sequence, err)
+			}
+			status := string(r.Status)
+			if receipts.IsBundle(m.Header) {
+				status = receipts.BundleToken
+			}
+			if want := f.cfg.Topology.ReceiptSubject(ctSite, status); m.Subject != want {
+				f.t.Errorf("receipt on subject %q, want %q", m.Subject, want)
+			}
+			ids = append(ids, r.MsgID())
+			out = append(out, r)
 		}
-		if m.Header.Get(jetstream.MsgIDHeader) != r.MsgID() {
-			f.t.Errorf("receipt Nats-Msg-Id %q, want %q", m.Header.Get(jetstream.MsgIDHeader), r.MsgID())
+		want := ids[0]
+		if receipts.IsBundle(m.Header) {
+			want = receipts.BundleMsgID(ids)
 		}
-		out = append(out, r)
+		if got := m.Header.Get(jetstream.MsgIDHeader); got != want {
+			f.t.Errorf("receipts message %d Nats-Msg-Id %q, want %q", m.Sequence, got, want)
+		}
 	}
 	return out
 }
@@ -415,4 +431,11 @@ func repeat(n int, steps []string) [][]string {
 		out[i] = steps
 	}
 	return out
+}
+
+// receiptCount is the number of receipts in the edge receipts stream,
+// alone or in bundles.
+func (f *contractSite) receiptCount() int {
+	f.t.Helper()
+	return len(f.receiptsInStream())
 }

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -16,21 +19,24 @@ import (
 	"github.com/leafline/leafline/receipts"
 )
 
-// maxAtomicBatch is the server's default limit on one atomic batch.
-const maxAtomicBatch = 1000
-
 // receiptPublisher writes outbox records into the local receipts stream and
 // returns nil only when every record is PubAck'ed (stored, or recognised as a
 // duplicate by its Nats-Msg-Id). It implements outbox.Publisher.
 //
-// A batch is written as one atomic batch publish: one fsync under SyncAlways
-// instead of one per receipt. The server rejects a whole atomic batch if any
-// of its Nats-Msg-Ids was already stored (a republish after a lost PubAck);
-// such a batch is then published message by message, where a duplicate is
-// simply acknowledged as one.
+// Receipts published for the first time (PublishFirst) are bundled
+// (receipts.EncodeBundle): each bundle is one message, signed once, so the
+// receipt path stores, moves and acknowledges one message per bundle at
+// every hop to L1. Any other receipt may be in the stream already (a
+// redelivered event's, a republish after a lost PubAck): it goes alone,
+// under its own Nats-Msg-Id, so that a copy inside the stream's duplicate
+// window is dropped there. The messages of a call are one atomic batch
+// publish: one fsync under SyncAlways. The server rejects a whole atomic
+// batch if any of its Nats-Msg-Ids was already stored; the messages are
+// then published one by one, where a duplicate is simply acknowledged as
+// one.
 type receiptPublisher struct {
 	js jetstream.JetStream
-	// signer, if set, signs each receipt (receipts.SignatureHeader).
+	// signer, if set, signs each receipt or bundle (receipts.SignatureHeader).
 	signer nkeys.KeyPair
 	// onPubAck is called with the number of records PubAck'ed (metrics).
 	onPubAck func(n int)
@@ -46,70 +52,227 @@ type receiptPublisher struct {
 // message" error code.
 const jsErrAtomicDuplicate jetstream.ErrorCode = 10201
 
-// Publish publishes recs in chunks of at most maxAtomicBatch. When it
-// fails after some records were PubAck'ed (earlier chunks, or some of a
-// chunk published one by one), its error wraps an *outbox.PartialError
-// that names them, so that they are marked and not published again.
-func (p *receiptPublisher) Publish(ctx context.Context, recs []outbox.Record) error {
-	for done := 0; done < len(recs); {
-		n := min(len(recs)-done, maxAtomicBatch)
-		acked, err := p.publishChunk(ctx, recs[done:done+n])
-		if err != nil {
-			if done+len(acked) == 0 {
-				return err
-			}
-			if p.onPubAck != nil {
-				p.onPubAck(len(acked))
-			}
-			published := make([]int, 0, done+len(acked))
-			for i := range done {
-				published = append(published, i)
-			}
-			for _, i := range acked {
-				published = append(published, done+i)
-			}
-			return &outbox.PartialError{Published: published, Err: err}
-		}
-		if p.onPubAck != nil {
-			p.onPubAck(n)
-		}
-		done += n
-	}
-	return nil
+// bundle is one message of a publish and the records it carries.
+type bundle struct {
+	msg  *nats.Msg
+	recs []int // indexes into the records published
 }
 
-// publishChunk publishes recs as one atomic batch, or one by one after the
-// server found a duplicate in it. On error, acked holds the indexes of the
-// records PubAck'ed all the same (only one by one).
-func (p *receiptPublisher) publishChunk(ctx context.Context, recs []outbox.Record) (acked []int, err error) {
-	sigs, proofs, err := p.signAll(recs)
+// Publish publishes recs, each alone (see receiptPublisher).
+func (p *receiptPublisher) Publish(ctx context.Context, recs []outbox.Record) error {
+	return p.PublishFirst(ctx, recs, nil)
+}
+
+// PublishFirst publishes recs; first[i] says that recs[i] was never
+// published before, and those are bundled (see receiptPublisher; a nil
+// first bundles none). When it fails after some records were PubAck'ed
+// (messages published one by one), its error wraps an
+// *outbox.PartialError that names them, so that they are marked and not
+// published again.
+func (p *receiptPublisher) PublishFirst(ctx context.Context, recs []outbox.Record, first []bool) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	bs, err := p.messages(recs, first)
+	if err != nil {
+		return err
+	}
+	acked, err := p.publishBundles(ctx, bs)
+	if err == nil {
+		if p.onPubAck != nil {
+			p.onPubAck(len(recs))
+		}
+		return nil
+	}
+	var published []int
+	for _, i := range acked {
+		published = append(published, bs[i].recs...)
+	}
+	if len(published) == 0 {
+		return err
+	}
+	slices.Sort(published)
+	if p.onPubAck != nil {
+		p.onPubAck(len(published))
+	}
+	return &outbox.PartialError{Published: published, Err: err}
+}
+
+// messages builds the messages of recs: the records published again each
+// alone, then the first ones in bundles of at most
+// receipts.MaxBundleReceipts receipts and receipts.MaxBundleBytes, each
+// on its first record's subject with the status token
+// receipts.BundleToken (a lone first record goes alone too).
+func (p *receiptPublisher) messages(recs []outbox.Record, first []bool) ([]bundle, error) {
+	var again, fresh []int
+	for i := range recs {
+		if i < len(first) && first[i] {
+			fresh = append(fresh, i)
+		} else {
+			again = append(again, i)
+		}
+	}
+	if len(fresh) == 1 {
+		again, fresh = append(again, fresh[0]), nil
+	}
+	out, err := p.singles(recs, again)
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 1 {
-		_, err := p.js.PublishMsg(ctx, p.msg(recs[0], sigs[0], proofs[0]))
+	for lo := 0; lo < len(fresh); {
+		hi, size := lo, -1
+		for hi < len(fresh) && hi-lo < receipts.MaxBundleReceipts && size+1+len(recs[fresh[hi]].Data) <= receipts.MaxBundleBytes {
+			size += 1 + len(recs[fresh[hi]].Data)
+			hi++
+		}
+		hi = max(hi, lo+1) // a record too large for a bundle fails in EncodeBundle
+		b, err := p.bundle(recs, fresh[lo:hi])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+		lo = hi
+	}
+	return out, nil
+}
+
+// singles are the messages of recs[idx], each alone, under its own
+// Nats-Msg-Id, signed as one batch: an ed25519 signature per group of
+// receipts over their hash tree (receipts.ProofHeader).
+func (p *receiptPublisher) singles(recs []outbox.Record, idx []int) ([]bundle, error) {
+	data := make([][]byte, len(idx))
+	for j, i := range idx {
+		data[j] = recs[i].Data
+	}
+	sigs, proofs := make([]string, len(idx)), make([]string, len(idx))
+	if p.signer != nil && len(idx) > 0 {
+		s, err := p.batchSignerOf()
+		if err != nil {
+			return nil, err
+		}
+		sigs, proofs = s.SignBatch(data)
+	}
+	out := make([]bundle, len(idx))
+	for j, i := range idx {
+		m := nats.NewMsg(recs[i].Subject)
+		m.Data = recs[i].Data
+		m.Header.Set(jetstream.MsgIDHeader, recs[i].Key)
+		if sigs[j] != "" {
+			m.Header.Set(receipts.SignatureHeader, sigs[j])
+		}
+		if proofs[j] != "" {
+			m.Header.Set(receipts.ProofHeader, proofs[j])
+		}
+		out[j] = bundle{msg: m, recs: []int{i}}
+	}
+	return out, nil
+}
+
+// bundle is the message of recs[idx] (at least two) as one bundle.
+func (p *receiptPublisher) bundle(recs []outbox.Record, idx []int) (bundle, error) {
+	data := make([][]byte, len(idx))
+	ids := make([]string, len(idx))
+	for j, i := range idx {
+		data[j], ids[j] = recs[i].Data, recs[i].Key
+	}
+	body, err := receipts.EncodeBundle(data)
+	if err != nil {
+		return bundle{}, wrapPublish(err)
+	}
+	subj := recs[idx[0]].Subject
+	if i := strings.LastIndexByte(subj, '.'); i >= 0 {
+		subj = subj[:i]
+	}
+	m := nats.NewMsg(subj + "." + receipts.BundleToken)
+	m.Data = body
+	m.Header.Set(jetstream.MsgIDHeader, receipts.BundleMsgID(ids))
+	m.Header.Set(receipts.BundleHeader, strconv.Itoa(len(idx)))
+	if p.signer != nil {
+		s, err := p.batchSignerOf()
+		if err != nil {
+			return bundle{}, err
+		}
+		m.Header.Set(receipts.SignatureHeader, s.SignBundle(body))
+	}
+	return bundle{msg: m, recs: idx}, nil
+}
+
+// batchSignerOf returns the Signer of p.signer, derived once.
+func (p *receiptPublisher) batchSignerOf() (*receipts.Signer, error) {
+	p.signOnce.Do(func() { p.batchSigner, _ = receipts.NewSigner(p.signer) })
+	if p.batchSigner == nil {
+		// No seed: the key pair itself says why it cannot sign.
+		_, err := receipts.Sign(p.signer, nil)
+		return nil, wrapPublish(cmp.Or(err, errors.New("receipts: the receipt key holds no seed")))
+	}
+	return p.batchSigner, nil
+}
+
+// maxAtomicBatch is the server's default limit on one atomic batch.
+const maxAtomicBatch = 1000
+
+// publishBundles publishes bs: one message alone, more in atomic batches
+// of at most maxAtomicBatch, a batch one by one after the server found a
+// duplicate in it. On error, acked holds the indexes of the bundles
+// PubAck'ed all the same (earlier batches, or some published one by one).
+func (p *receiptPublisher) publishBundles(ctx context.Context, bs []bundle) (acked []int, err error) {
+	if len(bs) == 1 {
+		_, err := p.js.PublishMsg(ctx, bs[0].msg)
 		return nil, wrapPublish(err)
 	}
-	msgs := make([]*nats.Msg, len(recs))
-	for i, r := range recs {
-		msgs[i] = p.msg(r, sigs[i], proofs[i])
+	for lo := 0; lo < len(bs); lo += maxAtomicBatch {
+		chunk := bs[lo:min(lo+maxAtomicBatch, len(bs))]
+		got, err := p.publishBatch(ctx, chunk)
+		if err != nil {
+			for i := range lo {
+				acked = append(acked, i)
+			}
+			for _, i := range got {
+				acked = append(acked, lo+i)
+			}
+			return acked, err
+		}
 	}
-	_, err = jetstreamext.PublishMsgBatch(ctx, p.js, msgs)
+	return nil, nil
+}
+
+// publishBatch publishes bs as one atomic batch, or one by one after the
+// server found a duplicate in it (see publishBundles).
+func (p *receiptPublisher) publishBatch(ctx context.Context, bs []bundle) (acked []int, err error) {
+	if len(bs) == 1 {
+		return p.publishEach(ctx, bs)
+	}
+	msgs := make([]*nats.Msg, len(bs))
+	for i, b := range bs {
+		msgs[i] = copyMsg(b.msg)
+	}
+	// One round trip: the commit's answer reports any refusal.
+	_, err = jetstreamext.PublishMsgBatch(ctx, p.js, msgs, jetstreamext.BatchFlowControl{})
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrAtomicDuplicate {
-		// PublishMsgBatch has put its batch headers on msgs: build them again.
-		return p.publishEach(ctx, recs, sigs, proofs)
+		return p.publishEach(ctx, bs)
 	}
 	return nil, wrapPublish(err)
 }
 
-// publishEach publishes records one by one, pipelined, and waits for every
+// copyMsg copies m with its headers: PublishMsgBatch puts its batch
+// headers on the messages it is given.
+func copyMsg(m *nats.Msg) *nats.Msg {
+	c := nats.NewMsg(m.Subject)
+	c.Data = m.Data
+	for k, v := range m.Header {
+		c.Header[k] = slices.Clone(v)
+	}
+	return c
+}
+
+// publishEach publishes bs one by one, pipelined, and waits for every
 // answer; with an error (the first), acked holds the indexes of the
-// records that were PubAck'ed all the same.
-func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record, sigs, proofs []string) (acked []int, err error) {
-	futs := make([]jetstream.PubAckFuture, 0, len(recs))
-	for i, r := range recs {
-		f, perr := p.js.PublishMsgAsync(p.msg(r, sigs[i], proofs[i]))
+// bundles that were PubAck'ed all the same.
+func (p *receiptPublisher) publishEach(ctx context.Context, bs []bundle) (acked []int, err error) {
+	futs := make([]jetstream.PubAckFuture, 0, len(bs))
+	for _, b := range bs {
+		f, perr := p.js.PublishMsgAsync(b.msg)
 		if perr != nil {
 			err = perr
 			break
@@ -130,49 +293,6 @@ func (p *receiptPublisher) publishEach(ctx context.Context, recs []outbox.Record
 		return acked, wrapPublish(err)
 	}
 	return nil, nil
-}
-
-// signAll returns the SignatureHeader and ProofHeader values of each
-// record ("" each when there is no signer), computed once per chunk: the
-// one-by-one fallback reuses them. A chunk is signed as a batch: an
-// ed25519 signature per group of receipts, over their hash tree
-// (receipts.ProofHeader).
-func (p *receiptPublisher) signAll(recs []outbox.Record) (sigs, proofs []string, err error) {
-	if p.signer == nil {
-		return make([]string, len(recs)), make([]string, len(recs)), nil
-	}
-	p.signOnce.Do(func() { p.batchSigner, _ = receipts.NewSigner(p.signer) })
-	if p.batchSigner == nil {
-		// No seed: the key pair itself says why it cannot sign.
-		sigs, proofs = make([]string, len(recs)), make([]string, len(recs))
-		for i := range recs {
-			if sigs[i], err = receipts.Sign(p.signer, recs[i].Data); err != nil {
-				return nil, nil, wrapPublish(err)
-			}
-		}
-		return sigs, proofs, nil
-	}
-	data := make([][]byte, len(recs))
-	for i := range recs {
-		data[i] = recs[i].Data
-	}
-	sigs, proofs = p.batchSigner.SignBatch(data)
-	return sigs, proofs, nil
-}
-
-// msg is the receipt message of r, signed with sig unless sig is "", and
-// with proof, its place in a signed batch, unless proof is "".
-func (p *receiptPublisher) msg(r outbox.Record, sig, proof string) *nats.Msg {
-	m := nats.NewMsg(r.Subject)
-	m.Data = r.Data
-	m.Header.Set(jetstream.MsgIDHeader, r.Key)
-	if sig != "" {
-		m.Header.Set(receipts.SignatureHeader, sig)
-	}
-	if proof != "" {
-		m.Header.Set(receipts.ProofHeader, proof)
-	}
-	return m
 }
 
 // ErrReceiptPublish means a receipt was not PubAck'ed: the source message is

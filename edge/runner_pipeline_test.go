@@ -67,7 +67,7 @@ func TestContract_PipelineManyBatches(t *testing.T) {
 			if st := f.outboxStats(); st.Pending != 0 || st.Published != n {
 				t.Errorf("outbox %+v, want %d published", st, n)
 			}
-			if c := f.streamMsgCount(ctReceipts); c != n {
+			if c := f.receiptCount(); c != n {
 				t.Errorf("receipts stream holds %d, want %d", c, n)
 			}
 			check.For(t, 10*time.Second, 50*time.Millisecond, func() error {

@@ -96,13 +96,52 @@ func TestSignedReceipts_ForgedAreQuarantined(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 	}
+	// Bundles are verified whole: one signed with another key, one
+	// unsigned, and one whose receipts name two sites are each
+	// quarantined whole, and none of their receipts is applied.
+	otherSigner, err := receipts.NewSigner(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromEdge2 := func(id string) []byte {
+		b, err := receipts.New(id, "L1A", "edge2", "edge2", receipts.StatusProcessed, time.Now()).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name   string
+		recs   [][]byte
+		signed bool
+	}{
+		{"bundle-other-key", [][]byte{forge("forged-b1"), forge("forged-b2")}, true},
+		{"bundle-unsigned", [][]byte{forge("forged-b3"), forge("forged-b4")}, false},
+		{"bundle-two-sites", [][]byte{forge("forged-b5"), fromEdge2("forged-b6")}, true},
+	} {
+		body, err := receipts.EncodeBundle(tc.recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg("leafline.receipts.edge1." + receipts.BundleToken)
+		m.Data = body
+		m.Header.Set(jetstream.MsgIDHeader, tc.name)
+		m.Header.Set(receipts.BundleHeader, fmt.Sprint(len(tc.recs)))
+		if tc.signed {
+			m.Header.Set(receipts.SignatureHeader, otherSigner.SignBundle(body))
+		}
+		if _, err := ejs.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+	}
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
-		if q := svc.Stats().Quarantined; q < 4 {
-			return fmt.Errorf("quarantined %d of 4", q)
+		if q := svc.Stats().Quarantined; q < 7 {
+			return fmt.Errorf("quarantined %d of 7", q)
 		}
 		return nil
 	})
-	for _, id := range []string{"forged-unsigned", "forged-other-key", "forged-garbage"} {
+	for _, id := range []string{"forged-unsigned", "forged-other-key", "forged-garbage",
+		"forged-b1", "forged-b2", "forged-b3", "forged-b4", "forged-b5", "forged-b6"} {
 		if _, err := svc.Get(ctx, id); err == nil {
 			t.Fatalf("forged receipt for %q was applied", id)
 		}
@@ -142,18 +181,19 @@ func TestSignedReceipts_WrongSeedRefused(t *testing.T) {
 	}
 }
 
-// A chunk of receipts is published as one signed batch: each receipt
-// carries the batch signature and its proof, every one verifies against
-// the site's key, and a receipt swapped into another's proof does not.
-func TestReceiptPublisher_SignsBatches(t *testing.T) {
+// Receipts published together for the first time are one bundle, signed
+// once: the bundle verifies against the site's key, and the same body with
+// one receipt altered does not; a receipt published alone carries its own
+// signature.
+func TestReceiptPublisher_SignsBundles(t *testing.T) {
 	f := newContractSite(t, contractOpts{})
 	kp, _ := nkeys.CreateUser()
 	pub, _ := kp.PublicKey()
 	p := &receiptPublisher{js: f.client, signer: kp}
 	const n = 5
-	recs := make([]outbox.Record, n)
+	recs := make([]outbox.Record, n+1)
 	for i := range recs {
-		rec, err := f.receiptRecord(fmt.Sprintf("batch-%d", i), receipts.StatusProcessed, "")
+		rec, err := f.receiptRecord(fmt.Sprintf("bundle-%d", i), receipts.StatusProcessed, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +201,10 @@ func TestReceiptPublisher_SignsBatches(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := p.Publish(ctx, recs); err != nil {
+	if err := p.PublishFirst(ctx, recs[:n], []bool{true, true, true, true, true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Publish(ctx, recs[n:]); err != nil {
 		t.Fatal(err)
 	}
 	re, err := f.client.Stream(ctx, "RE")
@@ -169,26 +212,36 @@ func TestReceiptPublisher_SignsBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := receipts.NewVerifier()
-	var msgs []*jetstream.RawStreamMsg
-	for seq := uint64(1); seq <= n; seq++ {
-		m, err := re.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, m)
-		sig, proof := m.Header.Get(receipts.SignatureHeader), m.Header.Get(receipts.ProofHeader)
-		if sig == "" || proof == "" {
-			t.Fatalf("receipt %d: signature %q, proof %q: want both", seq, sig, proof)
-		}
-		if sig != msgs[0].Header.Get(receipts.SignatureHeader) {
-			t.Fatalf("receipt %d: not the batch's signature", seq)
-		}
-		if err := v.Verify(pub, m.Data, sig, proof); err != nil {
-			t.Fatalf("receipt %d: %v", seq, err)
-		}
+	b, err := re.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	err = v.Verify(pub, msgs[1].Data, msgs[0].Header.Get(receipts.SignatureHeader), msgs[0].Header.Get(receipts.ProofHeader))
-	if !errors.Is(err, receipts.ErrBadSignature) {
-		t.Fatalf("receipt under another's proof: got %v, want ErrBadSignature", err)
+	if !receipts.IsBundle(b.Header) || b.Header.Get(receipts.SignatureHeader) == "" {
+		t.Fatalf("message 1: headers %v, want a signed bundle", b.Header)
+	}
+	raws, err := receipts.Unbundle(b.Data, b.Header)
+	if err != nil || len(raws) != n {
+		t.Fatalf("bundle holds %d receipts (%v), want %d", len(raws), err, n)
+	}
+	if err := v.VerifyMsg(pub, b.Data, b.Header); err != nil {
+		t.Fatalf("bundle: %v", err)
+	}
+	altered := []byte(strings.Replace(string(b.Data), `"processed"`, `"dead_lettered"`, 1))
+	if err := v.VerifyMsg(pub, altered, b.Header); !errors.Is(err, receipts.ErrBadSignature) {
+		t.Fatalf("altered bundle: got %v, want ErrBadSignature", err)
+	}
+	// The bundle's signature does not pass for one of its receipts alone.
+	if err := v.Verify(pub, raws[0], b.Header.Get(receipts.SignatureHeader), ""); !errors.Is(err, receipts.ErrBadSignature) {
+		t.Fatalf("receipt under its bundle's signature: got %v, want ErrBadSignature", err)
+	}
+	one, err := re.GetMsg(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if receipts.IsBundle(one.Header) || one.Header.Get(jetstream.MsgIDHeader) != recs[n].Key {
+		t.Fatalf("message 2: headers %v, want receipt %s alone", one.Header, recs[n].Key)
+	}
+	if err := v.VerifyMsg(pub, one.Data, one.Header); err != nil {
+		t.Fatalf("single receipt: %v", err)
 	}
 }

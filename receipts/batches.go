@@ -16,7 +16,12 @@ const maxBatchWorkers = 4
 // load, short enough not to delay a lone receipt.
 const batchLinger = 2 * time.Millisecond
 
-// batchPipeline collects up to size messages of iter at a time, splits them
+// counted is a prepared message that holds several inputs (a bundle's
+// receipts): batchPipeline weighs it by their count.
+type counted interface{ count() int }
+
+// batchPipeline collects up to size inputs (messages, or the receipts of
+// bundles) of iter at a time, splits them
 // over n workers by the hash prepare returns (one event_id always goes to
 // the same worker, so its messages are applied in order), and hands each
 // worker its part. handle owns the fate (ACK, NAK) of every message it is
@@ -47,12 +52,17 @@ func batchPipeline(ctx context.Context, iter jetstream.MessagesContext, n, size 
 			return err
 		}
 		parts := make([][]laneItem, n)
+		weight := 0
 		add := func(m jetstream.Msg) {
 			h, prep := prepare(m)
 			parts[h%uint64(n)] = append(parts[h%uint64(n)], laneItem{msg: m, prep: prep})
+			weight++
+			if c, ok := prep.(counted); ok {
+				weight += c.count() - 1
+			}
 		}
 		add(msg)
-		for k := 1; k < size; k++ {
+		for weight < size {
 			// A timeout hands on what we have; any other error is
 			// reported by the next blocking Next.
 			m, err := iter.Next(jetstream.NextMaxWait(batchLinger))
@@ -84,33 +94,21 @@ func nakAll(b []laneItem) {
 }
 
 // handleBatch decides the fate of a batch of receipt messages: each is
-// checked as handle does; the valid ones are applied with one
-// Store.ApplyBatch; then each message ends exactly as in handle (ACK after
-// its record was written, which for a batch means after the batch
-// committed; ACK after a quarantine PubAck; NAK with a delay).
+// checked as handle does; the receipts that pass are applied with one
+// State.ApplyBatch; then each message ends exactly as in handle (ACK after
+// its receipts were recorded, which for a batch means after the batch
+// committed, or quarantined; NAK with a delay).
 func (s *Service) handleBatch(ctx context.Context, b []laneItem) {
 	receivedAt := time.Now().UTC()
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
-	rs := make([]Receipt, len(b))
-	res := make([]BatchResult, len(b))
-	var items []BatchItem
-	var pos []int
+	msgs := make([][]unit, len(b))
 	for i, it := range b {
-		s.received.Add(1)
-		rs[i], res[i].Err = s.check(it.msg, it.prep)
-		if res[i].Err == nil {
-			items = append(items, BatchItem{Receipt: rs[i], ReceivedAt: receivedAt})
-			pos = append(pos, i)
-		}
+		msgs[i] = s.check(it.msg, it.prep)
 	}
-	if len(items) > 0 {
-		for j, r := range s.State().ApplyBatch(opCtx, items) {
-			res[pos[j]] = r
-		}
-	}
+	s.apply(opCtx, msgs, receivedAt)
 	for i, it := range b {
-		s.finish(opCtx, it.msg, rs[i], receivedAt, res[i])
+		s.finish(opCtx, it.msg, msgs[i], receivedAt)
 	}
 }
 

@@ -101,6 +101,12 @@ func (s *Service) bind(r Receipt, subject string) error {
 				ErrSubjectMismatch, quoteShort(subject), r.Site, r.Status, want)
 		}
 	}
+	return s.bindProcessor(r)
+}
+
+// bindProcessor refuses, with ProcessorIsSite, a receipt whose site
+// reports for another processor (ErrProcessorNotSite).
+func (s *Service) bindProcessor(r Receipt) error {
 	if s.cfg.ProcessorIsSite && r.Processor != r.Site {
 		return fmt.Errorf("%w: site %s reports for processor %s; a site reports only for itself",
 			ErrProcessorNotSite, r.Site, r.Processor)

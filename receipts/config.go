@@ -92,11 +92,15 @@ type ServiceConfig struct {
 	// Verify, if set, checks a well-formed, accepted receipt's signature
 	// (data is the message body as received, h its headers). It returns
 	// whether the receipt was verified; an error quarantines the receipt
-	// (unsigned where a signature is required, forged, or altered).
+	// (unsigned where a signature is required, forged, or altered). A
+	// bundle is verified once, whole: r is its first receipt (every one
+	// names the same site), data the bundle's body and h its headers,
+	// which Verifier.VerifyMsg checks.
 	Verify func(r Receipt, data []byte, h nats.Header) (verified bool, err error)
 	// SubjectPrefix, if set, binds each receipt to its subject: it must
 	// arrive on "<SubjectPrefix>.<site>.<status>" with its own site and
-	// status, else it is quarantined (ErrSubjectMismatch). Set it where
+	// status, or in a bundle on "<SubjectPrefix>.<site>.bundle" with its
+	// own site, else it is quarantined (ErrSubjectMismatch). Set it where
 	// every link can deliver only its own site's subjects.
 	SubjectPrefix string
 	// ProcessorIsSite: every receipt's processor must be its site (a site

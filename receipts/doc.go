@@ -68,6 +68,23 @@
 // that a dead_lettered receipt is not swallowed by an earlier processed one
 // (or the reverse): the completion service must see the conflict to count it.
 //
+// # Bundles
+//
+// An edge publishes the receipts of one batch that it publishes for the
+// first time as bundles (bundle.go): one message of up to
+// MaxBundleReceipts receipts and MaxBundleBytes on
+// "<prefix>.<site>.bundle", the receipts exactly as Encode wrote them
+// joined by newlines, BundleHeader giving their count, Nats-Msg-Id
+// BundleMsgID of theirs, and one signature over the whole body. The
+// receipt path then stores, moves and acknowledges one message per bundle
+// at every hop, with either link transport. A receipt that may have been
+// published before (a redelivered event's, a republish by the outbox
+// relay) goes alone, under its own Nats-Msg-Id, so that a copy inside a
+// receipts stream's duplicate window is dropped there; the repeat of a
+// receipt first published in a bundle whose PubAck was lost is stored
+// again, and L1 counts it as a duplicate. A Service reads both kinds:
+// upgrade L1 before its edges.
+//
 // # Signatures
 //
 // An edge with a signing key signs its receipts (SignatureHeader); L1
@@ -79,7 +96,9 @@
 // Either way each receipt verifies alone, with nothing but its own bytes
 // and headers; no change to a receipt, its proof or its count verifies
 // (short of a SHA-256 second preimage). A Verifier checks both kinds and
-// verifies each group's signature once.
+// verifies each group's signature once. A bundle is signed once, over
+// bundleDomain ‖ body, and verified whole (Verifier.VerifyMsg): its
+// receipts carry no signature of their own.
 //
 // # KV keys
 //
@@ -217,19 +236,27 @@
 //
 // # Service message handling
 //
-// Commit first, ACK last, design for redelivery. For each message of the
-// durable pull consumer, exactly one of:
+// Commit first, ACK last, design for redelivery. Each receipt of a message
+// of the durable pull consumer (one, or a bundle's) ends in one of:
 //
-//   - valid receipt → Store.Apply (index and record) → ACK only after Apply
-//     returned nil (the failpoint l1.after_kv_write, see internal/failpoint,
-//     kills the process between the two: the redelivery counts a Duplicate);
+//   - valid receipt → recorded by the State (Store.Apply: index and
+//     record);
 //   - malformed, rejected by ServiceConfig.Accept, or a corrupt stored record
 //     (errors matching ErrQuarantine) → publish a QuarantineRecord on
-//     "<QuarantineSubject>.receipts" with Nats-Msg-Id "rq-<stream>-<seq>",
-//     wait for the PubAck, then ACK;
+//     "<QuarantineSubject>.receipts" with Nats-Msg-Id "rq-<stream>-<seq>"
+//     (and "-<index>" for one receipt of a bundle), and wait for the
+//     PubAck;
 //   - anything else (KV or quarantine stream unavailable, timeouts,
-//     ErrIndexIncomplete) → NAK with a delay that doubles per delivery up to
-//     MaxRetryDelay; never ACK.
+//     ErrIndexIncomplete) → the message must come again.
+//
+// The message is ACKed only once every receipt of it was recorded or
+// quarantined (the failpoint l1.after_kv_write, see internal/failpoint,
+// kills the process between the two: the redelivery counts Duplicates);
+// otherwise it is NAKed with a delay that doubles per delivery up to
+// MaxRetryDelay, and the receipts already recorded count as duplicates
+// when it comes again. A bundle that cannot be read, that does not speak
+// for one site (its subject's), or whose signature fails is quarantined
+// whole, as one record.
 //
 // Messages are applied in batches of up to ApplyBatch (default 128) by
 // min(InFlight, 4) workers chosen by a hash of the event_id: different

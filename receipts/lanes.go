@@ -95,16 +95,41 @@ func seqHash(msg jetstream.Msg) uint64 {
 	return 0
 }
 
-// decoded is what prepareReceipt hands to handle.
+// decoded is what prepareReceipt hands to handle: the receipt of a
+// message, or the receipts of a bundle.
 type decoded struct {
-	r   Receipt
-	err error
+	us     []unit
+	bundle bool
+	err    error // the message as a whole cannot be read
 }
 
+func (d decoded) count() int { return len(d.us) }
+
+// prepareReceipt decodes a message. A single receipt goes to the lane of
+// its event_id; a bundle, which holds many events, to the lane of its
+// stream sequence (its receipts are then applied in their order).
 func (s *Service) prepareReceipt(msg jetstream.Msg) (uint64, any) {
+	if IsBundle(msg.Headers()) || isBundleSubject(msg.Subject()) {
+		return seqHash(msg), decodeBundle(msg)
+	}
 	r, err := Decode(msg.Data())
 	if err != nil {
-		return seqHash(msg), decoded{err: err}
+		return seqHash(msg), decoded{us: []unit{{raw: msg.Data()}}, err: err}
 	}
-	return laneHash(r.EventID), decoded{r: r}
+	return laneHash(r.EventID), decoded{us: []unit{{r: r, raw: msg.Data()}}}
+}
+
+// decodeBundle splits a bundle into its receipts; one that cannot be
+// decoded is a unit with an error, quarantined alone.
+func decodeBundle(msg jetstream.Msg) decoded {
+	parts, err := SplitBundle(msg.Data(), msg.Headers().Get(BundleHeader))
+	if err != nil {
+		return decoded{us: []unit{{raw: msg.Data()}}, bundle: true, err: err}
+	}
+	d := decoded{us: make([]unit, len(parts)), bundle: true}
+	for i, p := range parts {
+		d.us[i].raw = p
+		d.us[i].r, d.us[i].err = Decode(p)
+	}
+	return d
 }

@@ -102,7 +102,7 @@ func (s *Service) handleOrigin(ctx context.Context, msg jetstream.Msg, prep any)
 		}
 		s.originSkipped.Add(1)
 		s.log.Warn("receipts: origin message without a usable event_id; not tracked, recorded as unidentified", append(logAttrs(meta), "subject", msg.Subject(), "err", errors.Join(merr, p.err))...)
-		s.ack(msg, meta)
+		s.ack(msg)
 		return
 	}
 	expected, err := s.expected(msg.Subject())
@@ -141,11 +141,11 @@ func (s *Service) finishOrigin(msg jetstream.Msg, meta *jetstream.MsgMetadata, o
 	}
 	switch {
 	case err == nil:
-		s.ack(msg, meta)
+		s.ack(msg)
 	case errors.Is(err, ErrInvalid):
 		s.originSkipped.Add(1)
 		s.log.Error("receipts: origin event not tracked: Expected returned invalid processors", append(logAttrs(meta), "event_id", quoteShort(o.EventID), "err", err)...)
-		s.ack(msg, meta)
+		s.ack(msg)
 	default: // transient, ErrIndexIncomplete, or a corrupt record to repair
 		s.originRetried.Add(1)
 		s.nakLater(msg, meta, err)

@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,10 +18,12 @@ import (
 	"github.com/leafline/leafline/internal/failpoint"
 )
 
-// Stats are the Service's counters since NewService. Each receipt message
-// delivered to the Service is counted in Received, and then in at most one
-// of Applied, Held, Duplicates, Conflicts, Quarantined and Retried (none
-// when it was NAKed unhandled at shutdown); a held receipt is counted in
+// Stats are the Service's counters since NewService. Each receipt
+// delivered to the Service, alone or in a bundle, is counted in Received,
+// and then in at most one of Applied, Held, Duplicates, Conflicts,
+// Quarantined and Retried (none when it was NAKed unhandled at shutdown; a
+// bundle quarantined whole counts one Quarantined, and a message NAKed
+// counts one Retried); a held receipt is counted in
 // Applied (and HeldReleased) too when the origin tracker releases it
 // (there is no message then). The exception: a receipt whose record
 // was written but whose index removals failed (ErrIndexIncomplete) counts
@@ -388,14 +391,16 @@ func isFatal(err error) bool {
 // consume pulls with ONE long-lived iterator (Consumer.Messages) rather than
 // repeated Fetch calls: the iterator keeps a single pull subscription,
 // re-requests when half of its buffer is used (no idle gap between batches),
-// and watches heartbeats. Its buffer is BatchSize messages; the per-message
+// and watches heartbeats. Its buffer is BatchSize messages, and each pull
+// request asks for at most maxPullBytes (receipts travel in bundles of up
+// to MaxBundleBytes); the per-message
 // work is O(1) KV round trips spread over InFlight lanes, so the buffer is
 // processed far inside AckWait and a reconnect burst does not cause
 // redeliveries: one long-lived pull iterator per consumer, since a prefetch
 // larger than AckWait allows is redelivered after a reconnect burst. See
 // pipeline for the lanes.
 func (s *Service) consume(ctx context.Context, cons jetstream.Consumer, run func(context.Context, jetstream.MessagesContext) error) error {
-	iter, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.BatchSize))
+	iter, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(s.cfg.BatchSize, maxPullBytes(s.cfg.JS)))
 	if err != nil {
 		return err
 	}
@@ -407,6 +412,13 @@ func (s *Service) consume(ctx context.Context, cons jetstream.Consumer, run func
 		return nil
 	}
 	return err
+}
+
+// maxPullBytes bounds the bytes of one pull request: 16 MiB, or twice the
+// largest message the server takes if that is more (a request smaller
+// than a message would never deliver it).
+func maxPullBytes(js jetstream.JetStream) int {
+	return max(16<<20, 2*int(js.Conn().MaxPayload()))
 }
 
 // release drains the iterator and NAKs (without delay) what it still
@@ -427,57 +439,161 @@ func (s *Service) release(iter jetstream.MessagesContext) {
 	}
 }
 
-// handle decides the fate of one message and ends it with exactly one of:
-// ACK after the KV write; ACK after the quarantine record's PubAck; NAK with
-// a delay. ctx cancellation does not interrupt a message half-way.
+// handle decides the fate of one message (a receipt or a bundle) and ends
+// it with exactly one of: ACK after every receipt in it was recorded or
+// quarantined (the quarantine record PubAck'ed); NAK with a delay. ctx
+// cancellation does not interrupt a message half-way.
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
-	s.received.Add(1)
 	receivedAt := time.Now().UTC()
 	opCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OpTimeout)
 	defer cancel()
-	r, err := s.check(msg, prep)
-	var res BatchResult
-	if err == nil {
-		if st := s.Store(); st != nil {
-			res.Outcome, res.OriginSeq, res.Err = st.applyOutcome(opCtx, r, receivedAt)
-		} else {
-			res = s.State().ApplyBatch(opCtx, []BatchItem{{Receipt: r, ReceivedAt: receivedAt}})[0]
+	us := s.check(msg, prep)
+	if st := s.Store(); st != nil {
+		for i := range us {
+			if us[i].err == nil {
+				u := &us[i]
+				u.res.Outcome, u.res.OriginSeq, u.res.Err = st.applyOutcome(opCtx, u.r, receivedAt)
+			}
 		}
 	} else {
-		res.Err = err
+		s.apply(opCtx, [][]unit{us}, receivedAt)
 	}
-	s.finish(opCtx, msg, r, receivedAt, res)
+	s.finish(opCtx, msg, us, receivedAt)
 }
 
-// check decodes, binds, accepts and verifies one receipt message; an error
-// matching ErrQuarantine sends it to quarantine.
-func (s *Service) check(msg jetstream.Msg, prep any) (Receipt, error) {
-	d := prep.(decoded)
-	r, err := d.r, d.err
-	if err == nil {
-		err = s.bind(r, msg.Subject())
-	}
-	if err == nil {
-		err = s.accept(r)
-	}
-	if err == nil && s.cfg.Verify != nil {
-		r.Verified, err = s.cfg.Verify(r, msg.Data(), msg.Headers())
-		if err != nil {
-			err = fmt.Errorf("%w: %w", ErrRejected, err)
+// unit is one receipt of a message (a bundle holds several) on its way
+// through the Service.
+type unit struct {
+	r   Receipt
+	raw []byte // the receipt's bytes (the whole message's, if unreadable)
+	err error  // why it cannot be applied (set by check)
+	res BatchResult
+}
+
+// apply records every unit of msgs that check let through with one
+// State.ApplyBatch and stores each result in its unit.
+func (s *Service) apply(ctx context.Context, msgs [][]unit, receivedAt time.Time) {
+	var items []BatchItem
+	var at []*unit
+	for _, us := range msgs {
+		for i := range us {
+			if us[i].err == nil {
+				items = append(items, BatchItem{Receipt: us[i].r, ReceivedAt: receivedAt})
+				at = append(at, &us[i])
+			}
 		}
 	}
-	return r, err
+	if len(items) == 0 {
+		return
+	}
+	for j, r := range s.State().ApplyBatch(ctx, items) {
+		at[j].res = r
+	}
 }
 
-// finish counts what was done with one receipt message and ends it: ACK
-// after its record was written (res.Outcome set, no error), ACK after the
-// quarantine record's PubAck, NAK with a delay otherwise.
-func (s *Service) finish(opCtx context.Context, msg jetstream.Msg, r Receipt, receivedAt time.Time, res BatchResult) {
-	meta, _ := msg.Metadata() // nil only for a non-JetStream message
-	out, err := res.Outcome, res.Err
+// check returns the units of msg, each decoded, bound, accepted and
+// verified; a unit whose err matches ErrQuarantine goes to quarantine. A
+// bundle that cannot be read, bound or verified as a whole is one unit.
+func (s *Service) check(msg jetstream.Msg, prep any) []unit {
+	d := prep.(decoded)
+	s.received.Add(uint64(len(d.us)))
+	if d.bundle && d.err == nil {
+		d.err = s.checkBundle(msg, d.us)
+	}
+	if d.err != nil {
+		return []unit{{raw: msg.Data(), err: d.err}}
+	}
+	for i := range d.us {
+		u := &d.us[i]
+		if u.err == nil && d.bundle {
+			u.err = s.bindProcessor(u.r) // the bundle's site is bound whole
+		} else if u.err == nil {
+			u.err = s.bind(u.r, msg.Subject())
+		}
+		if u.err == nil {
+			u.err = s.accept(u.r)
+		}
+		if u.err == nil && s.cfg.Verify != nil && !d.bundle { // a bundle was verified whole
+			if u.r.Verified, u.err = s.cfg.Verify(u.r, msg.Data(), msg.Headers()); u.err != nil {
+				u.err = fmt.Errorf("%w: %w", ErrRejected, u.err)
+			}
+		}
+	}
+	return d.us
+}
+
+// checkBundle binds a bundle as a whole to one site (every receipt names
+// it, and so does the subject) and checks its signature once. The
+// receipts that could not be decoded stay units of their own.
+func (s *Service) checkBundle(msg jetstream.Msg, us []unit) error {
+	var rs []Receipt
+	for _, u := range us {
+		if u.err == nil {
+			rs = append(rs, u.r)
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	site, err := bundleSite(rs)
+	if err != nil {
+		return err
+	}
+	if p := s.cfg.SubjectPrefix; p != "" {
+		if want := p + "." + site + "." + BundleToken; msg.Subject() != want {
+			return fmt.Errorf("%w: subject %s, but the bundle's receipts say site %s (want %s)",
+				ErrSubjectMismatch, quoteShort(msg.Subject()), site, want)
+		}
+	}
+	if s.cfg.Verify == nil {
+		return nil
+	}
+	verified, err := s.cfg.Verify(rs[0], msg.Data(), msg.Headers())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRejected, err)
+	}
+	for i := range us {
+		us[i].r.Verified = verified
+	}
+	return nil
+}
+
+// finish counts what was done with the receipts of one message and ends
+// it: ACK when every unit was recorded (Outcome set, no error) or
+// quarantined (its record PubAck'ed); NAK with a delay otherwise. The
+// units recorded before a NAK stay recorded: their redelivery counts as
+// duplicates.
+func (s *Service) finish(opCtx context.Context, msg jetstream.Msg, us []unit, receivedAt time.Time) {
+	var meta *jetstream.MsgMetadata // read once, only when needed
+	metadata := func() *jetstream.MsgMetadata {
+		if meta == nil {
+			meta, _ = msg.Metadata() // nil only for a non-JetStream message
+		}
+		return meta
+	}
+	var retry error
+	for i := range us {
+		if err := s.finishUnit(opCtx, msg, metadata, i, len(us), &us[i], receivedAt); err != nil {
+			retry = cmp.Or(retry, err)
+		}
+	}
+	if retry != nil {
+		s.retry(msg, metadata(), retry)
+		return
+	}
+	// A kill here leaves the records written and the message unACKed:
+	// its redelivery must count as Duplicates.
+	failpoint.Inject(failpoint.L1AfterKVWrite)
+	s.ack(msg)
+}
+
+// finishUnit counts one unit's outcome, quarantines it if it must be, and
+// returns an error when the message must come again for it.
+func (s *Service) finishUnit(opCtx context.Context, msg jetstream.Msg, metadata func() *jetstream.MsgMetadata, i, n int, u *unit, receivedAt time.Time) error {
+	r, out, err := u.r, u.res.Outcome, cmp.Or(u.err, u.res.Err)
 	if out != 0 { // recorded (err may still report unfinished index work)
 		s.lastReceipt.note(r.Processor, receivedAt)
-		s.redrive.sawReceipt(r.Processor, res.OriginSeq, time.Now())
+		s.redrive.sawReceipt(r.Processor, u.res.OriginSeq, time.Now())
 		switch out {
 		case Applied:
 			s.applied.Add(1)
@@ -485,36 +601,28 @@ func (s *Service) finish(opCtx context.Context, msg jetstream.Msg, r Receipt, re
 			s.duplicates.Add(1)
 		case Conflict:
 			s.conflicts.Add(1)
-			s.log.Warn("receipts: conflicting status ignored", append(logAttrs(meta), "event_id", quoteShort(r.EventID), "processor", r.Processor, "status", r.Status)...)
+			s.log.Warn("receipts: conflicting status ignored", append(logAttrs(metadata()), "event_id", quoteShort(r.EventID), "processor", r.Processor, "status", r.Status)...)
 		case Held:
 			s.held.Add(1)
-			s.log.Warn("receipts: receipt held: its event's origin has not been seen", append(logAttrs(meta), "event_id", quoteShort(r.EventID), "processor", r.Processor, "receipt_site", r.Site, "status", r.Status)...)
-		}
-		if err == nil {
-			// A kill here leaves the record written and the message
-			// unACKed: its redelivery must count as a Duplicate.
-			failpoint.Inject(failpoint.L1AfterKVWrite)
-			s.ack(msg, meta)
-			return
+			s.log.Warn("receipts: receipt held: its event's origin has not been seen", append(logAttrs(metadata()), "event_id", quoteShort(r.EventID), "processor", r.Processor, "receipt_site", r.Site, "status", r.Status)...)
 		}
 		// ErrIndexIncomplete: redeliver so the repeat finishes the index.
+		return err
 	}
-	if errors.Is(err, ErrQuarantine) {
-		created, qerr := s.publishQuarantine(opCtx, msg, meta, receivedAt, err)
-		if qerr != nil {
-			s.retry(msg, meta, qerr)
-			return
-		}
-		refusal := RefusalReason(err)
-		if created {
-			s.quarantined.Add(1)
-			s.refused.add(refusal)
-		}
-		s.log.Warn("receipts: quarantined", append(logAttrs(meta), "subject", msg.Subject(), "refusal", refusal, "reason", err)...)
-		s.ack(msg, meta)
-		return
+	if !errors.Is(err, ErrQuarantine) {
+		return err
 	}
-	s.retry(msg, meta, err)
+	created, qerr := s.publishQuarantine(opCtx, msg, metadata(), quarantined{raw: u.raw, index: i, of: n}, receivedAt, err)
+	if qerr != nil {
+		return qerr
+	}
+	refusal := RefusalReason(err)
+	if created {
+		s.quarantined.Add(1)
+		s.refused.add(refusal)
+	}
+	s.log.Warn("receipts: quarantined", append(logAttrs(metadata()), "subject", msg.Subject(), "refusal", refusal, "reason", err)...)
+	return nil
 }
 
 // accept runs cfg.Accept; a rejection wraps ErrRejected, a panic is a
@@ -534,10 +642,11 @@ func (s *Service) accept(r Receipt) (err error) {
 	return nil
 }
 
-func (s *Service) ack(msg jetstream.Msg, meta *jetstream.MsgMetadata) {
+func (s *Service) ack(msg jetstream.Msg) {
 	if err := msg.Ack(); err != nil {
 		// The work is committed; the redelivery will be absorbed (counted
 		// as a duplicate, or deduplicated in the quarantine stream).
+		meta, _ := msg.Metadata()
 		s.log.Warn("receipts: ack failed; message will be redelivered", append(logAttrs(meta), "err", err)...)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
 
@@ -68,4 +69,15 @@ func (s *Signer) Sign(data []byte) string {
 // signatures too.
 func VerifySignature(pub string, data []byte, sig string) error {
 	return NewVerifier().Verify(pub, data, sig, "")
+}
+
+// VerifyMsg checks the signature a receipt message carries under the
+// public nkey pub: a bundle's (BundleHeader) over its body, or a single
+// receipt's, signed alone or as one of a batch (ProofHeader). Every
+// failure wraps ErrBadSignature.
+func (v *Verifier) VerifyMsg(pub string, data []byte, h nats.Header) error {
+	if IsBundle(h) {
+		return v.VerifyBundle(pub, data, h.Get(SignatureHeader))
+	}
+	return v.Verify(pub, data, h.Get(SignatureHeader), h.Get(ProofHeader))
 }

@@ -11,7 +11,8 @@ package topology
 // under the site of the link it came through. A subject of any other shape
 // is stored unchanged, and L1 refuses it, since it does not name its site
 // and status (a receipt's subject must be exactly ReceiptSubject of the
-// site and status in its body). A stock nats-server applies it too: it is
+// site and status in its body, a bundle's ReceiptSubject of the site of
+// its receipts and "bundle"). A stock nats-server applies it too: it is
 // part of the stream configuration that `leafline provision` writes.
 //
 // NOTE: a stream source bound to a durable consumer cannot filter (the

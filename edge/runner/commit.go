@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -146,6 +147,9 @@ func (r *Runner) committed(b *batch, stored []outbox.Record) {
 	for j, i := range b.withRec {
 		it := &items[i]
 		r.noteReuse(it, stored[j])
+		// The receipt built for this delivery has a receipt_id of its
+		// own: stored byte for byte, it is new in the outbox.
+		first := bytes.Equal(stored[j].Data, it.rec.Data)
 		it.rec = stored[j]
 		if r.txSink != nil && it.err == nil {
 			r.step("sink_commit", it)
@@ -159,6 +163,7 @@ func (r *Runner) committed(b *batch, stored []outbox.Record) {
 		if (it.rec.State == outbox.StatePending || republish) && !seen[it.rec.Key] {
 			seen[it.rec.Key] = true
 			b.pending = append(b.pending, it.rec)
+			b.first = append(b.first, first)
 		}
 	}
 	for _, i := range b.withRec {

@@ -9,6 +9,16 @@ import (
 	"github.com/leafline/leafline/outbox"
 )
 
+// FirstPublisher is a publisher told which receipts it publishes for the
+// first time: first[i] says recs[i] was stored by the commit of the batch
+// that publishes it. It may bundle those (see receipts.EncodeBundle); a
+// receipt published before may be in the receipts stream already and is
+// best published alone, under its own Nats-Msg-Id, where a copy inside the
+// stream's duplicate window is dropped.
+type FirstPublisher interface {
+	PublishFirst(ctx context.Context, recs []outbox.Record, first []bool) error
+}
+
 // publishBatch publishes b's pending receipts and waits for every PubAck
 // (step 5). On a publish failure the items with receipts are held (no
 // ACK); the relay retries the receipts.
@@ -19,7 +29,12 @@ func (r *Runner) publishBatch(ctx context.Context, b *batch, pub outbox.Publishe
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.Outbox.PublishTimeout.D())
 	start := time.Now()
-	err := pub.Publish(pctx, pending)
+	var err error
+	if fp, ok := pub.(FirstPublisher); ok {
+		err = fp.PublishFirst(pctx, pending, b.first)
+	} else {
+		err = pub.Publish(pctx, pending)
+	}
 	cancel()
 	failpoint.Inject(failpoint.EdgeBeforePubAck)
 	r.metrics.PubAckSeconds.Observe(time.Since(start).Seconds())

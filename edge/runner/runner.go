@@ -211,6 +211,9 @@ type batch struct {
 	// items whose receipt is among them.
 	pending    []outbox.Record
 	publishing []int
+	// first[i]: pending[i] was stored by this batch's commit, so it was
+	// never published before (see FirstPublisher).
+	first []bool
 	// published: pending were all PubAck'ed.
 	published bool
 	// acked: of pending, those PubAck'ed by a publish that failed for
