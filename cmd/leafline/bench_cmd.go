@@ -27,9 +27,10 @@ phases (--only, comma-separated; default all of them):
   k  CPU cost of signing and verifying receipts
   z  the disk's fsync ceiling (1 and 16 writers)
   l1 L1 alone: --l1-events events and both receipts each, written to L1
-     first, then applied by the completion service (events/s against the
-     receipt ceiling, CPU and disk flushes per event); the CPU per event
-     at 10k and at --l1-tracked events tracked; summary p99
+     (origins, then receipts, one message each and in bundles) and applied
+     by the completion service (events/s against the receipt ceiling, CPU
+     and disk flushes per event); the CPU per event from 10k and at
+     --l1-tracked events tracked; summary p99
   s  L1 publish and L1->hub sourcing under SyncAlways
   a  raw consume of an edge backlog (Fetch+Ack)
   b  receipt ceiling: atomic batch publish of receipts

@@ -48,9 +48,9 @@ func (r *run) drain(env *benchEnv, res *feRows) benchRow {
 	r.rows = append(r.rows, d3)
 	base := env.applied()
 	res.tl = benchWatch(
-		benchGauge{"RE@edge1 (edge receipts)", env.count("edge1", "RE")},
-		benchGauge{"RH@hub (from RE)", env.count("hub", "RH")},
-		benchGauge{"R1@l1 (from RH)", env.count("l1", "R1")},
+		benchGauge{"RE@edge1 (receipt messages)", env.count("edge1", "RE")},
+		benchGauge{"RH@hub (receipt messages, from RE)", env.count("hub", "RH")},
+		benchGauge{"R1@l1 (receipt messages, from RH)", env.count("l1", "R1")},
 		benchGauge{"completions applied at L1", env.applied},
 	)
 	ph := r.begin("f_drain")
@@ -72,7 +72,7 @@ func (r *run) endToEnd(env *benchEnv, res *feRows) benchRow {
 		benchGauge{"HA@hub", env.count("hub", "HA")},
 		benchGauge{"L2A@edge1", env.count("edge1", "L2A")},
 		benchGauge{"runner ACKs edge1", func() uint64 { return uint64(env.traces["edge1"].acks.Load()) }},
-		benchGauge{"RE@edge1 (receipts)", env.count("edge1", "RE")},
+		benchGauge{"RE@edge1 (receipt messages)", env.count("edge1", "RE")},
 		benchGauge{"RH@hub", env.count("hub", "RH")},
 		benchGauge{"R1@l1", env.count("l1", "R1")},
 		benchGauge{"completions applied at L1", env.applied},

@@ -23,15 +23,17 @@ var l1Sites = []string{"edge-1", "edge-2"}
 
 // l1Res are the figures of phase l1.
 type l1Res struct {
-	ceiling          float64 // receipts/s written to R1 in atomic batches of 1000 (b2's measure, here)
-	eps              float64 // events/s L1 applied (origin and both receipts)
-	cpuPer1k         float64 // CPU-s per 1k events applied
-	flushesPerEvent  float64 // disk flushes per event applied (-1: unknown)
-	cpuSmall, cpuBig float64 // CPU-s per 1k events applied at 10k and at L1Tracked events tracked
-	summaryP99       time.Duration
-	tracked          int
-	stats            completion.Stats // of the l1 row's state
-	rebuild          time.Duration    // a lost file folded again from the log, at tracked events
+	ceiling  float64 // receipts/s written to R1 in atomic batches of 1000 (b2's measure, here)
+	eps      float64 // events/s L1 applied (origin and both receipts, in bundles)
+	cpuPer1k float64 // CPU-s per 1k events applied
+	// the same with one message per receipt
+	singleEps, singleCPUPer1k float64
+	flushesPerEvent           float64 // disk flushes per event applied (-1: unknown)
+	cpuSmall, cpuBig          float64 // CPU-s per 1k events applied at 10k and at L1Tracked events tracked
+	summaryP99                time.Duration
+	tracked                   int
+	stats                     completion.Stats // of the l1 row's state
+	rebuild                   time.Duration    // a lost file folded again from the log, at tracked events
 	// the KV store of the previous layout, on 10k events
 	kvEps, kvCPUPer1k, kvFlushes float64
 }
@@ -45,11 +47,16 @@ type l1Box struct {
 	js  jetstream.JetStream
 	svc *receipts.Service
 	seq uint64 // events generated so far
+	// payload of every event
+	payload []byte
+	// events and complete are what the state holds once it has applied
+	// everything written.
+	events, complete int64
 }
 
 // newL1Box starts an L1 alone; with kv, its completion service records in
 // the KV store of the previous layout (receipts.Store) instead.
-func newL1Box(b *tb, kv bool) *l1Box {
+func newL1Box(b *tb, kv bool, payload []byte) *l1Box {
 	dir := b.TempDir()
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "js"),
 		SyncAlways: true, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
@@ -78,7 +85,7 @@ func newL1Box(b *tb, kv bool) *l1Box {
 			b.Fatal(err)
 		}
 	}
-	x := &l1Box{b: b, srv: srv, nc: nc, js: js}
+	x := &l1Box{b: b, srv: srv, nc: nc, js: js, payload: payload}
 	cfg := receipts.ServiceConfig{
 		JS: js, Stream: "R1", OriginStream: "L1A",
 		Expected:   func(string) []string { return l1Sites },
@@ -101,52 +108,95 @@ func newL1Box(b *tb, kv bool) *l1Box {
 	return x
 }
 
-// generate writes n new events to L1A and, for the first withReceipts of
-// them, both receipts to R1, all in atomic batches of 1000; it returns the
-// receipts written per second.
-func (x *l1Box) generate(n, withReceipts int, payload []byte) float64 {
-	ctx := x.b.ctx
+// writeOrigins writes n new events to L1A in atomic batches of 1000 and
+// returns the first one's index.
+func (x *l1Box) writeOrigins(n int, payload []byte) uint64 {
 	first := x.seq
 	x.seq += uint64(n)
-	id := func(i uint64) string { return fmt.Sprintf("l1-%010d", i) }
-	batch := make([]*nats.Msg, 0, 1000)
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		if _, err := jetstreamext.PublishMsgBatch(ctx, x.js, batch); err != nil {
-			x.b.Fatalf("l1: generate: %v", err)
-		}
-		batch = batch[:0]
-	}
+	w := x.batchWriter()
 	for i := first; i < first+uint64(n); i++ {
 		m := nats.NewMsg(fmt.Sprintf("events.l1.%d", i%8))
 		m.Data = payload
-		m.Header.Set(jetstream.MsgIDHeader, id(i))
-		if batch = append(batch, m); len(batch) == cap(batch) {
-			flush()
-		}
+		m.Header.Set(jetstream.MsgIDHeader, l1EventID(i))
+		w.add(m)
 	}
-	flush()
+	w.flush()
+	return first
+}
+
+func l1EventID(i uint64) string { return fmt.Sprintf("l1-%010d", i) }
+
+// writeReceipts writes both receipts of n events from first to R1, in
+// atomic batches of 1000 messages, and returns the receipts written per
+// second. With bundled, the receipts of each site go as edges publish
+// them, in bundles of up to 1000 (receipts.EncodeBundle), else one
+// message each.
+func (x *l1Box) writeReceipts(first uint64, n int, bundled bool) float64 {
+	w := x.batchWriter()
 	at := time.Now()
 	t0 := time.Now()
-	written := 0
-	for i := first; i < first+uint64(withReceipts); i++ {
+	bundles := map[string][][]byte{}
+	bundle := func(site string) {
+		recs := bundles[site]
+		if len(recs) == 0 {
+			return
+		}
+		body, err := receipts.EncodeBundle(recs)
+		if err != nil {
+			x.b.Fatal(err)
+		}
+		m := nats.NewMsg("receipts." + site + "." + receipts.BundleToken)
+		m.Data = body
+		m.Header.Set(receipts.BundleHeader, fmt.Sprint(len(recs)))
+		w.add(m)
+		bundles[site] = recs[:0]
+	}
+	for i := first; i < first+uint64(n); i++ {
 		for _, site := range l1Sites {
-			data, err := receipts.New(id(i), "L1A", site, site, receipts.StatusProcessed, at).Encode()
+			data, err := receipts.New(l1EventID(i), "L1A", site, site, receipts.StatusProcessed, at).Encode()
 			if err != nil {
 				x.b.Fatal(err)
 			}
-			m := nats.NewMsg("receipts." + site + ".processed")
-			m.Data = data
-			if batch = append(batch, m); len(batch) == cap(batch) {
-				flush()
+			if !bundled {
+				m := nats.NewMsg("receipts." + site + ".processed")
+				m.Data = data
+				w.add(m)
+				continue
 			}
-			written++
+			if bundles[site] = append(bundles[site], data); len(bundles[site]) == receipts.MaxBundleReceipts {
+				bundle(site)
+			}
 		}
 	}
-	flush()
-	return float64(written) / time.Since(t0).Seconds()
+	for _, site := range l1Sites {
+		bundle(site)
+	}
+	w.flush()
+	return float64(2*n) / time.Since(t0).Seconds()
+}
+
+// l1Writer writes messages in atomic batches of 1000.
+type l1Writer struct {
+	x     *l1Box
+	batch []*nats.Msg
+}
+
+func (x *l1Box) batchWriter() *l1Writer { return &l1Writer{x: x, batch: make([]*nats.Msg, 0, 1000)} }
+
+func (w *l1Writer) add(m *nats.Msg) {
+	if w.batch = append(w.batch, m); len(w.batch) == cap(w.batch) {
+		w.flush()
+	}
+}
+
+func (w *l1Writer) flush() {
+	if len(w.batch) == 0 {
+		return
+	}
+	if _, err := jetstreamext.PublishMsgBatch(w.x.b.ctx, w.x.js, w.batch); err != nil {
+		w.x.b.Fatalf("l1: write: %v", err)
+	}
+	w.batch = w.batch[:0]
 }
 
 // drain runs the completion service until every generated event has a
@@ -171,6 +221,47 @@ func (x *l1Box) drain(want, wantComplete int64) {
 	}
 }
 
+// apply has L1 apply n new events, in the order they reach L1 in service:
+// their origins first (written, then drained), then both receipts of the
+// first withReceipts of them (written, then drained). key names the
+// measured row (the two drains, summed; "" measures nothing). It returns
+// the row and the rate at which the receipts were written.
+func (x *l1Box) apply(key, what string, n, withReceipts int, bundled bool) (benchRow, float64) {
+	r := x.b
+	first := x.writeOrigins(n, x.payload)
+	x.events += int64(n)
+	var ph *benchPhase
+	if key != "" {
+		ph = r.begin(key + "_origins")
+	}
+	x.drain(x.events, x.complete)
+	var origins benchRow
+	if ph != nil {
+		origins = ph.end(key, what, n, nil, "")
+	}
+	written := x.writeReceipts(first, withReceipts, bundled)
+	x.complete += int64(withReceipts)
+	if ph != nil {
+		ph = r.begin(key + "_receipts")
+	}
+	x.drain(x.events, x.complete)
+	if ph == nil {
+		return benchRow{}, written
+	}
+	rcpt := ph.end(key, what, n, nil, "")
+	row := origins
+	row.dur += rcpt.dur
+	row.cpu += rcpt.cpu
+	row.rssKB = max(row.rssKB, rcpt.rssKB)
+	if row.flushes >= 0 && rcpt.flushes >= 0 {
+		row.flushes += rcpt.flushes
+	} else {
+		row.flushes = -1
+	}
+	row.note = fmt.Sprintf("origins %.2fs + receipts %.2fs", origins.dur.Seconds(), rcpt.dur.Seconds())
+	return row, written
+}
+
 // stop closes the state and the server.
 func (x *l1Box) stop() {
 	if st, ok := x.svc.State().(*completion.State); ok {
@@ -181,28 +272,34 @@ func (x *l1Box) stop() {
 	x.srv.WaitForShutdown()
 }
 
-// l1Alone is phase l1: L1 without a hub or edges. Its rows:
+// l1Alone is phase l1: L1 without a hub or edges. Each row has L1 apply
+// its events as they reach L1 in service (apply): the origins, then the
+// receipts. Its rows:
 //
-//	l1g  the generator's receipts into R1 (atomic batches of 1000): the
-//	     receipt ceiling of this run;
-//	l1   L1 applies L1Events events (their origins and both receipts),
-//	     written beforehand;
-//	l1kv the same for 10k events with the KV store of the previous
-//	     layout, for comparison;
-//	l1s  the same for 10k events on an empty state, and l1m for 10k more
-//	     with L1Tracked events tracked, half of them pending (the flat
-//	     cost); then summary p99 over 100 calls; l1r a lost state file
-//	     rebuilt from the log.
+//	l1g   the generator's receipts into R1 (atomic batches of 1000, one
+//	      message per receipt): the receipt ceiling of this run;
+//	l1one L1 applies L1Events events (their origins and both receipts,
+//	      one message per receipt: as a receipt published again travels);
+//	l1    the same with the receipts in bundles, as edges publish them;
+//	l1kv  the same for 10k events with the KV store of the previous
+//	      layout, for comparison;
+//	l1s   50k events on a state of 10k events, and l1m 50k more on
+//	      L1Tracked events tracked, half of them pending (the flat cost);
+//	      then summary p99 over 100 calls; l1r a lost state file rebuilt
+//	      from the log.
 func (r *run) l1Alone() {
 	o := r.o
-	x := newL1Box(r.tb, false)
 	var res l1Res
-	res.ceiling = x.generate(o.L1Events, o.L1Events, r.payload)
+	x := newL1Box(r.tb, false, r.payload)
+	single, ceiling := x.apply("l1one", "L1 alone: origins + 2 receipts per event, one message per receipt", o.L1Events, o.L1Events, false)
+	res.ceiling = ceiling
 	r.rows = append(r.rows, benchRow{key: "l1g", what: "generator: receipts into R1, atomic batch 1000 (SyncAlways)", n: 2 * o.L1Events,
-		dur: time.Duration(float64(2*o.L1Events) / res.ceiling * float64(time.Second)), flushes: -1, note: "the receipt ceiling of this run"})
-	ph := r.begin("l1")
-	x.drain(int64(o.L1Events), int64(o.L1Events))
-	row := ph.end("l1", "L1 alone: origins + 2 receipts per event applied", o.L1Events, nil, "written beforehand; per event")
+		dur: time.Duration(float64(2*o.L1Events) / res.ceiling * float64(time.Second)), flushes: -1, note: "the receipt ceiling of this run"}, single)
+	res.singleEps, res.singleCPUPer1k = single.eps(), single.cpu.Seconds()/float64(o.L1Events)*1000
+	x.stop()
+
+	x = newL1Box(r.tb, false, r.payload)
+	row, _ := x.apply("l1", "L1 alone: origins + 2 receipts per event, receipts in bundles", o.L1Events, o.L1Events, true)
 	r.rows = append(r.rows, row)
 	res.eps, res.cpuPer1k = row.eps(), row.cpu.Seconds()/float64(o.L1Events)*1000
 	if st, ok := x.svc.State().(*completion.State); ok {
@@ -217,11 +314,8 @@ func (r *run) l1Alone() {
 
 	// The same for the KV store of the previous layout, on 10k events.
 	const small = 10_000
-	z := newL1Box(r.tb, true)
-	z.generate(small, small, r.payload)
-	ph = r.begin("l1kv")
-	z.drain(small, small)
-	rk := ph.end("l1kv", "L1 alone, KV store of the previous layout: 10k events", small, nil, "for comparison, same run")
+	z := newL1Box(r.tb, true, r.payload)
+	rk, _ := z.apply("l1kv", "L1 alone, KV store of the previous layout: 10k events", small, small, false)
 	r.rows = append(r.rows, rk)
 	res.kvEps, res.kvCPUPer1k = rk.eps(), rk.cpu.Seconds()/small*1000
 	res.kvFlushes = -1
@@ -230,24 +324,21 @@ func (r *run) l1Alone() {
 	}
 	z.stop()
 
-	// Flat: the cost of 10k events on an empty state, and of 10k more with
-	// L1Tracked tracked, half of them pending.
-	y := newL1Box(r.tb, false)
-	y.generate(small, small, r.payload)
-	ph = r.begin("l1s")
-	y.drain(small, small)
-	rs := ph.end("l1s", "L1 alone: 10k events, empty state", small, nil, "")
+	// Flat: the cost of flatSample events on a state of 10k events, and of
+	// flatSample more with L1Tracked tracked, half of them pending. A
+	// sample of this size leaves out what starting the service costs.
+	const flatSample = 50_000
+	y := newL1Box(r.tb, false, r.payload)
+	y.apply("", "", small, small, true)
+	rs, _ := y.apply("l1s", "L1 alone: 50k events on 10k tracked", flatSample, flatSample, true)
 	r.rows = append(r.rows, rs)
-	bulk := max(0, o.L1Tracked-2*small)
-	y.generate(bulk, bulk/2, r.payload)
-	y.drain(int64(small+bulk), int64(small+bulk/2))
-	y.generate(small, small, r.payload)
-	ph = r.begin("l1m")
-	y.drain(int64(2*small+bulk), int64(2*small+bulk/2))
-	rm := ph.end("l1m", fmt.Sprintf("L1 alone: 10k events, %d tracked, half pending", 2*small+bulk), small, nil, "")
+	bulk := max(0, o.L1Tracked-small-2*flatSample)
+	y.apply("", "", bulk, bulk/2, true)
+	tracked := small + 2*flatSample + bulk
+	rm, _ := y.apply("l1m", fmt.Sprintf("L1 alone: 50k events on %d tracked, half pending", tracked-flatSample), flatSample, flatSample, true)
 	r.rows = append(r.rows, rm)
-	res.tracked = 2*small + bulk
-	res.cpuSmall, res.cpuBig = rs.cpu.Seconds()/small*1000, rm.cpu.Seconds()/small*1000
+	res.tracked = tracked
+	res.cpuSmall, res.cpuBig = rs.cpu.Seconds()/flatSample*1000, rm.cpu.Seconds()/flatSample*1000
 	var lat []time.Duration
 	for range 100 {
 		t0 := time.Now()
@@ -259,7 +350,7 @@ func (r *run) l1Alone() {
 	slices.Sort(lat)
 	res.summaryP99 = lat[98]
 	// A box whose file is lost: fold the whole log into a new one.
-	ph = r.begin("l1r")
+	ph := r.begin("l1r")
 	st, err := completion.Open(r.ctx, completion.Config{JS: y.js, Path: filepath.Join(r.TempDir(), "rebuilt.db"), ImportBucket: "-",
 		Sites: l1Sites, HoldUntilOrigin: true, Logger: benchLogger()})
 	if err != nil {
@@ -284,7 +375,9 @@ func (r *run) l1Figures() []Figure {
 	out := r.out
 	fmt.Fprintf(out, "l1: applied %.0f events/s against a receipt ceiling of %.0f/s (%.3f×; target ≥ 0.25×), %.3f CPU-s per 1k events (target ≤ 0.1), %.4f disk flushes per event (target ≤ 0.05)\n",
 		res.eps, res.ceiling, res.eps/res.ceiling, res.cpuPer1k, res.flushesPerEvent)
-	fmt.Fprintf(out, "l1: CPU per 1k events %.3f s at 10k tracked, %.3f s at %d tracked (ratio %.3f; target ≤ 1.25); summary p99 %.2f ms over 100 calls (target ≤ 5)\n",
+	fmt.Fprintf(out, "l1: with one message per receipt: %.0f events/s (%.3f×), %.3f CPU-s per 1k events\n",
+		res.singleEps, res.singleEps/res.ceiling, res.singleCPUPer1k)
+	fmt.Fprintf(out, "l1: CPU per 1k events %.3f s from 10k tracked, %.3f s at %d tracked (ratio %.3f; target ≤ 1.25); summary p99 %.2f ms over 100 calls (target ≤ 5)\n",
 		res.cpuSmall, res.cpuBig, res.tracked, res.cpuBig/res.cpuSmall, float64(res.summaryP99)/1e6)
 	fmt.Fprintf(out, "l1: the KV store of the previous layout, same run: %.0f events/s, %.3f CPU-s per 1k events, %.3f disk flushes per event (the state: %.1f× the rate at %.2f× the CPU per event)\n",
 		res.kvEps, res.kvCPUPer1k, res.kvFlushes, res.eps/res.kvEps, res.cpuPer1k/res.kvCPUPer1k)
@@ -296,6 +389,7 @@ func (r *run) l1Figures() []Figure {
 	return []Figure{
 		{"l1_eps", res.eps}, {"l1_ceiling_eps", res.ceiling}, {"l1_cpu_s_per_1k", res.cpuPer1k},
 		{"l1_flushes_per_event", res.flushesPerEvent}, {"l1_flat_ratio", res.cpuBig / res.cpuSmall},
+		{"l1_single_eps", res.singleEps}, {"l1_single_cpu_s_per_1k", res.singleCPUPer1k},
 		{"summary_p99_ms", float64(res.summaryP99) / 1e6}, {"l1_rebuild_s", res.rebuild.Seconds()}, {"l1_kv_eps", res.kvEps}, {"l1_kv_cpu_s_per_1k", res.kvCPUPer1k},
 	}
 }

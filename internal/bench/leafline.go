@@ -42,12 +42,15 @@ func SetTransport(t *topology.Topology, transport string) error {
 // Then L1 alone (an embedded server under SyncAlways with L1A and R1, and
 // the completion service, no hub or edges):
 //
-//	l1 L1Events events, each with two expected processors, written to L1A
-//	   and both their receipts to R1 in atomic batches of 1000 (row l1g:
-//	   the receipt ceiling of this run), then applied by the completion
-//	   service (row l1); then 10k events on an empty state (l1s) and 10k
-//	   more with L1Tracked events tracked, half of them pending (l1m),
-//	   and the summary's p99 over 100 calls.
+//	l1 L1Events events, each with two expected processors, applied by
+//	   the completion service in the order they reach L1 in service:
+//	   their origins written to L1A and applied, then both their receipts
+//	   written to R1 in atomic batches of 1000 messages and applied; once
+//	   with one message per receipt (row l1one; its writes are the
+//	   receipt ceiling of this run, row l1g) and once in bundles, as
+//	   edges publish them (row l1); then 50k events on a state of 10k
+//	   (l1s) and 50k more with L1Tracked events tracked, half of them
+//	   pending (l1m), and the summary's p99 over 100 calls.
 //
 // Then one system on loopback (l1, hub, two edges: edge1 store sink,
 // edge2 file sink; mutual TLS links and signed receipts unless told
