@@ -19,7 +19,7 @@ import (
 // relayBatch is how many messages a relay link moves per fetch, and so
 // per atomic batch and fsync; it is also its consumer's MaxAckPending
 // (package relay requires at most one fetch of unACKed messages).
-const relayBatch = 500
+const relayBatch = 1000
 
 // relayAckWait bounds how long a delivery lost in flight holds a relay
 // link back: it comes again after this.

@@ -15,7 +15,7 @@ import (
 // Defaults of Config.
 const (
 	// DefaultBatch events per atomic batch; the server allows 1000.
-	DefaultBatch = 256
+	DefaultBatch = 1000
 	// MaxBatch is the server's default limit on one atomic batch.
 	MaxBatch = 1000
 	// DefaultAttempts is how often a batch whose answer was lost is sent.

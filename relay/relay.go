@@ -352,7 +352,9 @@ func (r *Relay) store(ctx context.Context, ds []delivery) error {
 		m.Header.Set(HeaderSeq, strconv.FormatUint(d.meta.Sequence.Stream, 10))
 		out = append(out, m)
 	}
-	if r.single {
+	if r.single || len(out) == 1 {
+		// One message is stored whole by a plain publish, without the
+		// server's staging of an atomic batch.
 		if err := r.storeEach(ctx, out); err != nil {
 			return err
 		}

@@ -10,9 +10,11 @@
 #   TRANSPORT=relay|sourcing   every link's transport (default: the topology's)
 #   EDGE2_SINK=store           edge2's sink (default: the file sink of configs/)
 #   MEASURE=1                  publish in batches and report end to end: events/s,
-#                              CPU-s per 1k events (the four boxes) and disk
-#                              flushes per event (the disk under /tmp); it waits
-#                              on `leafline summary` instead of each event's status
+#                              CPU-s per 1k events (the four boxes, and each) and
+#                              disk flushes per event (the disk under /tmp); it
+#                              waits on `leafline summary` instead of each event's
+#                              status
+#   PPROF=1                    serve /debug/pprof/ on each box's ops port
 #
 # It uses the ports of configs/*.json and fails at once, naming the port,
 # when one is taken (the README's boxes, or another run of this script). It
@@ -69,6 +71,11 @@ case ${TRANSPORT:-} in
 relay | sourcing) sed -i "0,/{/s//{\n  \"transport\": \"$TRANSPORT\",/" "$work/configs/topology.json" ;;
 *) echo "three-sites: TRANSPORT must be relay or sourcing, got '$TRANSPORT'" >&2; exit 2 ;;
 esac
+if [ "${PPROF:-}" = 1 ]; then
+	for site in l1 hub edge1 edge2; do
+		sed -i 's#"ops": {#"ops": {"pprof": true,#' "$work/configs/$site.json"
+	done
+fi
 case ${EDGE2_SINK:-} in
 '') ;;
 store) sed -i 's#"sink": {"type": "file", "dir": "/tmp/leafline/edge2/sink"}#"sink": {"type": "store"}#' "$work/configs/edge2.json" ;;
@@ -121,13 +128,15 @@ if [ "${MEASURE:-}" = 1 ]; then
 	# CPU (user+system ticks) of the four boxes, and the flushes the disk
 	# under /tmp has completed (/proc/diskstats field 18; anything else
 	# writing to that disk counts too).
-	ticks() { local t=0; for p in "${pids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+	ticks() { local t=0; for p in "${pids[@]}"; do t=$((t + $(boxticks "$p"))); done; echo "$t"; }
+	boxticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+	each0=(); for p in "${pids[@]}"; do each0+=("$(boxticks "$p")"); done
 	disk=$(lsblk -no PKNAME "$(df --output=source /tmp | tail -1)" 2>/dev/null || true)
 	[ -n "$disk" ] || disk=$(basename "$(df --output=source /tmp | tail -1)")
 	flushes() { awk -v d="$disk" '$3 == d {print $20}' /proc/diskstats; }
 	load=$(cut -d' ' -f1-3 /proc/loadavg)
 	t0=$(date +%s.%N) c0=$(ticks) f0=$(flushes)
-	"$bin" publish --config "$cfgdir/l1.json" --count "$events" --batch 256 >"$work/published.txt"
+	"$bin" publish --config "$cfgdir/l1.json" --count "$events" --batch 1000 >"$work/published.txt"
 	deadline=$((SECONDS + 3600))
 	while :; do
 		done_n=$("$bin" summary --config "$cfgdir/l1.json" 2>/dev/null | sed -n 's/.*complete \([0-9]*\).*/\1/p')
@@ -136,10 +145,17 @@ if [ "${MEASURE:-}" = 1 ]; then
 		sleep 0.2
 	done
 	t1=$(date +%s.%N) c1=$(ticks) f1=$(flushes)
+	boxes=""
+	i=0
+	for site in l1 hub edge1 edge2; do
+		boxes+=" ${site}_cpu_s_per_1k=$(awk -v c="$(($(boxticks "${pids[$i]}") - each0[i]))" -v hz="$(getconf CLK_TCK)" -v n="$events" 'BEGIN {printf "%.3f", c / hz / n * 1000}')"
+		i=$((i + 1))
+	done
 	awk -v n="$events" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v f0="${f0:-0}" -v f1="${f1:-0}" -v load="$load" \
 		-v tr="${TRANSPORT:-topology}" -v s2="${EDGE2_SINK:-file}" 'BEGIN {
-		printf "three-sites measure transport=%s edge2_sink=%s events=%d seconds=%.1f e2e_eps=%.0f cpu_s_per_1k=%.3f flushes_per_event=%.3f loadavg_at_start=%s\n",
+		printf "three-sites measure transport=%s edge2_sink=%s events=%d seconds=%.1f e2e_eps=%.0f cpu_s_per_1k=%.3f flushes_per_event=%.3f loadavg_at_start=%s",
 			tr, s2, n, t1 - t0, n / (t1 - t0), c / hz / n * 1000, (f1 - f0) / n, load }'
+	echo "$boxes"
 	ok=true
 	exit 0
 fi
