@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -283,10 +284,10 @@ func (x *l1Box) stop() {
 //	l1    the same with the receipts in bundles, as edges publish them;
 //	l1kv  the same for 10k events with the KV store of the previous
 //	      layout, for comparison;
-//	l1s   50k events on a state of 10k events, and l1m 50k more on
-//	      L1Tracked events tracked, half of them pending (the flat cost);
-//	      then summary p99 over 100 calls; l1r a lost state file rebuilt
-//	      from the log.
+//	l1s   30k events on a state of 10k events, and l1m 30k on one of
+//	      L1Tracked events, half of them pending (the flat cost; each the
+//	      median of three samples taken in turn); then summary p99 over
+//	      100 calls; l1r a lost state file rebuilt from the log.
 func (r *run) l1Alone() {
 	o := r.o
 	var res l1Res
@@ -324,20 +325,30 @@ func (r *run) l1Alone() {
 	}
 	z.stop()
 
-	// Flat: the cost of flatSample events on a state of 10k events, and of
-	// flatSample more with L1Tracked tracked, half of them pending. A
+	// Flat: the cost of flatSample events on a state of 10k events, and on
+	// one of L1Tracked, half of them pending. The two states are two
+	// boxes, sampled in turn flatRounds times (the median of each counts),
+	// so that a drift in the machine's speed weighs on both alike; a
 	// sample of this size leaves out what starting the service costs.
-	const flatSample = 50_000
+	const flatSample, flatRounds = 30_000, 3
+	s10k := newL1Box(r.tb, false, r.payload)
+	s10k.apply("", "", small, small, true)
 	y := newL1Box(r.tb, false, r.payload)
-	y.apply("", "", small, small, true)
-	rs, _ := y.apply("l1s", "L1 alone: 50k events on 10k tracked", flatSample, flatSample, true)
-	r.rows = append(r.rows, rs)
-	bulk := max(0, o.L1Tracked-small-2*flatSample)
+	bulk := max(0, o.L1Tracked-flatRounds*flatSample)
 	y.apply("", "", bulk, bulk/2, true)
-	tracked := small + 2*flatSample + bulk
-	rm, _ := y.apply("l1m", fmt.Sprintf("L1 alone: 50k events on %d tracked, half pending", tracked-flatSample), flatSample, flatSample, true)
-	r.rows = append(r.rows, rm)
-	res.tracked = tracked
+	var smalls, bigs []benchRow
+	for range flatRounds {
+		rs, _ := s10k.apply("l1s", fmt.Sprintf("L1 alone: %dk events from 10k tracked (median of %d)", flatSample/1000, flatRounds), flatSample, flatSample, true)
+		rm, _ := y.apply("l1m", fmt.Sprintf("L1 alone: %dk events at %d tracked, half pending (median of %d)", flatSample/1000, o.L1Tracked, flatRounds), flatSample, flatSample, true)
+		smalls, bigs = append(smalls, rs), append(bigs, rm)
+	}
+	s10k.stop()
+	byCPU := func(a, b benchRow) int { return cmp.Compare(a.cpu, b.cpu) }
+	slices.SortFunc(smalls, byCPU)
+	slices.SortFunc(bigs, byCPU)
+	rs, rm := smalls[flatRounds/2], bigs[flatRounds/2]
+	r.rows = append(r.rows, rs, rm)
+	res.tracked = bulk + flatRounds*flatSample
 	res.cpuSmall, res.cpuBig = rs.cpu.Seconds()/flatSample*1000, rm.cpu.Seconds()/flatSample*1000
 	var lat []time.Duration
 	for range 100 {

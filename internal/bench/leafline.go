@@ -48,9 +48,10 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	   written to R1 in atomic batches of 1000 messages and applied; once
 //	   with one message per receipt (row l1one; its writes are the
 //	   receipt ceiling of this run, row l1g) and once in bundles, as
-//	   edges publish them (row l1); then 50k events on a state of 10k
-//	   (l1s) and 50k more with L1Tracked events tracked, half of them
-//	   pending (l1m), and the summary's p99 over 100 calls.
+//	   edges publish them (row l1); then 30k events on a state of 10k
+//	   (l1s) and 30k on one of L1Tracked events, half of them pending
+//	   (l1m), each the median of three samples taken in turn, and the
+//	   summary's p99 over 100 calls.
 //
 // Then one system on loopback (l1, hub, two edges: edge1 store sink,
 // edge2 file sink; mutual TLS links and signed receipts unless told
