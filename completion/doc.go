@@ -1,81 +1,135 @@
-// Package completion is the completion state of an L1 box: what L1 knows
-// about every event — pending, complete, dead-lettered, in conflict — kept
-// so that recording a batch of receipts and origins costs one write, and a
-// question costs what its answer holds.
+// Package completion is L1's completion service: it consumes the receipts
+// stream (and follows the origin stream) and records each receipt, once
+// per (event_id, processor), in a State (package completion/state on an L1
+// box; the KV layout of package completion/kvstore unless told otherwise),
+// and answers "what happened to event X?" from it.
 //
-// # Layout
+// # Origin tracking
 //
-// Two parts, one the truth and one derived from it:
+// With ServiceConfig.OriginStream the Service runs a second loop with its own
+// durable pull consumer on the origin stream. For each message it takes the
+// event_id (header OriginHeader, default Nats-Msg-Id, or OriginEventID), asks
+// Expected(subject) for the processors, and calls Store.ApplyOrigin: create a
+// pending record if none exists, or merge published_at and the expected set
+// into the record that receipts created first (keeping all their data, by
+// compare-and-set); a record that already knows its origin is left alone (the
+// first publication of an event_id wins). It ACKs its own consumer only.
 //
-//   - the log: a JetStream stream (DefaultLogStream, file storage, no
-//     limits, Replicas like the box's other streams) of entries. An entry
-//     holds the records a group of decisions produced, in full (each as
-//     package receipts encodes a record), and the event_ids whose records
-//     it removed. Entries are appended with an expected last sequence
-//     (Nats-Expected-Last-Sequence), so each entry was decided against the
-//     whole log before it, by whichever box appended it.
-//   - the local file (Config.Path, bbolt): the fold of the log. It holds
-//     the latest record of each event, an index of the facts List reads
-//     (pending, dead-lettered, conflict; of the event and per processor),
-//     kept in order of publish time, and the counts Summary reads. The
-//     records, the index, the counts and the checkpoint (the last log
-//     sequence folded) change in one transaction, so the file is always the
-//     fold of a prefix of the log, never half of an entry.
+// # Identity
 //
-// # Guarantees
+// A receipt speaks only for the site that sent it (see binding.go). With
+// SubjectPrefix its subject must name its own site and status; with
+// ProcessorIsSite its processor must be its site, so that Verify's check
+// against the site's key binds the processor too. With origin tracking a
+// receipt from a processor the event was not routed to is quarantined
+// (ErrNotExpected), and one for an event whose origin has not been seen is
+// held in the record (Completion.Held, status origin_unknown) where it
+// counts for nothing: a dead_lettered receipt counts only from an expected
+// processor, and a receipt for an event that was never published never
+// makes a normal record. The origin merge releases the held receipts of
+// expected processors and sets the others aside (Completion.Unexpected);
+// receipts held HoldFor with no origin are quarantined (refusal
+// origin_unknown) and their record removed.
+// Every refusal is quarantined, counted per reason (Service.Refusals) and
+// logged with its reason.
 //
-//   - Commit first: ApplyBatch and ApplyOriginBatch return an Outcome only
-//     after the entry holding it was stored in the log (its PubAck) and
-//     folded into the file. The Service ACKs a receipt or an origin message
-//     only then. A crash after the append and before the ACK leaves the
-//     entry in the log; the redelivered message is decided against it and
-//     counts as a duplicate, as with the KV store.
-//   - Same decisions: every outcome is receipts' FoldReceipt or FoldOrigin
-//     applied to the record as the whole log before it left it, in the
-//     order the inputs were given. TestDifferential_SameAnswersAsKVStore
-//     feeds one history to this State and to receipts.Store, two instances
-//     of each, and compares every answer.
-//   - Several boxes: any number of States may share one log (l1 boxes on
-//     one JetStream cluster). Each folds every entry, its own when it
-//     appends them and the others' as it follows the log, so each answers
-//     Get, List and Summary as the others do once it has folded as far. An
-//     append that another box got in before is refused by the server; the
-//     box folds the new entries and decides again (Stats.Conflicts).
-//   - Never a partial state: Open returns at once, and until the file has
-//     folded the log as far as the log reached when Open began, every call
-//     answers receipts.ErrNotReady and Ready is false (the L1 box's /readyz
-//     is then 503). A missing file, a file that is not a state file (moved
-//     aside, Path + ".corrupt-<unix time>") and a file folded from a log
-//     stream since deleted are rebuilt from the log; Stats.Rebuilt says
-//     why, and so does the log.
-//   - Upgrade in place: the first box to open a new log imports the KV
-//     bucket of the previous layout (Config.ImportBucket), all of it,
-//     before any decision; an import cut short is done again by the next
-//     box that opens the log. Until it ends, nothing is decided.
-//   - Queries cost what they return: Get is one read; a List page reads
-//     Limit index entries and Limit records; Summary reads the counts of
-//     each site, and only the entries that became overdue since the last
-//     fold (the watermark, moved by every fold and once a second when idle).
+// # Service message handling
 //
-// # Costs
+// Commit first, ACK last, design for redelivery. Each receipt of a message
+// of the durable pull consumer (one, or a bundle's) ends in one of:
 //
-// A group of decisions is one log append (one fsync under SyncAlways) and
-// one bbolt commit (two fsyncs), whatever its size up to MaxInputs and
-// MaxEntryBytes. An event costs its three records in the log (the origin
-// and each receipt, fewer when they are decided together) and about a
-// kilobyte of local file.
+//   - valid receipt → recorded by the State (Store.Apply: index and
+//     record);
+//   - malformed, rejected by ServiceConfig.Accept, or a corrupt stored record
+//     (errors matching ErrQuarantine) → publish a QuarantineRecord on
+//     "<QuarantineSubject>.receipts" with Nats-Msg-Id "rq-<stream>-<seq>"
+//     (and "-<index>" for one receipt of a bundle), and wait for the
+//     PubAck;
+//   - anything else (KV or quarantine stream unavailable, timeouts,
+//     ErrIndexIncomplete) → the message must come again.
+//
+// The message is ACKed only once every receipt of it was recorded or
+// quarantined (the failpoint l1.after_kv_write, see internal/failpoint,
+// kills the process between the two: the redelivery counts Duplicates);
+// otherwise it is NAKed with a delay that doubles per delivery up to
+// MaxRetryDelay, and the receipts already recorded count as duplicates
+// when it comes again. A bundle that cannot be read, that does not speak
+// for one site (its subject's), or whose signature fails is quarantined
+// whole, as one record.
+//
+// Messages are applied in batches of up to ApplyBatch (default 128) by
+// min(InFlight, 4) workers chosen by a hash of the event_id: different
+// events in parallel, one event's receipts in order, each message ACKed
+// only after its batch committed (and, for a quarantined one, after its
+// quarantine PubAck). A kill between the commit and the ACKs leaves the
+// batch's messages unACKed: their redeliveries count as Duplicates. With
+// ApplyBatch 1, InFlight lanes (default 64) apply one message each. Memory is bounded by BatchSize
+// (pull buffer) plus 3×InFlight messages whatever the backlog. Bad input never
+// stops the service.
+//
+// # Clusters
+//
+// The Service needs only a JetStream context: it runs the same against the
+// embedded server or an external cluster. With Replicas 3 the buckets and the
+// quarantine stream it creates are R3 (the receipts and origin streams are
+// created by the caller). Any number of instances may run at once: they share
+// the durable consumers (each message goes to one of them), and every write
+// is a create or compare-and-set, so none is applied twice; the status
+// queries may go to any instance. TestCluster_R3_TwoInstances_ServerKilled
+// kills a node under two instances and checks exactly-once application.
 //
 // # Caveats
 //
-//   - The log keeps every entry: it grows with the events L1 has seen (the
-//     KV bucket of the previous layout did the same, one record per event).
-//     Plan its disk like the origin stream's.
-//   - A box whose file is lost folds the whole log again before it is
-//     ready: it reads and writes every record (docs/measurements has the
-//     time per million events).
-//   - A box that follows another's appends answers what it has folded: a
-//     Summary asked of two boxes at the same instant may differ by the
-//     entries one has not folded yet. HeldEvents folds first, so that no
-//     box expires receipts another box has released.
-//   - received_at is the deciding box's clock, as with the KV store.
+//   - Summary counts come from the index as it is. A crash between a
+//     record's write and the removal of its stale index entries (e.g. a
+//     node killed mid-apply) leaves extra entries: Summary may over-count
+//     pending events for that site until a listing of that status (leafline
+//     pending, GET /v1/events?status=pending) reads and repairs them. It
+//     never under-counts, and List and Get are always exact.
+//   - A receipt does NOT acknowledge anything on the origin stream (L1A).
+//     ACKs are per consumer and per stream; they never travel along sourcing,
+//     and no consumer on L1A knows about the edge's delivery (seed 004). A
+//     completion record is the business fact "processor P finished event X";
+//     whether and how L1A messages are cleaned up is a separate, auditable
+//     decision (see Cleanup). The origin tracker's own consumer ACKs only
+//     to record its progress: Setup refuses an origin stream without
+//     LimitsPolicy retention, where such an ACK could delete or release
+//     anything.
+//   - Expected processors are those Expected returns when the origin message
+//     is first seen; a later topology change does not alter existing records.
+//     A processor is identified by its name; List and Summary call it a site
+//     (leafline edges use their site name as processor name).
+//   - An event whose origin message is never seen stays pending forever
+//     when tracking is off, counted in Summary.PendingOriginUnknown, and is
+//     never overdue. With tracking, its receipts are held (origin_unknown)
+//     and, HoldFor after the last of them, quarantined and the record
+//     removed (held.go): an event that left L1A before the tracker read it
+//     loses its record that way too. The tracker starts at the beginning
+//     of the origin stream (DeliverAll).
+//   - Overdue uses published_at (L1's clock); processed_at comes from the
+//     edge's clock and is informational.
+//   - Summary counts index entries one after another (no snapshot) and may
+//     include entries a crash left until they are repaired; overdue counts
+//     and the oldest pending event come from scans bounded by MaxSummaryScan
+//     (Truncated says so). List results are always checked against records,
+//     but an entry rewritten during paging can appear on two pages.
+//   - Lost ACKs (a node killed mid-batch) mean redelivery after AckWait; the
+//     repeat is absorbed as a duplicate. After a reconnect the pull iterator
+//     can briefly receive more than its buffer (nats.go reports a slow
+//     consumer); those messages are redelivered after AckWait as well.
+//   - A receipt stored at the edge only means it is safe at the edge. Only a
+//     completion record at L1 means L1 knows.
+//   - Nats-Msg-Id deduplication lasts only for a stream's duplicate window
+//     (2 minutes by default) and only within one stream. Receipts republished
+//     later, or arriving via another path, reach the service again. The KV
+//     bucket is the durable dedupe: never delete or purge completion keys,
+//     and never give the bucket a TTL.
+//   - The first status wins. If an event is dead-lettered and later replayed
+//     successfully by the same processor, the record keeps dead_lettered and
+//     counts a conflict; resolving that is an operator action.
+//   - Store.All reads the whole bucket; it is for tests, demos and small
+//     deployments. Never delete or purge index keys by hand while Services
+//     run (a missing entry hides an event from List and Summary), and write
+//     records only through a Store made by OpenStore: a bucket filled by an
+//     unindexed writer (NewStore) is not in the index.
 package completion

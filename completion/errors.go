@@ -1,16 +1,29 @@
 package completion
 
-import "errors"
+import (
+	"errors"
 
+	"github.com/leafline/leafline/receipt"
+)
+
+// Errors returned by this package. They are wrapped with detail; match them
+// with errors.Is. ErrRejected, ErrSubjectMismatch and ErrProcessorNotSite match
+// receipt.ErrQuarantine: the receipt at hand is quarantined.
 var (
-	// ErrInvalidConfig wraps every problem Config.Validate finds.
-	ErrInvalidConfig = errors.New("invalid completion state config")
-	// ErrClosed is returned after Close.
-	ErrClosed = errors.New("completion state closed")
-	// ErrBadFile is a local state file that is not one (or of a newer
-	// layout): Open moves it aside and rebuilds it from the log.
-	ErrBadFile = errors.New("not a completion state file")
-	// ErrBadEntry is a log entry that cannot be folded: the follower stops
-	// (the state stays at the entry before it) rather than skip it.
-	ErrBadEntry = errors.New("bad completion log entry")
+	// ErrRejected means ServiceConfig.Accept refused a well-formed receipt
+	// (for example an unknown site or processor).
+	ErrRejected error = receipt.PermanentError("completion: receipt rejected")
+
+	// ErrSubjectMismatch means a receipt arrived on a subject that does not
+	// name its own site and status (ServiceConfig.SubjectPrefix): the link
+	// it came through does not speak for the site it names.
+	ErrSubjectMismatch error = receipt.PermanentError("completion: receipt disagrees with its subject")
+
+	// ErrProcessorNotSite means a receipt names a processor other than its
+	// site where every site reports only for itself
+	// (ServiceConfig.ProcessorIsSite).
+	ErrProcessorNotSite error = receipt.PermanentError("completion: receipt speaks for another processor than its site")
+
+	// ErrAlreadyRunning is returned by Run when the Service is already running.
+	ErrAlreadyRunning = errors.New("completion: service already running")
 )

@@ -1,4 +1,4 @@
-package completion
+package completion_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"github.com/leafline/leafline/internal/importcheck"
 )
 
-// TestImports: the completion state builds on the receipt's wire format
-// and its fold rules, and on nothing else of this module.
-func TestImports(t *testing.T) { importcheck.Only(t, "receipts") }
+// TestImports: the service records in a State (the KV layout unless told otherwise), and uses helpers only.
+func TestImports(t *testing.T) {
+	importcheck.Only(t, "receipt", "completion/record", "completion/kvstore", "internal/failpoint", "internal/jsmsg", "internal/subjects")
+}

@@ -21,14 +21,19 @@ import (
 	"github.com/nats-io/nkeys"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leafline/leafline/cleanup"
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/completion/state"
 	"github.com/leafline/leafline/edge/eventid"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
-	"github.com/leafline/leafline/receipts/console"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/status"
+
 	"github.com/leafline/leafline/sink"
+	"github.com/leafline/leafline/status/console"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -46,13 +51,13 @@ type App struct {
 	js     jetstream.JetStream
 	pubNC  *nats.Conn // the runner's second receipt publisher (edge only)
 	ob     *outbox.Outbox
-	svc    *receipts.Service
-	state  *completion.State // L1's completion state (the Service records in it)
-	signer nkeys.KeyPair     // the edge's receipt-signing key, if configured
+	svc    *completion.Service
+	state  *state.State  // L1's completion state (the Service records in it)
+	signer nkeys.KeyPair // the edge's receipt-signing key, if configured
 	micro  micro.Service
 	run    *runner.Runner
 
-	cleaner *receipts.Cleaner // L1 with completion.cleanup enabled
+	cleaner *cleanup.Cleaner // L1 with completion.cleanup enabled
 
 	// opened is the sink the config names, when the box opened it (not
 	// one given with WithSink or WithTxSink, which the caller owns).
@@ -62,12 +67,12 @@ type App struct {
 	wrote chan struct{}
 
 	opsLn     net.Listener
-	opsFailed atomic.Value                     // error: the ops server failed
-	opsSrv    atomic.Pointer[server.Server]    // the current server, for the ops handlers
-	opsL1     atomic.Pointer[l1Ops]            // the current completion service and its status API
-	opsFleet  atomic.Pointer[console.Console]  // the current L1 console (fleet.go)
-	opsDirect atomic.Pointer[directConsumer]   // the current direct-mode sink consumer
-	opsState  atomic.Pointer[completion.State] // L1's current completion state
+	opsFailed atomic.Value                    // error: the ops server failed
+	opsSrv    atomic.Pointer[server.Server]   // the current server, for the ops handlers
+	opsL1     atomic.Pointer[l1Ops]           // the current completion service and its status API
+	opsFleet  atomic.Pointer[console.Console] // the current L1 console (fleet.go)
+	opsDirect atomic.Pointer[directConsumer]  // the current direct-mode sink consumer
+	opsState  atomic.Pointer[state.State]     // L1's current completion state
 	ready     chan struct{}
 	readyOnce sync.Once
 	isReady   atomic.Bool
@@ -131,7 +136,7 @@ func (a *App) OpsAddr() string { return a.opsLn.Addr().String() }
 func (a *App) Outbox() *outbox.Outbox { return a.ob }
 
 // Completions is the L1 completion service (valid after Ready; nil on other roles).
-func (a *App) Completions() *receipts.Service { return a.svc }
+func (a *App) Completions() *completion.Service { return a.svc }
 
 // Run starts the box and blocks until ctx is done or a fatal error occurs.
 // It returns nil on a clean stop. Shutdown, in order: the sink runner
@@ -348,13 +353,13 @@ func (a *App) startL1(ctx context.Context) error {
 		filters[e.Name] = e.Filter
 		sites = append(sites, e.Name)
 	}
-	svc, err := receipts.NewService(receipts.ServiceConfig{
+	svc, err := completion.NewService(completion.ServiceConfig{
 		JS: a.js,
 		// The completion records live in a local file folded from a log
 		// stream that every l1 box on this JetStream shares (package
 		// completion); the bucket of the previous layout is imported once.
-		OpenState: func(ctx context.Context) (receipts.State, error) {
-			st, err := completion.Open(ctx, completion.Config{
+		OpenState: func(ctx context.Context) (record.State, error) {
+			st, err := state.Open(ctx, state.Config{
 				JS:              a.js,
 				Path:            filepath.Join(a.cfg.DataDir, completionFile),
 				Replicas:        a.replicas(),
@@ -393,13 +398,13 @@ func (a *App) startL1(ctx context.Context) error {
 		// and deletes nothing there.
 		OriginStream:  t.Events.OriginStream,
 		OriginEventID: eventid.Extractor(cfg.EventID),
-		Expected:      receipts.ExpectedByFilter(filters),
+		Expected:      completion.ExpectedByFilter(filters),
 		OverdueAfter:  cfg.Completion.OverdueAfter.D(),
 		RedriveAfter:  cfg.Completion.RedriveAfter.D(),
 		// The state commits whatever is waiting as one log entry and one
 		// transaction: large batches make few, large commits.
-		ApplyBatch: completion.ServiceApplyBatch,
-		BatchSize:  completion.ServiceBatchSize,
+		ApplyBatch: state.ServiceApplyBatch,
+		BatchSize:  state.ServiceBatchSize,
 		Sites:      sites,
 		Logger:     a.log.With("component", "completion"),
 	})
@@ -410,7 +415,7 @@ func (a *App) startL1(ctx context.Context) error {
 		return fmt.Errorf("completion service: %w", err)
 	}
 	a.svc = svc
-	a.opsL1.Store(&l1Ops{svc: svc, status: receipts.NewHTTPHandler(svc)})
+	a.opsL1.Store(&l1Ops{svc: svc, status: status.NewHTTPHandler(svc)})
 	a.metrics.watchCompletions(svc.Stats)
 	a.metrics.watchRefusals(svc.Refusals)
 	a.metrics.watchUnidentified(svc.UnidentifiedCount)
@@ -418,7 +423,7 @@ func (a *App) startL1(ctx context.Context) error {
 		return err
 	}
 	// Any NATS client can ask "what happened to event X?" (nats micro ls).
-	if a.micro, err = receipts.StartMicro(a.nc, svc, receipts.MicroConfig{}); err != nil {
+	if a.micro, err = status.StartMicro(a.nc, svc, status.MicroConfig{}); err != nil {
 		return fmt.Errorf("status micro service: %w", err)
 	}
 	return nil
@@ -449,10 +454,10 @@ func loadSigner(path, want string) (nkeys.KeyPair, error) {
 // the topology. A site with a receipt_key must sign: an unsigned, forged or
 // altered receipt is quarantined, never applied. A site without one is
 // accepted unverified. The receipts of one signed batch cost one signature
-// verification between them (receipts.Verifier).
-func verifyReceipt(t *topology.Topology) func(receipts.Receipt, []byte, nats.Header) (bool, error) {
-	v := receipts.NewVerifier()
-	return func(r receipts.Receipt, data []byte, h nats.Header) (bool, error) {
+// verification between them (receipt.Verifier).
+func verifyReceipt(t *topology.Topology) func(receipt.Receipt, []byte, nats.Header) (bool, error) {
+	v := receipt.NewVerifier()
+	return func(r receipt.Receipt, data []byte, h nats.Header) (bool, error) {
 		s, ok := t.Site(r.Site)
 		if !ok || s.ReceiptKey == "" {
 			return false, nil
@@ -483,8 +488,8 @@ func inProgressInterval(d topology.DeliveryConfig, ackWait time.Duration) (time.
 
 // acceptReceipt refuses receipts from sites the topology does not know as
 // edges, or for origin streams other than the topology's.
-func acceptReceipt(t *topology.Topology) func(receipts.Receipt) error {
-	return func(r receipts.Receipt) error {
+func acceptReceipt(t *topology.Topology) func(receipt.Receipt) error {
+	return func(r receipt.Receipt) error {
 		s, ok := t.Site(r.Site)
 		if !ok || s.Role != topology.RoleEdge {
 			return fmt.Errorf("receipt from unknown edge site %q", r.Site)

@@ -23,11 +23,15 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/pki"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/render"
 )
 
 // The attack suite: an attacker holds one edge (edge1) — its box, its
@@ -73,8 +77,8 @@ func publishEvent(t *testing.T, ls *LocalSystem, subject, id string) string {
 	return id
 }
 
-// record returns L1's completion record of id.
-func record(t *testing.T, ls *LocalSystem, id string) (receipts.Completion, error) {
+// recordOf returns L1's completion record of id.
+func recordOf(t *testing.T, ls *LocalSystem, id string) (record.Completion, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -82,12 +86,12 @@ func record(t *testing.T, ls *LocalSystem, id string) (receipts.Completion, erro
 }
 
 // waitRecord polls id's record at L1 until ok accepts it.
-func waitRecord(t *testing.T, ls *LocalSystem, id string, ok func(receipts.Completion) bool) receipts.Completion {
+func waitRecord(t *testing.T, ls *LocalSystem, id string, ok func(record.Completion) bool) record.Completion {
 	t.Helper()
-	var c receipts.Completion
+	var c record.Completion
 	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		var err error
-		if c, err = record(t, ls, id); err != nil {
+		if c, err = recordOf(t, ls, id); err != nil {
 			return err
 		}
 		if !ok(c) {
@@ -142,7 +146,7 @@ func (a *attacker) captureAllReceipts() {
 
 // send stores r, signed with edge1's receipt key when it has one, in
 // edge1's receipts stream on subject, from where the hub sources it.
-func (a *attacker) send(subject string, r receipts.Receipt) {
+func (a *attacker) send(subject string, r receipt.Receipt) {
 	a.t.Helper()
 	data, err := r.Encode()
 	if err != nil {
@@ -152,11 +156,11 @@ func (a *attacker) send(subject string, r receipts.Receipt) {
 	m.Data = data
 	m.Header.Set(jetstream.MsgIDHeader, r.ReceiptID)
 	if a.key != nil {
-		sig, err := receipts.Sign(a.key, data)
+		sig, err := receipt.Sign(a.key, data)
 		if err != nil {
 			a.t.Fatal(err)
 		}
-		m.Header.Set(receipts.SignatureHeader, sig)
+		m.Header.Set(receipt.SignatureHeader, sig)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -166,9 +170,9 @@ func (a *attacker) send(subject string, r receipts.Receipt) {
 }
 
 // receipt is a receipt for id in the topology's origin stream.
-func (a *attacker) receipt(id, processor, site string, st receipts.Status) receipts.Receipt {
-	r := receipts.New(id, a.ls.Topology.Events.OriginStream, processor, site, st, time.Time{})
-	if st == receipts.StatusDeadLettered {
+func (a *attacker) receipt(id, processor, site string, st receipt.Status) receipt.Receipt {
+	r := receipt.New(id, a.ls.Topology.Events.OriginStream, processor, site, st, time.Time{})
+	if st == receipt.StatusDeadLettered {
 		r.Reason = "forged"
 	}
 	return r
@@ -239,21 +243,21 @@ func TestAttack_ReceiptInAnotherSitesName(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := publishEvent(t, ls, "events.both.1", "both-1")
-			waitRecord(t, ls, id, func(c receipts.Completion) bool { _, ok := c.Processors["edge1"]; return ok })
+			waitRecord(t, ls, id, func(c record.Completion) bool { _, ok := c.Processors["edge1"]; return ok })
 
 			a := newAttacker(t, ls)
 			a.captureAllReceipts()
 			rt := ls.Topology
-			a.send(rt.ReceiptSubject("edge2", "processed"), a.receipt(id, "edge2", "edge2", receipts.StatusProcessed))
-			waitRefused(t, ls, logs, receipts.RefusedSubjectMismatch, 1)
-			a.send(rt.ReceiptSubject("edge1", "processed"), a.receipt(id, "edge2", "edge1", receipts.StatusProcessed))
-			waitRefused(t, ls, logs, receipts.RefusedProcessorNotSite, 1)
+			a.send(rt.ReceiptSubject("edge2", "processed"), a.receipt(id, "edge2", "edge2", receipt.StatusProcessed))
+			waitRefused(t, ls, logs, completion.RefusedSubjectMismatch, 1)
+			a.send(rt.ReceiptSubject("edge1", "processed"), a.receipt(id, "edge2", "edge1", receipt.StatusProcessed))
+			waitRefused(t, ls, logs, completion.RefusedProcessorNotSite, 1)
 
-			c, err := record(t, ls, id)
+			c, err := recordOf(t, ls, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := c.Processors["edge2"]; ok || c.Status != receipts.EventPending || !slices.Equal(c.Missing, []string{"edge2"}) {
+			if _, ok := c.Processors["edge2"]; ok || c.Status != record.EventPending || !slices.Equal(c.Missing, []string{"edge2"}) {
 				t.Fatalf("the forged receipts changed the record: %+v", c)
 			}
 
@@ -262,7 +266,7 @@ func TestAttack_ReceiptInAnotherSitesName(t *testing.T) {
 			if _, err := ls.Start(ctx, "edge2"); err != nil {
 				t.Fatal(err)
 			}
-			c = waitRecord(t, ls, id, func(c receipts.Completion) bool { return c.Status == receipts.EventComplete })
+			c = waitRecord(t, ls, id, func(c record.Completion) bool { return c.Status == record.EventComplete })
 			if p := c.Processors["edge2"]; p.Site != "edge2" || p.Verified == unsigned {
 				t.Fatalf("edge2's genuine receipt: %+v", p)
 			}
@@ -284,25 +288,25 @@ func TestAttack_DeadLetterFromElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := publishEvent(t, ls, "events.only2.1", "only2-1")
-	waitRecord(t, ls, id, func(c receipts.Completion) bool {
+	waitRecord(t, ls, id, func(c record.Completion) bool {
 		return c.OriginKnown() && slices.Equal(c.Expected, []string{"edge2"})
 	})
 
 	a := newAttacker(t, ls)
 	rt := ls.Topology
-	dead := string(receipts.StatusDeadLettered)
-	a.send(rt.ReceiptSubject("edge1", dead), a.receipt(id, "edge1", "edge1", receipts.StatusDeadLettered))
-	waitRefused(t, ls, logs, receipts.RefusedNotExpected, 1)
+	dead := string(receipt.StatusDeadLettered)
+	a.send(rt.ReceiptSubject("edge1", dead), a.receipt(id, "edge1", "edge1", receipt.StatusDeadLettered))
+	waitRefused(t, ls, logs, completion.RefusedNotExpected, 1)
 	a.captureAllReceipts()
-	a.send(rt.ReceiptSubject("edge2", dead), a.receipt(id, "edge2", "edge2", receipts.StatusDeadLettered))
-	waitRefused(t, ls, logs, receipts.RefusedSubjectMismatch, 1)
-	if c, err := record(t, ls, id); err != nil || c.Status != receipts.EventPending || len(c.Processors) != 0 {
+	a.send(rt.ReceiptSubject("edge2", dead), a.receipt(id, "edge2", "edge2", receipt.StatusDeadLettered))
+	waitRefused(t, ls, logs, completion.RefusedSubjectMismatch, 1)
+	if c, err := recordOf(t, ls, id); err != nil || c.Status != record.EventPending || len(c.Processors) != 0 {
 		t.Fatalf("the forged receipts changed the record: %+v %v", c, err)
 	}
 
 	// An event that was never published: held, not a normal record.
-	a.send(rt.ReceiptSubject("edge1", "processed"), a.receipt("never-published", "edge1", "edge1", receipts.StatusProcessed))
-	c := waitRecord(t, ls, "never-published", func(c receipts.Completion) bool { return c.Status == receipts.EventOriginUnknown })
+	a.send(rt.ReceiptSubject("edge1", "processed"), a.receipt("never-published", "edge1", "edge1", receipt.StatusProcessed))
+	c := waitRecord(t, ls, "never-published", func(c record.Completion) bool { return c.Status == record.EventOriginUnknown })
 	if len(c.Processors) != 0 || len(c.Held) != 1 {
 		t.Fatalf("never-published: %+v", c)
 	}
@@ -319,11 +323,11 @@ func TestAttack_DeadLetterFromElsewhere(t *testing.T) {
 	if _, err := ls.Start(ctx, "edge2"); err != nil {
 		t.Fatal(err)
 	}
-	c = waitRecord(t, ls, id, func(c receipts.Completion) bool { return c.Status == receipts.EventComplete })
-	if p := c.Processors["edge2"]; p.Status != receipts.StatusProcessed || !p.Verified || c.Conflict {
+	c = waitRecord(t, ls, id, func(c record.Completion) bool { return c.Status == record.EventComplete })
+	if p := c.Processors["edge2"]; p.Status != receipt.StatusProcessed || !p.Verified || c.Conflict {
 		t.Fatalf("edge2's genuine receipt: %+v", c)
 	}
-	if _, err := record(t, ls, "never-published"); errors.Is(err, receipts.ErrNotFound) {
+	if _, err := recordOf(t, ls, "never-published"); errors.Is(err, record.ErrNotFound) {
 		t.Fatal("the held record is gone")
 	}
 }
@@ -354,7 +358,7 @@ func TestAttack_LinkViolation(t *testing.T) {
 	hub := ls.App("hub")
 	rt := ls.Topology
 	a := newAttacker(t, ls)
-	forged := a.receipt("forged-delivery", "edge2", "edge2", receipts.StatusProcessed)
+	forged := a.receipt("forged-delivery", "edge2", "edge2", receipt.StatusProcessed)
 	data, err := forged.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -674,7 +678,7 @@ func TestLint_StockHubConfig(t *testing.T) {
 	}
 	t.Cleanup(ls.Close)
 	hubCfg := ls.Configs["hub"]
-	conf, err := topology.Render(ls.Topology, "hub", hubCfg)
+	conf, err := render.ServerConfig(ls.Topology, "hub", hubCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -682,7 +686,7 @@ func TestLint_StockHubConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(topology.SeedEnv("hub"), strings.TrimSpace(string(seed)))
+	t.Setenv(render.SeedEnv("hub"), strings.TrimSpace(string(seed)))
 	lintConf := func(conf string) []topology.Warning {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), "hub.conf")

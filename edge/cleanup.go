@@ -11,8 +11,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leafline/leafline/cleanup"
+	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/edge/eventid"
-	"github.com/leafline/leafline/receipts"
+
 	"github.com/leafline/leafline/topology"
 )
 
@@ -21,18 +24,18 @@ import (
 // (the L1 box's state, or its status service);
 // who names the deleter in every audit record. It is built whether or not
 // the cleanup is enabled, so that the CLI can show what it would do.
-func NewCleaner(cfg *topology.Config, js jetstream.JetStream, st receipts.RecordReader, who string, log *slog.Logger) (*receipts.Cleaner, error) {
-	c, err := receipts.NewCleaner(cleanupConfig(cfg, js, st, who, log))
+func NewCleaner(cfg *topology.Config, js jetstream.JetStream, st record.RecordReader, who string, log *slog.Logger) (*cleanup.Cleaner, error) {
+	c, err := cleanup.NewCleaner(cleanupConfig(cfg, js, st, who, log))
 	if err != nil {
 		return nil, fmt.Errorf("completion.cleanup: %w", err)
 	}
 	return c, nil
 }
 
-func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st receipts.RecordReader, who string, log *slog.Logger) receipts.CleanupConfig {
+func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st record.RecordReader, who string, log *slog.Logger) cleanup.CleanupConfig {
 	cl := cfg.Completion.Cleanup
 	host, _ := os.Hostname()
-	return receipts.CleanupConfig{
+	return cleanup.CleanupConfig{
 		JS:                js,
 		Store:             st,
 		OriginStream:      cfg.Topology.Events.OriginStream,
@@ -52,13 +55,13 @@ func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st receipts.Rec
 // startCleanup builds the L1 box's cleaner when completion.cleanup is
 // enabled: it sees the service's redrives, and the status API shows the
 // audit record of each event it cleaned.
-func (a *App) startCleanup(svc *receipts.Service) error {
+func (a *App) startCleanup(svc *completion.Service) error {
 	if !a.cfg.Completion.Cleanup.Enabled {
 		return nil
 	}
 	cfg := cleanupConfig(a.cfg, a.js, svc.State(), "leafline run", a.log.With("component", "cleanup"))
 	cfg.Redriven = svc.RedrivenAt
-	c, err := receipts.NewCleaner(cfg)
+	c, err := cleanup.NewCleaner(cfg)
 	if err != nil {
 		return fmt.Errorf("completion.cleanup: %w", err)
 	}
@@ -71,19 +74,19 @@ func (a *App) startCleanup(svc *receipts.Service) error {
 // cleanupMetrics exports the cleaner's counters; like watchCompletions, a
 // later watchCleanup replaces the source.
 type cleanupMetrics struct {
-	stats atomic.Pointer[func() receipts.CleanupStats]
+	stats atomic.Pointer[func() cleanup.CleanupStats]
 	once  sync.Once
 }
 
-func (m *Metrics) watchCleanup(stats func() receipts.CleanupStats) {
+func (m *Metrics) watchCleanup(stats func() cleanup.CleanupStats) {
 	m.cleanup.stats.Store(&stats)
 	m.cleanup.once.Do(func() {
-		get := func() receipts.CleanupStats { return (*m.cleanup.stats.Load())() }
+		get := func() cleanup.CleanupStats { return (*m.cleanup.stats.Load())() }
 		m.f.counterFunc("cleanup_passes_total", "Cleanup passes over the origin stream.", func() float64 { return float64(get().Passes) })
 		m.f.counterFunc("cleanup_deleted_total", "Origin messages deleted by the cleanup, each after its audit record was PubAck'ed.", func() float64 { return float64(get().Deleted) })
 		m.f.counterFunc("cleanup_bytes_freed_total", "Payload and header bytes of the origin messages the cleanup deleted.", func() float64 { return float64(get().BytesFreed) })
 		m.f.counterFunc("cleanup_mismatches_total", "Origin messages refused because the message at the recorded sequence is not the recorded event (each counted once).", func() float64 { return float64(get().Mismatches) })
-		for _, reason := range receipts.CleanupSkipReasons {
+		for _, reason := range cleanup.CleanupSkipReasons {
 			m.f.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Namespace:   namespace,
 				Name:        "cleanup_skipped_total",

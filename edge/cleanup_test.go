@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/topology"
 )
 
@@ -59,7 +60,7 @@ func TestSystem_Cleanup(t *testing.T) {
 		t.Fatalf("audit of %q: %v %+v", ids[7], err, ents)
 	}
 	for _, r := range ents[0].Record.Receipts {
-		if r.Status != receipts.StatusProcessed || !r.Verified || r.ReceiptID == "" {
+		if r.Status != receipt.StatusProcessed || !r.Verified || r.ReceiptID == "" {
 			t.Fatalf("audit receipt: %+v", r)
 		}
 	}

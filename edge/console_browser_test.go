@@ -14,7 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/leafline/leafline/receipts/console"
+	"github.com/leafline/leafline/status/console"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
@@ -24,7 +25,7 @@ func contractCasesSuccess() []contractCase {
 					t.Errorf("ack floor %d redelivered %d, want %d and 0", ci.AckFloor.Stream, ci.NumRedelivered, seqs[0])
 				}
 				rs := f.receiptsInStream()
-				if len(rs) != 1 || rs[0].EventID != "ok-0" || rs[0].Status != receipts.StatusProcessed || rs[0].Processor != ctSite {
+				if len(rs) != 1 || rs[0].EventID != "ok-0" || rs[0].Status != receipt.StatusProcessed || rs[0].Processor != ctSite {
 					t.Errorf("receipts %+v", rs)
 				}
 				if st := f.outboxStats(); st.Pending != 0 || st.Published != 1 {
@@ -108,7 +109,7 @@ func contractCasesSuccess() []contractCase {
 			name: "redelivery_of_processed_event_acks_without_second_record",
 			msgs: ids(1, "again"),
 			opts: contractOpts{before: func(t *testing.T, f *contractSite) {
-				rec, err := f.receiptRecord("again-0", receipts.StatusProcessed, "")
+				rec, err := f.receiptRecord("again-0", receipt.StatusProcessed, "")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -140,7 +141,7 @@ func contractCasesSuccess() []contractCase {
 			name: "redelivery_with_pending_receipt_publishes_it",
 			msgs: ids(1, "pend"),
 			opts: contractOpts{before: func(t *testing.T, f *contractSite) {
-				rec, err := f.receiptRecord("pend-0", receipts.StatusProcessed, "")
+				rec, err := f.receiptRecord("pend-0", receipt.StatusProcessed, "")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -167,7 +168,7 @@ func contractCasesSuccess() []contractCase {
 			name: "lost_puback_duplicate_in_atomic_receipt_batch",
 			msgs: []ctMsg{{id: "lost-0"}, {id: "new-1"}, {id: "new-2"}},
 			opts: contractOpts{before: func(t *testing.T, f *contractSite) {
-				rec, err := f.receiptRecord("lost-0", receipts.StatusProcessed, "")
+				rec, err := f.receiptRecord("lost-0", receipt.StatusProcessed, "")
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,7 +8,8 @@ import (
 
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 	"github.com/nats-io/nats.go/jetstream"
@@ -87,7 +88,7 @@ func contractCasesPermanentDLQ() []contractCase {
 					t.Errorf("DLQ record leaks the message: %s", raw)
 				}
 				rs := f.receiptsInStream()
-				if len(rs) != 1 || rs[0].EventID != "d-0" || rs[0].Status != receipts.StatusDeadLettered || rs[0].Reason != "sink_permanent" {
+				if len(rs) != 1 || rs[0].EventID != "d-0" || rs[0].Status != receipt.StatusDeadLettered || rs[0].Reason != "sink_permanent" {
 					t.Errorf("receipts %+v, want one dead_lettered", rs)
 				}
 				ctCounters(t, f.metrics, map[string]float64{"deadLettered": 1, "acked": 1, "terminated": 0, "processed": 0, "dlqPublishErrors": 0})
@@ -227,7 +228,7 @@ func contractCasesMalformed() []contractCase {
 			want: [][]string{at(1, stepsDLQ, "ack")},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
 				ctWantDLQ(t, f, seqs[0], "big-0", "oversize", "")
-				if rs := f.receiptsInStream(); len(rs) != 1 || rs[0].Status != receipts.StatusDeadLettered || rs[0].Reason != "oversize" {
+				if rs := f.receiptsInStream(); len(rs) != 1 || rs[0].Status != receipt.StatusDeadLettered || rs[0].Reason != "oversize" {
 					t.Errorf("receipts %+v", rs)
 				}
 				if b := f.sink.writeBatches(); len(b) != 0 {
@@ -275,9 +276,9 @@ func contractCasesPoison() []contractCase {
 				var processed, dead int
 				for _, r := range f.receiptsInStream() {
 					switch {
-					case r.Status == receipts.StatusProcessed && r.EventID != "q-4":
+					case r.Status == receipt.StatusProcessed && r.EventID != "q-4":
 						processed++
-					case r.Status == receipts.StatusDeadLettered && r.EventID == "q-4":
+					case r.Status == receipt.StatusDeadLettered && r.EventID == "q-4":
 						dead++
 					default:
 						t.Errorf("unexpected receipt %+v", r)

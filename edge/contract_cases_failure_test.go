@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/topology"
 )
 
@@ -113,7 +114,7 @@ func contractCasesMaxDeliver() []contractCase {
 				if r := f.dlqRecords()[0]; r.Delivered != 3 {
 					t.Errorf("delivered %d", r.Delivered)
 				}
-				if rs := f.receiptsInStream(); len(rs) != 1 || rs[0].Status != receipts.StatusDeadLettered || rs[0].Reason != "max_deliver" {
+				if rs := f.receiptsInStream(); len(rs) != 1 || rs[0].Status != receipt.StatusDeadLettered || rs[0].Reason != "max_deliver" {
 					t.Errorf("receipts %+v", rs)
 				}
 				ctCounters(t, f.metrics, map[string]float64{"maxDeliverExhausted": 1, "deadLettered": 1, "nacked": 2})

@@ -10,7 +10,8 @@ import (
 
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -27,7 +28,7 @@ func (f *contractSite) trace(step, eventID string, meta *jetstream.MsgMetadata) 
 }
 
 // receiptRecord is the receipt record the runner writes for eventID.
-func (f *contractSite) receiptRecord(eventID string, status receipts.Status, reason string) (outbox.Record, error) {
+func (f *contractSite) receiptRecord(eventID string, status receipt.Status, reason string) (outbox.Record, error) {
 	r, err := runner.New(f.ro)
 	if err != nil {
 		return outbox.Record{}, err
@@ -237,23 +238,23 @@ func (f *contractSite) dlqRecords() []runner.DLQRecord {
 }
 
 // receiptsInStream decodes every receipt in the edge receipts stream.
-func (f *contractSite) receiptsInStream() []receipts.Receipt {
+func (f *contractSite) receiptsInStream() []receipt.Receipt {
 	f.t.Helper()
-	var out []receipts.Receipt
+	var out []receipt.Receipt
 	for _, m := range f.streamRawMsgs(ctReceipts) {
-		raws, err := receipts.Unbundle(m.Data, m.Header)
+		raws, err := receipt.Unbundle(m.Data, m.Header)
 		if err != nil {
 			f.t.Fatalf("receipts message %d: %v", m.Sequence, err)
 		}
 		var ids []string
 		for _, raw := range raws {
-			r, err := receipts.Decode(raw)
+			r, err := receipt.Decode(raw)
 			if err != nil {
 				f.t.Fatalf("receipt in message %d: %v", m.Sequence, err)
 			}
 			status := string(r.Status)
-			if receipts.IsBundle(m.Header) {
-				status = receipts.BundleToken
+			if receipt.IsBundle(m.Header) {
+				status = receipt.BundleToken
 			}
 			if want := f.cfg.Topology.ReceiptSubject(ctSite, status); m.Subject != want {
 				f.t.Errorf("receipt on subject %q, want %q", m.Subject, want)
@@ -262,8 +263,8 @@ func (f *contractSite) receiptsInStream() []receipts.Receipt {
 			out = append(out, r)
 		}
 		want := ids[0]
-		if receipts.IsBundle(m.Header) {
-			want = receipts.BundleMsgID(ids)
+		if receipt.IsBundle(m.Header) {
+			want = receipt.BundleMsgID(ids)
 		}
 		if got := m.Header.Get(jetstream.MsgIDHeader); got != want {
 			f.t.Errorf("receipts message %d Nats-Msg-Id %q, want %q", m.Sequence, got, want)

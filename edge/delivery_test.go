@@ -21,11 +21,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/faultproxy"
 	"github.com/leafline/leafline/internal/localsys"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/topology"
 )
 
@@ -476,9 +478,9 @@ func publishAt(t *testing.T, js jetstream.JetStream, id string, data []byte) {
 	}
 }
 
-func completionStatus(t *testing.T, ls *LocalSystem, id string) (receipts.Status, bool) {
+func completionStatus(t *testing.T, ls *LocalSystem, id string) (receipt.Status, bool) {
 	c, err := ls.App("l1").Completions().State().Get(context.Background(), id)
-	if errors.Is(err, receipts.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return "", false
 	}
 	if err != nil {
@@ -525,11 +527,11 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 	close(gate) // one batch of 12
 	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		for _, id := range good {
-			if st, ok := completionStatus(t, ls, id); !ok || st != receipts.StatusProcessed {
+			if st, ok := completionStatus(t, ls, id); !ok || st != receipt.StatusProcessed {
 				return fmt.Errorf("%s at L1: %q", id, st)
 			}
 		}
-		if st, ok := completionStatus(t, ls, "poison-big"); !ok || st != receipts.StatusDeadLettered {
+		if st, ok := completionStatus(t, ls, "poison-big"); !ok || st != receipt.StatusDeadLettered {
 			return fmt.Errorf("poison at L1: %q", st)
 		}
 		return nil
@@ -612,7 +614,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 	publishAt(t, js, "held-big", []byte(strings.Repeat("h", 1024)))
 	publishAt(t, js, "fine-1", []byte(`{}`))
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
-		if st, ok := completionStatus(t, ls, "fine-1"); !ok || st != receipts.StatusProcessed {
+		if st, ok := completionStatus(t, ls, "fine-1"); !ok || st != receipt.StatusProcessed {
 			return errors.New("fine-1 not processed at L1")
 		}
 		if n := counterValue(t, edge.Metrics().dlqPublishErrors); n < 3 {
@@ -637,7 +639,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
-		if st, ok := completionStatus(t, ls, "held-big"); !ok || st != receipts.StatusDeadLettered {
+		if st, ok := completionStatus(t, ls, "held-big"); !ok || st != receipt.StatusDeadLettered {
 			return fmt.Errorf("held-big at L1: %q", st)
 		}
 		return nil

@@ -17,7 +17,8 @@ import (
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/internal/localsys"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/sink"
 )
 
@@ -105,7 +106,7 @@ func ExampleWithSink() {
 	for _, id := range ids {
 		for {
 			c, err := store.Get(ctx, id)
-			if err == nil && c.Processors["edge1"].Status == receipts.StatusProcessed {
+			if err == nil && c.Processors["edge1"].Status == receipt.StatusProcessed {
 				fmt.Println(id, "processed by edge1")
 				break
 			}

@@ -17,8 +17,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/status"
+
 	"github.com/leafline/leafline/topology"
 )
 
@@ -243,7 +246,7 @@ func TestL1_UnidentifiedOriginMessagesCountedAndListed(t *testing.T) {
 	}
 	good := publishN(t, js, "good", 1)
 
-	client := receipts.NewStatusClient(nc, "")
+	client := status.NewStatusClient(nc, "")
 	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
 		sum, err := client.Summary(ctx)
 		if err != nil {
@@ -281,7 +284,7 @@ func TestL1_UnidentifiedOriginMessagesCountedAndListed(t *testing.T) {
 			t.Fatalf("origin seq %d: reason %q, want it to say %q (listed: %v)", seqs[i], reasons[seqs[i]], want, reasons)
 		}
 	}
-	var httpPage receipts.UnidentifiedPage
+	var httpPage record.UnidentifiedPage
 	if code, err := getJSON("http://"+app.OpsAddr()+"/v1/unidentified", &httpPage); code != http.StatusOK || len(httpPage.Items) != 3 {
 		t.Fatalf("GET /v1/unidentified: %d %v %+v", code, err, httpPage)
 	}
@@ -358,11 +361,11 @@ func TestSystem_EventIDReusedWithAnotherPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Conflict || len(c.Reused) != 1 || c.Reused[0].PayloadSHA256 != receipts.PayloadDigest([]byte(`{"qty":2}`)) ||
-		c.PayloadSHA256 != receipts.PayloadDigest([]byte(`{"qty":1}`)) || c.Status != receipts.EventComplete {
+	if !c.Conflict || len(c.Reused) != 1 || c.Reused[0].PayloadSHA256 != receipt.PayloadDigest([]byte(`{"qty":2}`)) ||
+		c.PayloadSHA256 != receipt.PayloadDigest([]byte(`{"qty":1}`)) || c.Status != record.EventComplete {
 		t.Fatalf("L1 record %+v", c)
 	}
-	items, _, err := svc.List(ctx, receipts.ListQuery{Status: receipts.ListConflict, Limit: 10})
+	items, _, err := svc.List(ctx, record.ListQuery{Status: record.ListConflict, Limit: 10})
 	if err != nil || len(items) != 1 || items[0].EventID != "order-7" {
 		t.Fatalf("?status=conflict: %v %+v", err, items)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/leafline/leafline/receipts"
-	"github.com/leafline/leafline/receipts/console"
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/status/console"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -39,7 +39,7 @@ func (a *App) startFleetLoops(ctx context.Context, g *errgroup.Group) {
 			sites[e.Name] = e.Upstream
 		}
 		c, err := console.New(console.Config{
-			Source: func() receipts.StatusSource {
+			Source: func() record.StatusSource {
 				if l1 := a.opsL1.Load(); l1 != nil {
 					return l1.svc
 				}

@@ -3,7 +3,7 @@ package edge
 import (
 	"testing"
 
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -12,10 +12,10 @@ import (
 func TestEventIDLimitsAgree(t *testing.T) {
 	cfg := &topology.Config{}
 	cfg.SetDefaults()
-	if cfg.EventID.MaxLength != receipts.MaxEventIDLen {
-		t.Fatalf("default event_id.max_length %d != receipts.MaxEventIDLen %d", cfg.EventID.MaxLength, receipts.MaxEventIDLen)
+	if cfg.EventID.MaxLength != receipt.MaxEventIDLen {
+		t.Fatalf("default event_id.max_length %d != receipt.MaxEventIDLen %d", cfg.EventID.MaxLength, receipt.MaxEventIDLen)
 	}
-	cfg.EventID.MaxLength = receipts.MaxEventIDLen + 1
+	cfg.EventID.MaxLength = receipt.MaxEventIDLen + 1
 	if err := cfg.Validate(); err == nil {
 		t.Fatalf("event_id.max_length %d above the receipt limit was accepted", cfg.EventID.MaxLength)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/leafline/leafline/completion"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/completion/state"
 )
 
 // Metrics are one box's Prometheus metrics, in their own registry (several
@@ -40,9 +40,9 @@ type Metrics struct {
 	storageFull, storageFree, jetstreamEnabled prometheus.Gauge
 	storageWritable                            prometheus.Gauge
 
-	completionStats atomic.Pointer[func() receipts.Stats]
+	completionStats atomic.Pointer[func() record.Stats]
 	completionOnce  sync.Once
-	state           atomic.Pointer[completion.State]
+	state           atomic.Pointer[state.State]
 	stateOnce       sync.Once
 
 	unidentified     atomic.Pointer[func(context.Context) (int64, error)]
@@ -97,28 +97,28 @@ func newMetrics(site, role string) *Metrics {
 // watchCompletions exports the L1 completion service's counters. A later
 // call (a new service after a restart) replaces the source; the counters
 // then start again from zero, as after a process restart.
-func (m *Metrics) watchCompletions(stats func() receipts.Stats) {
+func (m *Metrics) watchCompletions(stats func() record.Stats) {
 	m.completionStats.Store(&stats)
 	m.completionOnce.Do(m.registerCompletions)
 }
 
 func (m *Metrics) registerCompletions() {
-	stats := func() receipts.Stats { return (*m.completionStats.Load())() }
+	stats := func() record.Stats { return (*m.completionStats.Load())() }
 	for _, c := range []struct {
 		name, help string
-		v          func(receipts.Stats) uint64
+		v          func(record.Stats) uint64
 	}{
-		{"completion_received_total", "Receipts received by the completion service.", func(s receipts.Stats) uint64 { return s.Received }},
-		{"completion_applied_total", "Receipts applied: the first terminal status of an (event_id, processor).", func(s receipts.Stats) uint64 { return s.Applied }},
-		{"completion_duplicates_total", "Duplicate receipts absorbed without being applied again.", func(s receipts.Stats) uint64 { return s.Duplicates }},
-		{"completion_conflicts_total", "Receipts whose status conflicts with the first terminal status.", func(s receipts.Stats) uint64 { return s.Conflicts }},
-		{"completion_redriven_total", "Overdue events published again on the origin stream (end-to-end repair of a lost event or receipt).", func(s receipts.Stats) uint64 { return s.Redriven }},
-		{"completion_quarantined_total", "Malformed or rejected receipts parked on the quarantine stream.", func(s receipts.Stats) uint64 { return s.Quarantined }},
-		{"completion_held_total", "Receipts held because L1 had not seen their event's origin (status origin_unknown); they count for nothing until it is seen.", func(s receipts.Stats) uint64 { return s.Held }},
-		{"completion_held_released_total", "Held receipts counted once the origin showed the event routed to their processor.", func(s receipts.Stats) uint64 { return s.HeldReleased }},
-		{"completion_held_refused_total", "Held receipts set aside once the origin showed the event not routed to their processor.", func(s receipts.Stats) uint64 { return s.HeldRefused }},
-		{"completion_origin_unidentified_total", "Origin messages the tracker could not track (no usable event_id, or no valid expected set), redeliveries included; leafline_completion_origin_unidentified is the durable count of the first kind.", func(s receipts.Stats) uint64 { return s.OriginSkipped }},
-		{"completion_origin_reused_total", "Origin messages that reused a known event_id with another payload (the first publication stands; the event is marked a conflict).", func(s receipts.Stats) uint64 { return s.OriginReused }},
+		{"completion_received_total", "Receipts received by the completion service.", func(s record.Stats) uint64 { return s.Received }},
+		{"completion_applied_total", "Receipts applied: the first terminal status of an (event_id, processor).", func(s record.Stats) uint64 { return s.Applied }},
+		{"completion_duplicates_total", "Duplicate receipts absorbed without being applied again.", func(s record.Stats) uint64 { return s.Duplicates }},
+		{"completion_conflicts_total", "Receipts whose status conflicts with the first terminal status.", func(s record.Stats) uint64 { return s.Conflicts }},
+		{"completion_redriven_total", "Overdue events published again on the origin stream (end-to-end repair of a lost event or receipt).", func(s record.Stats) uint64 { return s.Redriven }},
+		{"completion_quarantined_total", "Malformed or rejected receipts parked on the quarantine stream.", func(s record.Stats) uint64 { return s.Quarantined }},
+		{"completion_held_total", "Receipts held because L1 had not seen their event's origin (status origin_unknown); they count for nothing until it is seen.", func(s record.Stats) uint64 { return s.Held }},
+		{"completion_held_released_total", "Held receipts counted once the origin showed the event routed to their processor.", func(s record.Stats) uint64 { return s.HeldReleased }},
+		{"completion_held_refused_total", "Held receipts set aside once the origin showed the event not routed to their processor.", func(s record.Stats) uint64 { return s.HeldRefused }},
+		{"completion_origin_unidentified_total", "Origin messages the tracker could not track (no usable event_id, or no valid expected set), redeliveries included; leafline_completion_origin_unidentified is the durable count of the first kind.", func(s record.Stats) uint64 { return s.OriginSkipped }},
+		{"completion_origin_reused_total", "Origin messages that reused a known event_id with another payload (the first publication stands; the event is marked a conflict).", func(s record.Stats) uint64 { return s.OriginReused }},
 	} {
 		m.f.counterFunc(c.name, c.help, func() float64 { return float64(c.v(stats())) })
 	}
@@ -128,14 +128,14 @@ func (m *Metrics) registerCompletions() {
 // it was rebuilt from its log at start, how far it has folded the log and
 // how often another box appended first. A later watchState (a new state
 // after a restart) replaces the source.
-func (m *Metrics) watchState(st *completion.State) {
+func (m *Metrics) watchState(st *state.State) {
 	m.state.Store(st)
 	m.stateOnce.Do(func() {
-		stats := func() completion.Stats {
+		stats := func() state.Stats {
 			if st := m.state.Load(); st != nil {
 				return st.Stats()
 			}
-			return completion.Stats{}
+			return state.Stats{}
 		}
 		b := func(v bool) float64 {
 			if v {

@@ -7,9 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leafline/leafline/completion"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/leafline/leafline/receipts"
 )
 
 // securityMetrics count refused identity: the receipts L1 quarantined, per
@@ -64,7 +63,7 @@ func (m *Metrics) initSecurity() {
 func (m *Metrics) watchRefusals(refusals func() map[string]uint64) {
 	m.sec.refusals.Store(&refusals)
 	m.sec.refusalsOnce.Do(func() {
-		for _, reason := range receipts.RefusalReasons {
+		for _, reason := range completion.RefusalReasons {
 			m.f.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Namespace:   namespace,
 				Name:        "completion_refused_total",

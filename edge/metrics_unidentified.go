@@ -8,7 +8,7 @@ import (
 )
 
 // watchUnidentified exports the L1 tracker's durable count of origin
-// messages without a usable event_id (receipts.Service.UnidentifiedCount),
+// messages without a usable event_id (completion.Service.UnidentifiedCount),
 // read at each scrape. A later call (a new service after a restart)
 // replaces the source.
 func (m *Metrics) watchUnidentified(count func(context.Context) (int64, error)) {

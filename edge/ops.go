@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -54,7 +54,7 @@ func (a *App) opsHandler() http.Handler {
 // l1Ops is what L1's ops handlers serve from: the current completion
 // service (a new one after a restart on a full disk) and its status API.
 type l1Ops struct {
-	svc    *receipts.Service
+	svc    *completion.Service
 	status http.Handler
 }
 

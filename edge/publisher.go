@@ -16,7 +16,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
 )
 
 // receiptPublisher writes outbox records into the local receipts stream and
@@ -24,7 +24,7 @@ import (
 // duplicate by its Nats-Msg-Id). It implements outbox.Publisher.
 //
 // Receipts published for the first time (PublishFirst) are bundled
-// (receipts.EncodeBundle): each bundle is one message, signed once, so the
+// (receipt.EncodeBundle): each bundle is one message, signed once, so the
 // receipt path stores, moves and acknowledges one message per bundle at
 // every hop to L1. Any other receipt may be in the stream already (a
 // redelivered event's, a republish after a lost PubAck): it goes alone,
@@ -36,16 +36,16 @@ import (
 // one.
 type receiptPublisher struct {
 	js jetstream.JetStream
-	// signer, if set, signs each receipt or bundle (receipts.SignatureHeader).
+	// signer, if set, signs each receipt or bundle (receipt.SignatureHeader).
 	signer nkeys.KeyPair
 	// onPubAck is called with the number of records PubAck'ed (metrics).
 	onPubAck func(n int)
 
-	// batchSigner is signer's receipts.Signer, derived once (an nkeys
+	// batchSigner is signer's receipt.Signer, derived once (an nkeys
 	// KeyPair derives its ed25519 key again on every Sign); set on first
 	// use, nil when signer holds no seed.
 	signOnce    sync.Once
-	batchSigner *receipts.Signer
+	batchSigner *receipt.Signer
 }
 
 // jsErrAtomicDuplicate is the server's "atomic publish contains duplicate
@@ -100,9 +100,9 @@ func (p *receiptPublisher) PublishFirst(ctx context.Context, recs []outbox.Recor
 
 // messages builds the messages of recs: the records published again each
 // alone, then the first ones in bundles of at most
-// receipts.MaxBundleReceipts receipts and receipts.MaxBundleBytes, each
+// receipt.MaxBundleReceipts receipts and receipt.MaxBundleBytes, each
 // on its first record's subject with the status token
-// receipts.BundleToken (a lone first record goes alone too).
+// receipt.BundleToken (a lone first record goes alone too).
 func (p *receiptPublisher) messages(recs []outbox.Record, first []bool) ([]bundle, error) {
 	var again, fresh []int
 	for i := range recs {
@@ -121,7 +121,7 @@ func (p *receiptPublisher) messages(recs []outbox.Record, first []bool) ([]bundl
 	}
 	for lo := 0; lo < len(fresh); {
 		hi, size := lo, -1
-		for hi < len(fresh) && hi-lo < receipts.MaxBundleReceipts && size+1+len(recs[fresh[hi]].Data) <= receipts.MaxBundleBytes {
+		for hi < len(fresh) && hi-lo < receipt.MaxBundleReceipts && size+1+len(recs[fresh[hi]].Data) <= receipt.MaxBundleBytes {
 			size += 1 + len(recs[fresh[hi]].Data)
 			hi++
 		}
@@ -138,7 +138,7 @@ func (p *receiptPublisher) messages(recs []outbox.Record, first []bool) ([]bundl
 
 // singles are the messages of recs[idx], each alone, under its own
 // Nats-Msg-Id, signed as one batch: an ed25519 signature per group of
-// receipts over their hash tree (receipts.ProofHeader).
+// receipts over their hash tree (receipt.ProofHeader).
 func (p *receiptPublisher) singles(recs []outbox.Record, idx []int) ([]bundle, error) {
 	data := make([][]byte, len(idx))
 	for j, i := range idx {
@@ -158,10 +158,10 @@ func (p *receiptPublisher) singles(recs []outbox.Record, idx []int) ([]bundle, e
 		m.Data = recs[i].Data
 		m.Header.Set(jetstream.MsgIDHeader, recs[i].Key)
 		if sigs[j] != "" {
-			m.Header.Set(receipts.SignatureHeader, sigs[j])
+			m.Header.Set(receipt.SignatureHeader, sigs[j])
 		}
 		if proofs[j] != "" {
-			m.Header.Set(receipts.ProofHeader, proofs[j])
+			m.Header.Set(receipt.ProofHeader, proofs[j])
 		}
 		out[j] = bundle{msg: m, recs: []int{i}}
 	}
@@ -175,7 +175,7 @@ func (p *receiptPublisher) bundle(recs []outbox.Record, idx []int) (bundle, erro
 	for j, i := range idx {
 		data[j], ids[j] = recs[i].Data, recs[i].Key
 	}
-	body, err := receipts.EncodeBundle(data)
+	body, err := receipt.EncodeBundle(data)
 	if err != nil {
 		return bundle{}, wrapPublish(err)
 	}
@@ -183,26 +183,26 @@ func (p *receiptPublisher) bundle(recs []outbox.Record, idx []int) (bundle, erro
 	if i := strings.LastIndexByte(subj, '.'); i >= 0 {
 		subj = subj[:i]
 	}
-	m := nats.NewMsg(subj + "." + receipts.BundleToken)
+	m := nats.NewMsg(subj + "." + receipt.BundleToken)
 	m.Data = body
-	m.Header.Set(jetstream.MsgIDHeader, receipts.BundleMsgID(ids))
-	m.Header.Set(receipts.BundleHeader, strconv.Itoa(len(idx)))
+	m.Header.Set(jetstream.MsgIDHeader, receipt.BundleMsgID(ids))
+	m.Header.Set(receipt.BundleHeader, strconv.Itoa(len(idx)))
 	if p.signer != nil {
 		s, err := p.batchSignerOf()
 		if err != nil {
 			return bundle{}, err
 		}
-		m.Header.Set(receipts.SignatureHeader, s.SignBundle(body))
+		m.Header.Set(receipt.SignatureHeader, s.SignBundle(body))
 	}
 	return bundle{msg: m, recs: idx}, nil
 }
 
 // batchSignerOf returns the Signer of p.signer, derived once.
-func (p *receiptPublisher) batchSignerOf() (*receipts.Signer, error) {
-	p.signOnce.Do(func() { p.batchSigner, _ = receipts.NewSigner(p.signer) })
+func (p *receiptPublisher) batchSignerOf() (*receipt.Signer, error) {
+	p.signOnce.Do(func() { p.batchSigner, _ = receipt.NewSigner(p.signer) })
 	if p.batchSigner == nil {
 		// No seed: the key pair itself says why it cannot sign.
-		_, err := receipts.Sign(p.signer, nil)
+		_, err := receipt.Sign(p.signer, nil)
 		return nil, wrapPublish(cmp.Or(err, errors.New("receipts: the receipt key holds no seed")))
 	}
 	return p.batchSigner, nil

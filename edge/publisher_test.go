@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
 )
 
 // A publish that fails part-way names what it stored: receipts published
@@ -24,9 +24,9 @@ func TestReceiptPublisher_NamesWhatAFailedPublishStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := make([]outbox.Record, 3*receipts.MaxBundleReceipts)
+	recs := make([]outbox.Record, 3*receipt.MaxBundleReceipts)
 	for i := range recs {
-		if recs[i], err = f.receiptRecord(fmt.Sprintf("part-%d", i), receipts.StatusProcessed, ""); err != nil {
+		if recs[i], err = f.receiptRecord(fmt.Sprintf("part-%d", i), receipt.StatusProcessed, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

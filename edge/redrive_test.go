@@ -11,11 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/topology"
 )
 
-// An event L1 redrives (receipts.RedriveHeader) makes the edge publish its
+// An event L1 redrives (receipt.RedriveHeader) makes the edge publish its
 // receipt again even though the outbox has it published: L1 never got it.
 // A plain copy of an event whose receipt is published does not.
 func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
@@ -40,7 +41,7 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 		m := nats.NewMsg("events.test")
 		m.Header.Set(jetstream.MsgIDHeader, id)
 		if redrive {
-			m.Header.Set(receipts.RedriveHeader, "1")
+			m.Header.Set(receipt.RedriveHeader, "1")
 		}
 		m.Data = []byte(`{"k":1}`)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

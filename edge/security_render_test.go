@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/render"
 )
 
 // TestRender_StockHub runs the hub as a stock nats-server started from the
@@ -28,7 +28,7 @@ func TestRender_StockHub(t *testing.T) {
 	}
 	t.Cleanup(ls.Close)
 	hubCfg := ls.Configs["hub"]
-	conf, err := topology.Render(ls.Topology, "hub", hubCfg)
+	conf, err := render.ServerConfig(ls.Topology, "hub", hubCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestRender_StockHub(t *testing.T) {
 	if strings.Contains(conf, strings.TrimSpace(string(seed))) {
 		t.Fatal("the rendered configuration holds the hub's seed")
 	}
-	t.Setenv(topology.SeedEnv("hub"), strings.TrimSpace(string(seed)))
+	t.Setenv(render.SeedEnv("hub"), strings.TrimSpace(string(seed)))
 	path := filepath.Join(t.TempDir(), "hub.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)

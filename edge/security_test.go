@@ -19,9 +19,12 @@ import (
 	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/pki"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/topology"
 )
 
@@ -238,7 +241,7 @@ func securityFixture(t *testing.T, insecure bool) *LocalSystem {
 // edge2's name.
 func forgeReceipt(t *testing.T, ls *LocalSystem, eventID string) {
 	t.Helper()
-	r := receipts.New(eventID, ls.Topology.Events.OriginStream, "edge2", "edge2", receipts.StatusProcessed, time.Time{})
+	r := receipt.New(eventID, ls.Topology.Events.OriginStream, "edge2", "edge2", receipt.StatusProcessed, time.Time{})
 	data, err := r.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +251,7 @@ func forgeReceipt(t *testing.T, ls *LocalSystem, eventID string) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	m := nats.NewMsg(ls.Topology.ReceiptSubject("edge2", string(receipts.StatusProcessed)))
+	m := nats.NewMsg(ls.Topology.ReceiptSubject("edge2", string(receipt.StatusProcessed)))
 	m.Header.Set(jetstream.MsgIDHeader, r.MsgID())
 	m.Data = data
 	if err := nc.PublishMsg(m); err != nil {
@@ -270,7 +273,7 @@ func reachedL1(t *testing.T, ls *LocalSystem, eventID string) bool {
 	l1 := ls.App("l1")
 	if _, err := l1.Completions().State().Get(ctx, eventID); err == nil {
 		return true
-	} else if !errors.Is(err, receipts.ErrNotFound) {
+	} else if !errors.Is(err, record.ErrNotFound) {
 		t.Fatal(err)
 	}
 	s, err := clientJS(t, l1.ClientURL()).Stream(ctx, ls.Configs["l1"].Completion.QuarantineStream)
@@ -289,7 +292,7 @@ func reachedL1(t *testing.T, ls *LocalSystem, eventID string) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rec receipts.QuarantineRecord
+		var rec completion.QuarantineRecord
 		if err := json.Unmarshal(m.Data, &rec); err != nil {
 			t.Fatalf("quarantine record %d: %v", seq, err)
 		}

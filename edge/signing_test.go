@@ -16,7 +16,8 @@ import (
 
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/topology"
 )
 
@@ -60,21 +61,21 @@ func TestSignedReceipts_ForgedAreQuarantined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig := orig.Header.Get(receipts.SignatureHeader)
+	sig := orig.Header.Get(receipt.SignatureHeader)
 	if sig == "" {
 		t.Fatal("the edge's receipt carries no signature")
 	}
 
 	other, _ := nkeys.CreateUser()
 	forge := func(id string) []byte {
-		r := receipts.New(id, "L1A", "edge1", "edge1", receipts.StatusProcessed, time.Now())
+		r := receipt.New(id, "L1A", "edge1", "edge1", receipt.StatusProcessed, time.Now())
 		b, err := r.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	otherSig := func(b []byte) string { s, _ := receipts.Sign(other, b); return s }
+	otherSig := func(b []byte) string { s, _ := receipt.Sign(other, b); return s }
 	altered := strings.Replace(string(orig.Data), `"processed"`, `"dead_lettered"`, 1)
 	for _, tc := range []struct {
 		name string
@@ -90,7 +91,7 @@ func TestSignedReceipts_ForgedAreQuarantined(t *testing.T) {
 		m.Data = tc.data
 		m.Header.Set(jetstream.MsgIDHeader, "forged-"+tc.name)
 		if tc.sig != "" {
-			m.Header.Set(receipts.SignatureHeader, tc.sig)
+			m.Header.Set(receipt.SignatureHeader, tc.sig)
 		}
 		if _, err := ejs.PublishMsg(ctx, m); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -99,12 +100,12 @@ func TestSignedReceipts_ForgedAreQuarantined(t *testing.T) {
 	// Bundles are verified whole: one signed with another key, one
 	// unsigned, and one whose receipts name two sites are each
 	// quarantined whole, and none of their receipts is applied.
-	otherSigner, err := receipts.NewSigner(other)
+	otherSigner, err := receipt.NewSigner(other)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fromEdge2 := func(id string) []byte {
-		b, err := receipts.New(id, "L1A", "edge2", "edge2", receipts.StatusProcessed, time.Now()).Encode()
+		b, err := receipt.New(id, "L1A", "edge2", "edge2", receipt.StatusProcessed, time.Now()).Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,16 +120,16 @@ func TestSignedReceipts_ForgedAreQuarantined(t *testing.T) {
 		{"bundle-unsigned", [][]byte{forge("forged-b3"), forge("forged-b4")}, false},
 		{"bundle-two-sites", [][]byte{forge("forged-b5"), fromEdge2("forged-b6")}, true},
 	} {
-		body, err := receipts.EncodeBundle(tc.recs)
+		body, err := receipt.EncodeBundle(tc.recs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := nats.NewMsg("leafline.receipts.edge1." + receipts.BundleToken)
+		m := nats.NewMsg("leafline.receipts.edge1." + receipt.BundleToken)
 		m.Data = body
 		m.Header.Set(jetstream.MsgIDHeader, tc.name)
-		m.Header.Set(receipts.BundleHeader, fmt.Sprint(len(tc.recs)))
+		m.Header.Set(receipt.BundleHeader, fmt.Sprint(len(tc.recs)))
 		if tc.signed {
-			m.Header.Set(receipts.SignatureHeader, otherSigner.SignBundle(body))
+			m.Header.Set(receipt.SignatureHeader, otherSigner.SignBundle(body))
 		}
 		if _, err := ejs.PublishMsg(ctx, m); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -150,7 +151,7 @@ func TestSignedReceipts_ForgedAreQuarantined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := c.Processors["edge1"]; p.Status != receipts.StatusProcessed || p.Conflicts != 0 {
+	if p := c.Processors["edge1"]; p.Status != receipt.StatusProcessed || p.Conflicts != 0 {
 		t.Fatalf("altered receipt changed the record: %+v", p)
 	}
 	if got := svc.Stats().Applied; got != 1 {
@@ -193,7 +194,7 @@ func TestReceiptPublisher_SignsBundles(t *testing.T) {
 	const n = 5
 	recs := make([]outbox.Record, n+1)
 	for i := range recs {
-		rec, err := f.receiptRecord(fmt.Sprintf("bundle-%d", i), receipts.StatusProcessed, "")
+		rec, err := f.receiptRecord(fmt.Sprintf("bundle-%d", i), receipt.StatusProcessed, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,15 +212,15 @@ func TestReceiptPublisher_SignsBundles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := receipts.NewVerifier()
+	v := receipt.NewVerifier()
 	b, err := re.GetMsg(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !receipts.IsBundle(b.Header) || b.Header.Get(receipts.SignatureHeader) == "" {
+	if !receipt.IsBundle(b.Header) || b.Header.Get(receipt.SignatureHeader) == "" {
 		t.Fatalf("message 1: headers %v, want a signed bundle", b.Header)
 	}
-	raws, err := receipts.Unbundle(b.Data, b.Header)
+	raws, err := receipt.Unbundle(b.Data, b.Header)
 	if err != nil || len(raws) != n {
 		t.Fatalf("bundle holds %d receipts (%v), want %d", len(raws), err, n)
 	}
@@ -227,18 +228,18 @@ func TestReceiptPublisher_SignsBundles(t *testing.T) {
 		t.Fatalf("bundle: %v", err)
 	}
 	altered := []byte(strings.Replace(string(b.Data), `"processed"`, `"dead_lettered"`, 1))
-	if err := v.VerifyMsg(pub, altered, b.Header); !errors.Is(err, receipts.ErrBadSignature) {
+	if err := v.VerifyMsg(pub, altered, b.Header); !errors.Is(err, receipt.ErrBadSignature) {
 		t.Fatalf("altered bundle: got %v, want ErrBadSignature", err)
 	}
 	// The bundle's signature does not pass for one of its receipts alone.
-	if err := v.Verify(pub, raws[0], b.Header.Get(receipts.SignatureHeader), ""); !errors.Is(err, receipts.ErrBadSignature) {
+	if err := v.Verify(pub, raws[0], b.Header.Get(receipt.SignatureHeader), ""); !errors.Is(err, receipt.ErrBadSignature) {
 		t.Fatalf("receipt under its bundle's signature: got %v, want ErrBadSignature", err)
 	}
 	one, err := re.GetMsg(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if receipts.IsBundle(one.Header) || one.Header.Get(jetstream.MsgIDHeader) != recs[n].Key {
+	if receipt.IsBundle(one.Header) || one.Header.Get(jetstream.MsgIDHeader) != recs[n].Key {
 		t.Fatalf("message 2: headers %v, want receipt %s alone", one.Header, recs[n].Key)
 	}
 	if err := v.VerifyMsg(pub, one.Data, one.Header); err != nil {

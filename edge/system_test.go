@@ -18,7 +18,8 @@ import (
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/topology"
 )
 
@@ -126,7 +127,7 @@ func waitCompleted(t *testing.T, ls *LocalSystem, ids []string, processors ...st
 			t.Fatalf("event %q: record holds id %q", id, c.EventID)
 		}
 		for _, p := range processors {
-			if pr, ok := c.Processors[p]; !ok || pr.Status != receipts.StatusProcessed {
+			if pr, ok := c.Processors[p]; !ok || pr.Status != receipt.StatusProcessed {
 				t.Fatalf("event %q: processor %s: %+v", id, p, c.Processors)
 			}
 		}
@@ -330,7 +331,7 @@ func receiptsIn(ctx context.Context, js jetstream.JetStream, stream string) int 
 		if err != nil {
 			return -1
 		}
-		raws, err := receipts.Unbundle(m.Data, m.Header)
+		raws, err := receipt.Unbundle(m.Data, m.Header)
 		if err != nil {
 			return -1
 		}

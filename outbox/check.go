@@ -68,114 +68,166 @@ func (o *Outbox) Check() error {
 	return nil
 }
 
+// checkInvariants checks the outbox invariants (step 3 of Check) and
+// returns what it finds, stopping once maxProblems are found: the
+// records, then the pending index, the published index and the marks
+// against them, then the counters.
 func checkInvariants(tx *bbolt.Tx) []string {
-	var problems []string
-	add := func(format string, args ...any) bool {
-		problems = append(problems, fmt.Sprintf(format, args...))
-		return len(problems) < maxProblems
-	}
 	if err := checkLayout(tx); err != nil {
-		add("%v", err)
-		return problems
+		return []string{fmt.Sprintf("%v", err)}
 	}
 	b, _ := getBuckets(tx)
+	c := &invariantCheck{b: b, maxSeq: b.records.Sequence(), seqs: make(map[uint64]string)}
+	if c.records() && c.pendingIndex() && c.publishedIndex() && c.marks() {
+		c.counters()
+	}
+	return c.problems
+}
 
-	var pending, published uint64
-	maxSeq := b.records.Sequence()
-	seqs := make(map[uint64]string)
-	c := b.records.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
+// invariantCheck holds what checkInvariants has seen so far.
+type invariantCheck struct {
+	b        buckets
+	problems []string
+	// maxSeq is the records bucket's sequence, which no Seq may exceed.
+	maxSeq uint64
+	// seqs maps each record's Seq to its key.
+	seqs map[uint64]string
+	// pending and published count the records in each state.
+	pending, published uint64
+	// nPending and nPublished count the entries of each index.
+	nPending, nPublished uint64
+}
+
+// add records a problem and reports whether the check goes on: whether
+// fewer than maxProblems are recorded.
+func (c *invariantCheck) add(format string, args ...any) bool {
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+	return len(c.problems) < maxProblems
+}
+
+// records checks every record (see record) and reports whether the check
+// goes on.
+func (c *invariantCheck) records() bool {
+	cur := c.b.records.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
 		if v == nil {
-			if !add("records: %q is a bucket", k) {
-				return problems
+			if !c.add("records: %q is a bucket", k) {
+				return false
 			}
 			continue
 		}
-		r, err := b.load(k, v)
+		r, err := c.b.load(k, v)
 		if err != nil {
-			if !add("%v", err) {
-				return problems
+			if !c.add("%v", err) {
+				return false
 			}
 			continue
 		}
-		ok := true
-		if other, dup := seqs[r.Seq]; dup {
-			ok = add("records %q and %q share seq %d", other, k, r.Seq)
-		}
-		seqs[r.Seq] = r.Key
-		if r.Seq == 0 || r.Seq > maxSeq {
-			ok = ok && add("record %q: seq %d outside (0, %d]", k, r.Seq, maxSeq)
-		}
-		switch r.State {
-		case StatePending:
-			pending++
-			if !r.PublishedAt.IsZero() {
-				ok = ok && add("pending record %q has a PublishedAt", k)
-			}
-			if !bytes.Equal(b.pending.Get(u64(r.Seq)), k) {
-				ok = ok && add("pending record %q (seq %d) has no pending index entry", k, r.Seq)
-			}
-		case StatePublished:
-			published++
-			if r.PublishedAt.IsZero() {
-				ok = ok && add("published record %q has no PublishedAt", k)
-			}
-			if !bytes.Equal(b.published.Get(publishedKey(&r)), k) {
-				ok = ok && add("published record %q (seq %d) has no published index entry", k, r.Seq)
-			}
-		}
-		if !ok {
-			return problems
+		if !c.record(k, &r) {
+			return false
 		}
 	}
+	return true
+}
 
-	var nPending, nPublished uint64
-	c = b.pending.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		nPending++
-		if _, err := pendingRecord(b, k, v); err != nil && !add("%v", err) {
-			return problems
+// record checks one decoded record, stored under k: its Seq is unique and
+// within the bucket sequence, and its state agrees with its PublishedAt
+// and with its index entry. It reports whether the check goes on.
+func (c *invariantCheck) record(k []byte, r *Record) bool {
+	ok := true
+	if other, dup := c.seqs[r.Seq]; dup {
+		ok = c.add("records %q and %q share seq %d", other, k, r.Seq)
+	}
+	c.seqs[r.Seq] = r.Key
+	if r.Seq == 0 || r.Seq > c.maxSeq {
+		ok = ok && c.add("record %q: seq %d outside (0, %d]", k, r.Seq, c.maxSeq)
+	}
+	switch r.State {
+	case StatePending:
+		c.pending++
+		if !r.PublishedAt.IsZero() {
+			ok = ok && c.add("pending record %q has a PublishedAt", k)
+		}
+		if !bytes.Equal(c.b.pending.Get(u64(r.Seq)), k) {
+			ok = ok && c.add("pending record %q (seq %d) has no pending index entry", k, r.Seq)
+		}
+	case StatePublished:
+		c.published++
+		if r.PublishedAt.IsZero() {
+			ok = ok && c.add("published record %q has no PublishedAt", k)
+		}
+		if !bytes.Equal(c.b.published.Get(publishedKey(r)), k) {
+			ok = ok && c.add("published record %q (seq %d) has no published index entry", k, r.Seq)
 		}
 	}
-	c = b.published.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		nPublished++
-		rv := b.records.Get(v)
+	return ok
+}
+
+// pendingIndex checks that every pending index entry points at a pending
+// record with its Seq, and reports whether the check goes on.
+func (c *invariantCheck) pendingIndex() bool {
+	cur := c.b.pending.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+		c.nPending++
+		if _, err := pendingRecord(c.b, k, v); err != nil && !c.add("%v", err) {
+			return false
+		}
+	}
+	return true
+}
+
+// publishedIndex checks that every published index entry points at a
+// published record whose index key it is, and reports whether the check
+// goes on.
+func (c *invariantCheck) publishedIndex() bool {
+	cur := c.b.published.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+		c.nPublished++
+		rv := c.b.records.Get(v)
 		if rv == nil {
-			if !add("published index entry %x points at missing record %q", k, v) {
-				return problems
+			if !c.add("published index entry %x points at missing record %q", k, v) {
+				return false
 			}
 			continue
 		}
-		r, err := b.load(v, rv)
+		r, err := c.b.load(v, rv)
 		if err == nil && (r.State != StatePublished || !bytes.Equal(publishedKey(&r), k)) {
 			err = fmt.Errorf("published index entry %x does not match record %q", k, v)
 		}
-		if err != nil && !add("%v", err) {
-			return problems
+		if err != nil && !c.add("%v", err) {
+			return false
 		}
 	}
+	return true
+}
 
-	c = b.marks.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
+// marks checks that every mark is well formed and belongs to a record,
+// and reports whether the check goes on.
+func (c *invariantCheck) marks() bool {
+	cur := c.b.marks.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
 		if len(k) != 8 || len(v) != 8 {
-			if !add("mark %x has a malformed key or value", k) {
-				return problems
+			if !c.add("mark %x has a malformed key or value", k) {
+				return false
 			}
 			continue
 		}
-		if _, ok := seqs[binary.BigEndian.Uint64(k)]; !ok && !add("mark of seq %d has no record", binary.BigEndian.Uint64(k)) {
-			return problems
+		if _, ok := c.seqs[binary.BigEndian.Uint64(k)]; !ok && !c.add("mark of seq %d has no record", binary.BigEndian.Uint64(k)) {
+			return false
 		}
 	}
+	return true
+}
 
-	cp, _ := b.counter(metaPending)
-	cd, _ := b.counter(metaPublished)
-	if cp != pending || nPending != pending {
-		add("pending: counter %d, records %d, index entries %d", cp, pending, nPending)
+// counters checks the stored pending and published counters against the
+// records and index entries counted.
+func (c *invariantCheck) counters() {
+	cp, _ := c.b.counter(metaPending)
+	cd, _ := c.b.counter(metaPublished)
+	if cp != c.pending || c.nPending != c.pending {
+		c.add("pending: counter %d, records %d, index entries %d", cp, c.pending, c.nPending)
 	}
-	if cd != published || nPublished != published {
-		add("published: counter %d, records %d, index entries %d", cd, published, nPublished)
+	if cd != c.published || c.nPublished != c.published {
+		c.add("published: counter %d, records %d, index entries %d", cd, c.published, c.nPublished)
 	}
-	return problems
 }

@@ -8,7 +8,7 @@ import (
 // off unless Enabled. An origin message is deleted only when every edge it
 // was routed to reported a terminal status, Grace has passed since the last
 // of those receipts and no redrive is pending, after an audit record of the
-// deletion is durable (see receipts.Cleaner).
+// deletion is durable (see cleanup.Cleaner).
 type CleanupConfig struct {
 	// Enabled turns the cleanup on. Zero value: off, and the origin stream
 	// keeps what its limits keep.

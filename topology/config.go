@@ -291,7 +291,7 @@ type CompletionConfig struct {
 	// History is the number of revisions a completion bucket of the
 	// previous layout keeps per key, 1..64 (zero means 1); it applies
 	// only where a completion service records in that bucket (the
-	// receipts.Store). An L1 box records in its completion log, which
+	// kvstore.Store). An L1 box records in its completion log, which
 	// keeps every record it writes.
 	History int `json:"history,omitempty"`
 	// RedriveAfter: an event that an alive edge has still not reported

@@ -1,6 +1,8 @@
 // Package topology is leafline's configuration: the shared topology that
 // every box loads, and the per-box Config that adds a box's local settings.
-// It is pure data and imports no other leafline package.
+// It is pure data and imports no other leafline package but its own strict
+// JSON decoder (internal/strictjson). Package topology/render turns a
+// topology into stock nats-server configurations and systemd units.
 //
 // # The topology
 //
@@ -24,8 +26,8 @@
 // upstream_tls, upstream_auth), read from files or the environment when the
 // box starts, so no config ever holds a secret and any config can be
 // printed. LinkPermissions derives, per link, the only subjects that may
-// cross it (the two durable sources); Render writes a site as a stock
-// nats-server configuration; Lint reports links without TLS or
+// cross it (the two durable sources); topology/render writes a site as a
+// stock nats-server configuration; Lint reports links without TLS or
 // credentials and other risky settings. The zero values ("off", "none")
 // keep plain links working; `leafline topology certs` secures a topology.
 //

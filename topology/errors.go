@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/leafline/leafline/topology/internal/strictjson"
 )
 
 // ErrInvalid matches, with errors.Is, every error that a decoding or
@@ -82,32 +84,10 @@ func (p problems) err(source string) error {
 	return &ValidationError{Source: source, Problems: append([]Problem(nil), p...)}
 }
 
-// fieldPath returns the path of a field within the object at path.
-func fieldPath(path, key string) string {
-	if !isPlainKey(key) {
-		key = fmt.Sprintf("[%q]", key)
-		return path + key
-	}
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// elemPath returns the path of element i of the array at path.
-func elemPath(path string, i int) string {
-	return fmt.Sprintf("%s[%d]", path, i)
-}
-
-// isPlainKey reports whether key can appear unquoted in a path.
-func isPlainKey(key string) bool {
-	if key == "" {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if !isNameByte(key[i]) {
-			return false
-		}
-	}
-	return true
-}
+// fieldPath and elemPath build a Problem's path in the syntax of the
+// strict decoder ("sites[2].leafnode", `events["a b"]`), so that decoding
+// and validation problems name a value alike.
+var (
+	fieldPath = strictjson.Field
+	elemPath  = strictjson.Elem
+)

@@ -6,6 +6,7 @@ import (
 	"github.com/leafline/leafline/internal/importcheck"
 )
 
-// TestImports: the topology is the bottom layer; it imports nothing of this
-// module.
-func TestImports(t *testing.T) { importcheck.Only(t) }
+// TestImports: the topology is the bottom layer; of this module it imports
+// only its own strict JSON decoder, and never what builds on it
+// (topology/render).
+func TestImports(t *testing.T) { importcheck.Only(t, "topology/internal/strictjson") }

@@ -10,6 +10,17 @@ import (
 // DefaultClientUser is the user name of ClientAuth when it names none.
 const DefaultClientUser = "leafline"
 
+// LocalUser is the user that clients of a site's own client listener (the
+// leafline process, its CLI, local applications) are mapped to, without
+// credentials, when the site defines leafnode users. Only a non-leafnode
+// connection may use it, so a leafnode that dials without credentials is
+// refused. leafline's embedded servers and rendered configurations both
+// define it.
+const LocalUser = "leafline-local"
+
+// LocalUserConnectionTypes are the connection types LocalUser may use.
+var LocalUserConnectionTypes = []string{"STANDARD", "WEBSOCKET", "IN_PROCESS", "MQTT"}
+
 // validateClientListener checks nats.listen against nats.allow_remote and
 // nats.auth: every client of the listener has full access to the box's
 // streams and JetStream API, so it listens beyond this machine only when

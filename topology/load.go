@@ -6,6 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
+
+	"github.com/leafline/leafline/topology/internal/strictjson"
 )
 
 // ParseTopology decodes a topology strictly (see the package doc), fills
@@ -127,3 +131,27 @@ func loadConfigTopology(cp *problems, path string) (*Topology, error) {
 	t, tp := parseTopology(data)
 	return t, tp.err(path)
 }
+
+// decodeStrict decodes the JSON object in data into v, a pointer to a
+// struct, and records every decoding problem in p with its path (see the
+// package doc for what is refused). It reports whether v was decoded; when
+// it returns false, v is unchanged.
+func decodeStrict(data []byte, v any, p *problems) bool {
+	found := strictjson.Decode(data, v, strictOptions)
+	for _, f := range found {
+		*p = append(*p, Problem{Path: f.Path, Msg: f.Msg})
+	}
+	return len(found) == 0
+}
+
+// strictOptions make a Duration a JSON string that Duration.UnmarshalJSON
+// accepts.
+var strictOptions = strictjson.Options{StringTypes: map[reflect.Type]strictjson.StringType{
+	reflect.TypeFor[Duration](): {
+		Want: `a duration string such as "30s"`,
+		Check: func(s string) error {
+			var d Duration
+			return d.UnmarshalJSON(strconv.AppendQuote(nil, s))
+		},
+	},
+}}

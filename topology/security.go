@@ -185,12 +185,14 @@ func (t *Topology) validateLinkSecurity(p *problems, i int) {
 	if !ok || s.Leafnode.UpstreamURL == "" || t.derivedFromBadListen(s) {
 		return
 	}
-	if u, err := url.Parse(s.Leafnode.UpstreamURL); err == nil && tlsScheme(u.Scheme) && up.Leafnode.TLS == TLSOff {
+	if u, err := url.Parse(s.Leafnode.UpstreamURL); err == nil && TLSScheme(u.Scheme) && up.Leafnode.TLS == TLSOff {
 		p.add(fieldPath(ln, "upstream_url"), "scheme %q needs TLS, but site %q listens without it (its leafnode.tls is %q)", u.Scheme, up.Name, TLSOff)
 	}
 }
 
-func tlsScheme(s string) bool { return s == "tls" || s == "wss" }
+// TLSScheme reports whether a leafnode URL with this scheme dials with TLS
+// whatever the upstream's leafnode.tls says: "tls" and "wss" do.
+func TLSScheme(scheme string) bool { return scheme == "tls" || scheme == "wss" }
 
 // validateLinkCredentials checks, per upstream, that every dialling site
 // has its own identity and that authenticated and unauthenticated sites do
@@ -326,7 +328,7 @@ func (c *Config) validateSecurityAgainst(p *problems, t *Topology, s *Site) {
 	// terminates TLS: its scheme alone then says that the box dials with TLS.
 	overrideTLS := false
 	if u, err := url.Parse(l.UpstreamURL); l.UpstreamURL != "" && err == nil {
-		overrideTLS = tlsScheme(u.Scheme)
+		overrideTLS = TLSScheme(u.Scheme)
 	}
 	switch {
 	case up.Leafnode.TLS == TLSMutual && l.UpstreamTLS.CertFile == "":

@@ -12,8 +12,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafline/leafline/cleanup"
 	"github.com/leafline/leafline/edge"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/status"
 )
 
 // cmdCleanup shows what the L1 cleanup policy would delete now (--dry-run)
@@ -59,7 +61,7 @@ func cmdCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // openCleaner loads an L1 config, connects, and builds its cleaner; one
 // that deletes must be enabled by the config.
-func openCleaner(fs *flag.FlagSet, sf siteFlags, who string, deletes bool, stderr io.Writer) (*receipts.Cleaner, *nats.Conn, int) {
+func openCleaner(fs *flag.FlagSet, sf siteFlags, who string, deletes bool, stderr io.Writer) (*cleanup.Cleaner, *nats.Conn, int) {
 	cfg, ok := loadConfig(fs, *sf.path, stderr)
 	if !ok || !requireL1(fs.Name(), *sf.path, *sf.server, cfg, stderr) {
 		return nil, nil, exitUsage
@@ -73,7 +75,7 @@ func openCleaner(fs *flag.FlagSet, sf siteFlags, who string, deletes bool, stder
 		return nil, nil, code
 	}
 	// The records are the running L1 box's: ask its status service.
-	cl, err := edge.NewCleaner(cfg, js, receipts.NewStatusClient(nc, ""), who, newLogger(cfg.Log, stderr))
+	cl, err := edge.NewCleaner(cfg, js, status.NewStatusClient(nc, ""), who, newLogger(cfg.Log, stderr))
 	if err == nil {
 		return cl, nc, exitOK
 	}
@@ -82,7 +84,7 @@ func openCleaner(fs *flag.FlagSet, sf siteFlags, who string, deletes bool, stder
 	return nil, nil, exitFailure
 }
 
-func printCleanupReport(w io.Writer, r receipts.CleanupReport) {
+func printCleanupReport(w io.Writer, r cleanup.CleanupReport) {
 	verb := "deleted"
 	n := r.Deleted
 	if r.DryRun {
@@ -112,7 +114,7 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	eid := fs.Arg(0)
-	if err := receipts.ValidateEventID(eid); err != nil {
+	if err := receipt.ValidateEventID(eid); err != nil {
 		fmt.Fprintf(stderr, "%s: EVENT_ID: %v\n", fs.Name(), err)
 		return exitUsage
 	}

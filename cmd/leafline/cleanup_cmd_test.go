@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/cleanup"
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/status"
 )
 
 // TestCleanupAndAuditCommands runs leafline cleanup and audit against a
@@ -22,12 +25,12 @@ func TestCleanupAndAuditCommands(t *testing.T) {
 	env := startStatusEnv(t)
 	env.event(t, "done")
 	env.event(t, "open")
-	env.receipt(t, "done", "edge1", receipts.StatusProcessed)
-	env.receipt(t, "done", "edge2", receipts.StatusProcessed)
-	env.receipt(t, "open", "edge1", receipts.StatusProcessed)
+	env.receipt(t, "done", "edge1", receipt.StatusProcessed)
+	env.receipt(t, "done", "edge2", receipt.StatusProcessed)
+	env.receipt(t, "open", "edge1", receipt.StatusProcessed)
 	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		c, err := env.svc.Get(context.Background(), "done")
-		if err != nil || c.Status != receipts.EventComplete {
+		if err != nil || c.Status != record.EventComplete {
 			return fmt.Errorf("done: %v %s", err, c.Status)
 		}
 		return nil
@@ -51,7 +54,7 @@ func TestCleanupAndAuditCommands(t *testing.T) {
 		t.Fatalf("--once: %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = runStatusCmd(cmdAudit, "--config", env.cfg, "done")
-	var ents []receipts.AuditEntry
+	var ents []cleanup.AuditEntry
 	if code != exitOK || json.Unmarshal([]byte(out), &ents) != nil || len(ents) != 1 || len(ents[0].Record.Receipts) != 2 ||
 		!strings.Contains(ents[0].Record.DeletedBy, "leafline cleanup --once") {
 		t.Fatalf("audit done: %d\n%s%s", code, out, errs)
@@ -61,21 +64,21 @@ func TestCleanupAndAuditCommands(t *testing.T) {
 	}
 
 	// The status API shows the deletion with a reference to its record.
-	cl, err := receipts.NewCleaner(receipts.CleanupConfig{JS: env.js, Store: env.svc.State(), OriginStream: "L1A", Grace: time.Millisecond})
+	cl, err := cleanup.NewCleaner(cleanup.CleanupConfig{JS: env.js, Store: env.svc.State(), OriginStream: "L1A", Grace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	env.svc.AttachCleaner(cl)
-	srv := httptest.NewServer(receipts.NewHTTPHandler(env.svc))
+	srv := httptest.NewServer(status.NewHTTPHandler(env.svc))
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + receipts.EventPath("done"))
+	resp, err := http.Get(srv.URL + status.EventPath("done"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var c receipts.Completion
+	var c record.Completion
 	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || c.Cleaned == nil || c.Cleaned.Seq != ents[0].Ref.Seq ||
-		c.Cleaned.Stream != receipts.DefaultAuditStream {
+		c.Cleaned.Stream != cleanup.DefaultAuditStream {
 		t.Fatalf("status of done: %v %+v", err, c.Cleaned)
 	}
 }

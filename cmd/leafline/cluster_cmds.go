@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/render"
 )
 
 // renderCluster writes one stock nats-server configuration per node of
@@ -16,7 +17,7 @@ func renderCluster(t *topology.Topology, cfg *topology.Config, dir string, stdou
 		fmt.Fprintf(stderr, "leafline topology render: --out DIR is required: the config of site %q describes %d cluster nodes, one configuration file each\n", cfg.Site, len(cfg.Cluster.Nodes))
 		return exitUsage
 	}
-	nodes, err := topology.RenderCluster(t, cfg)
+	nodes, err := render.ClusterConfigs(t, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline topology render: %v\n", err)
 		return exitUsage

@@ -19,12 +19,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/bench"
 	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/internal/progress"
 	"github.com/leafline/leafline/publish"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/status"
+
 	"github.com/leafline/leafline/topology"
 )
 
@@ -405,7 +408,7 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	if *id != "" {
-		if err := receipts.ValidateEventID(*id); err != nil {
+		if err := receipt.ValidateEventID(*id); err != nil {
 			fmt.Fprintf(stderr, "leafline publish: --event-id: %v\n", err)
 			return exitUsage
 		}
@@ -487,7 +490,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	eid := fs.Arg(0)
-	if err := receipts.ValidateEventID(eid); err != nil {
+	if err := receipt.ValidateEventID(eid); err != nil {
 		fmt.Fprintf(stderr, "leafline status: EVENT_ID: %v\n", err)
 		return exitUsage
 	}
@@ -499,8 +502,8 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	c, err := receipts.NewStatusClient(nc, "").Get(rctx, eid)
-	if errors.Is(err, receipts.ErrNotFound) {
+	c, err := status.NewStatusClient(nc, "").Get(rctx, eid)
+	if errors.Is(err, record.ErrNotFound) {
 		fmt.Fprintf(stderr, "leafline status: no completion recorded for event_id %q\n", eid)
 		return exitFailure
 	}

@@ -26,7 +26,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/status"
+
 	"github.com/leafline/leafline/topology"
 )
 
@@ -211,7 +213,7 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 	}
 	edge.start()
 
-	store := receipts.NewStatusClient(nc, "") // the L1 box's status service
+	store := status.NewStatusClient(nc, "") // the L1 box's status service
 	l1 := procs["l1"]
 	check.For(t, 120*time.Second, 100*time.Millisecond, func() error {
 		if got := metric(t, l1.ops, "leafline_completion_applied_total"); got < n {
@@ -224,7 +226,7 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 		if err != nil {
 			t.Fatalf("event %s: %v", id, err)
 		}
-		if c.Processors["edge1"].Status != receipts.StatusProcessed {
+		if c.Processors["edge1"].Status != receipt.StatusProcessed {
 			t.Fatalf("event %s: %+v", id, c.Processors)
 		}
 	}

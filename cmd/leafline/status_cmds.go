@@ -18,7 +18,8 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/status"
 )
 
 // statusTimeout bounds one request to the status service.
@@ -33,7 +34,7 @@ func cmdPending(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	server := fs.String("server", "", "NATS `URL` (default: the config's nats.listen)")
 	overdue := fs.Bool("overdue", false, "only events pending longer than the overdue threshold")
 	site := fs.String("site", "", "only events this `SITE` has not reported")
-	limit := fs.Int("limit", receipts.DefaultListLimit, fmt.Sprintf("at most `N` events (1..%d)", receipts.MaxListLimit))
+	limit := fs.Int("limit", record.DefaultListLimit, fmt.Sprintf("at most `N` events (1..%d)", record.MaxListLimit))
 	after := fs.String("after", "", "continue after this `CURSOR` (printed with the previous page)")
 	asJSON := fs.Bool("json", false, "print the page as JSON")
 	unidentified := fs.Bool("unidentified", false, "list the origin messages without a usable event_id instead (never tracked)")
@@ -44,8 +45,8 @@ func cmdPending(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !ok || !requireL1("pending", *path, *server, cfg, stderr) || !checkEdgeSite("pending", *site, cfg, stderr) {
 		return exitUsage
 	}
-	if *limit < 1 || *limit > receipts.MaxListLimit {
-		fmt.Fprintf(stderr, "leafline pending: --limit must be 1..%d, got %d\n", receipts.MaxListLimit, *limit)
+	if *limit < 1 || *limit > record.MaxListLimit {
+		fmt.Fprintf(stderr, "leafline pending: --limit must be 1..%d, got %d\n", record.MaxListLimit, *limit)
 		return exitUsage
 	}
 	if *unidentified {
@@ -55,9 +56,9 @@ func cmdPending(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		return listUnidentified(ctx, cfg, *server, *after, *limit, *asJSON, stdout, stderr)
 	}
-	q := receipts.ListQuery{Status: receipts.ListPending, Site: *site, Limit: *limit, After: *after}
+	q := record.ListQuery{Status: record.ListPending, Site: *site, Limit: *limit, After: *after}
 	if *overdue {
-		q.Status = receipts.ListOverdue
+		q.Status = record.ListOverdue
 	}
 	if err := q.Validate(); err != nil {
 		fmt.Fprintf(stderr, "leafline pending: %v\n", err)
@@ -71,23 +72,23 @@ func cmdPending(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	items, next, err := receipts.NewStatusClient(nc, "").List(rctx, q)
+	items, next, err := status.NewStatusClient(nc, "").List(rctx, q)
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline pending: %v\n", err)
 		return exitFailure
 	}
 	if *asJSON {
 		if items == nil {
-			items = []receipts.Completion{}
+			items = []record.Completion{}
 		}
-		return statusPrintJSON(stdout, stderr, receipts.ListPage{Items: items, Next: next})
+		return statusPrintJSON(stdout, stderr, status.ListPage{Items: items, Next: next})
 	}
 	writePendingTable(stdout, items, next, time.Now())
 	return exitOK
 }
 
 // writePendingTable prints a page of events as a table.
-func writePendingTable(w io.Writer, items []receipts.Completion, next string, now time.Time) {
+func writePendingTable(w io.Writer, items []record.Completion, next string, now time.Time) {
 	if len(items) == 0 {
 		fmt.Fprintln(w, "no events")
 	} else {
@@ -135,7 +136,7 @@ func cmdSummary(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	sum, err := receipts.NewStatusClient(nc, "").Summary(rctx)
+	sum, err := status.NewStatusClient(nc, "").Summary(rctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline summary: %v\n", err)
 		return exitFailure
@@ -148,7 +149,7 @@ func cmdSummary(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 // writeSummaryTable prints a Summary as text and a per-site table.
-func writeSummaryTable(w io.Writer, s receipts.Summary) {
+func writeSummaryTable(w io.Writer, s record.Summary) {
 	fmt.Fprintf(w, "events %d: pending %d, complete %d, dead_lettered %d, conflict %d, overdue %d (pending longer than %s)\n",
 		s.Events, s.Pending, s.Complete, s.DeadLettered, s.Conflict, s.Overdue, s.OverdueAfter)
 	if s.PendingOriginUnknown > 0 {

@@ -16,8 +16,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/status"
 )
 
 // statusEnv runs an embedded JetStream server with a completion Service
@@ -26,7 +29,7 @@ import (
 type statusEnv struct {
 	cfg string
 	js  jetstream.JetStream
-	svc *receipts.Service
+	svc *completion.Service
 }
 
 func startStatusEnv(t *testing.T) *statusEnv {
@@ -56,7 +59,7 @@ func startStatusEnv(t *testing.T) *statusEnv {
 			t.Fatal(err)
 		}
 	}
-	svc, err := receipts.NewService(receipts.ServiceConfig{
+	svc, err := completion.NewService(completion.ServiceConfig{
 		JS: js, Stream: "R1", OriginStream: "L1A", OverdueAfter: 200 * time.Millisecond,
 		Expected: func(string) []string { return []string{"edge1", "edge2"} },
 		Sites:    []string{"edge1", "edge2"},
@@ -69,7 +72,7 @@ func startStatusEnv(t *testing.T) *statusEnv {
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(rctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	ms, err := receipts.StartMicro(nc, svc, receipts.MicroConfig{})
+	ms, err := status.StartMicro(nc, svc, status.MicroConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +104,9 @@ func (e *statusEnv) event(t *testing.T, id string) {
 	}
 }
 
-func (e *statusEnv) receipt(t *testing.T, id, site string, st receipts.Status) {
+func (e *statusEnv) receipt(t *testing.T, id, site string, st receipt.Status) {
 	t.Helper()
-	r := receipts.New(id, "L1A", site, site, st, time.Now())
+	r := receipt.New(id, "L1A", site, site, st, time.Now())
 	b, err := r.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -125,9 +128,9 @@ func TestPendingAndSummaryCommands(t *testing.T) {
 	env.event(t, "evt one") // a space: quoted in tables
 	env.event(t, "evt-2")
 	env.event(t, "evt-3")
-	env.receipt(t, "evt-2", "edge1", receipts.StatusProcessed)
-	env.receipt(t, "evt-2", "edge2", receipts.StatusProcessed)
-	env.receipt(t, "evt-3", "edge1", receipts.StatusDeadLettered)
+	env.receipt(t, "evt-2", "edge1", receipt.StatusProcessed)
+	env.receipt(t, "evt-2", "edge2", receipt.StatusProcessed)
+	env.receipt(t, "evt-3", "edge1", receipt.StatusDeadLettered)
 
 	// Table: overdue once 200ms have passed. Without --site only pending
 	// events; per site every event the site owes (evt-3 is dead_lettered
@@ -152,12 +155,12 @@ func TestPendingAndSummaryCommands(t *testing.T) {
 
 	// JSON, paginated.
 	code, out, _ = runStatusCmd(cmdPending, "--config", env.cfg, "--json", "--limit", "1", "--site", "edge2")
-	var page receipts.ListPage
+	var page status.ListPage
 	if err := json.Unmarshal([]byte(out), &page); code != exitOK || err != nil || len(page.Items) != 1 || page.Next == "" {
 		t.Fatalf("pending --json --limit 1: %d %v\n%s", code, err, out)
 	}
 	code, out, _ = runStatusCmd(cmdPending, "--config", env.cfg, "--json", "--limit", "1", "--site", "edge2", "--after", page.Next)
-	var page2 receipts.ListPage
+	var page2 status.ListPage
 	if err := json.Unmarshal([]byte(out), &page2); code != exitOK || err != nil || len(page2.Items) != 1 || page2.Items[0].EventID == page.Items[0].EventID {
 		t.Fatalf("second page: %d %v\n%s", code, err, out)
 	}
@@ -170,7 +173,7 @@ func TestPendingAndSummaryCommands(t *testing.T) {
 		}
 	}
 	code, out, _ = runStatusCmd(cmdSummary, "--config", env.cfg, "--json")
-	var sum receipts.Summary
+	var sum record.Summary
 	if err := json.Unmarshal([]byte(out), &sum); code != exitOK || err != nil || sum.Events != 3 || len(sum.Sites) != 2 || sum.Sites[1].Pending != 2 {
 		t.Fatalf("summary --json: %d %v\n%s", code, err, out)
 	}

@@ -9,11 +9,12 @@ import (
 	"sort"
 
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/render"
 )
 
 type systemdArgs struct {
 	dir string
-	o   topology.SystemdOptions
+	o   render.SystemdOptions
 }
 
 func systemdFlags(fs *flag.FlagSet) *systemdArgs {
@@ -39,11 +40,11 @@ func renderSystemd(a *systemdArgs, t *topology.Topology, cfg *topology.Config, s
 	var err error
 	if site != "" {
 		var u string
-		if u, err = t.SystemdUnit(site, cfgs[site], a.o); err == nil {
-			units[topology.SystemdUnitName(site)] = u
+		if u, err = render.SystemdUnit(t, site, cfgs[site], a.o); err == nil {
+			units[render.SystemdUnitName(site)] = u
 		}
 	} else {
-		units, err = t.SystemdUnits(cfgs, a.o)
+		units, err = render.SystemdUnits(t, cfgs, a.o)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline topology render --systemd: %v\n", err)

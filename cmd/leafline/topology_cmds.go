@@ -14,6 +14,7 @@ import (
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/render"
 )
 
 // cmdTopology dispatches "leafline topology render|permissions|certs".
@@ -103,7 +104,7 @@ func cmdTopologyRender(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "leafline topology render: --site NAME is required with --topology")
 		return exitUsage
 	}
-	out, err := topology.Render(t, name, cfg)
+	out, err := render.ServerConfig(t, name, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline topology render: %v\n", err)
 		return exitUsage

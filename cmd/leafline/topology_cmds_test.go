@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/render"
 )
 
 func runTopology(t *testing.T, args ...string) (string, string, int) {
@@ -70,7 +71,7 @@ func TestTopologyCerts_SecuresTheExamples(t *testing.T) {
 	if strings.Contains(conf, strings.TrimSpace(string(seed))) {
 		t.Fatal("rendered config holds the seed")
 	}
-	t.Setenv(topology.SeedEnv("hub"), strings.TrimSpace(string(seed)))
+	t.Setenv(render.SeedEnv("hub"), strings.TrimSpace(string(seed)))
 	path := filepath.Join(t.TempDir(), "hub.conf")
 	os.WriteFile(path, []byte(conf), 0o600)
 	opts, err := server.ProcessConfigFile(path)

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/status"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -23,7 +23,7 @@ func listUnidentified(ctx context.Context, cfg *topology.Config, server, after s
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	page, err := receipts.NewStatusClient(nc, "").Unidentified(rctx, after, limit)
+	page, err := status.NewStatusClient(nc, "").Unidentified(rctx, after, limit)
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline pending: %v\n", err)
 		return exitFailure

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/edge/eventid"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/sink"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -91,7 +92,7 @@ func (r *Runner) markDead(it *item) {
 	if it.ev.ID == "" {
 		return
 	}
-	rec, err := r.digestReceiptRecord(it.ev.ID, receipts.StatusDeadLettered, errorType(it.err), it.digest)
+	rec, err := r.digestReceiptRecord(it.ev.ID, receipt.StatusDeadLettered, errorType(it.err), it.digest)
 	if err != nil {
 		it.hold = err
 		return

@@ -8,7 +8,8 @@ import (
 
 	"github.com/leafline/leafline/edge/eventid"
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/sink"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -36,8 +37,8 @@ func (r *Runner) decode(msg jetstream.Msg) item {
 	}
 	// The receipt is built here so that an event_id the receipt format
 	// refuses is this message's permanent failure, never a batch's.
-	it.digest = receipts.PayloadDigest(msg.Data())
-	if it.rec, err = r.digestReceiptRecord(id, receipts.StatusProcessed, "", it.digest); err != nil {
+	it.digest = receipt.PayloadDigest(msg.Data())
+	if it.rec, err = r.digestReceiptRecord(id, receipt.StatusProcessed, "", it.digest); err != nil {
 		it.err = fmt.Errorf("%w: %w", eventid.ErrNoEventID, err)
 		return it
 	}
@@ -49,9 +50,9 @@ func (r *Runner) decode(msg jetstream.Msg) item {
 }
 
 // digestReceiptRecord is ReceiptRecord with the payload's digest
-// (receipts.PayloadDigest) in the receipt.
-func (r *Runner) digestReceiptRecord(eventID string, status receipts.Status, reason, digest string) (outbox.Record, error) {
-	rc := receipts.New(eventID, r.cfg.Topology.Events.OriginStream, r.site, r.site, status, time.Now().UTC())
+// (receipt.PayloadDigest) in the receipt.
+func (r *Runner) digestReceiptRecord(eventID string, status receipt.Status, reason, digest string) (outbox.Record, error) {
+	rc := receipt.New(eventID, r.cfg.Topology.Events.OriginStream, r.site, r.site, status, time.Now().UTC())
 	rc.Reason, rc.PayloadSHA256 = reason, digest
 	data, err := rc.Encode()
 	if err != nil {
@@ -98,9 +99,9 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // redriven reports whether msg is an event L1 published again because it
-// was overdue (receipts.RedriveHeader).
+// was overdue (receipt.RedriveHeader).
 func redriven(msg jetstream.Msg) bool {
-	return msg != nil && msg.Headers().Get(receipts.RedriveHeader) != ""
+	return msg != nil && msg.Headers().Get(receipt.RedriveHeader) != ""
 }
 
 // noteReuse compares a message's payload with the one its event_id was
@@ -112,12 +113,12 @@ func redriven(msg jetstream.Msg) bool {
 // event_id) absorbed it and the first outcome stands, so the edge counts it
 // (leafline_event_id_reused_total) and logs it at WARN, without the
 // payload. L1 sees the same reuse on its origin stream and marks the event
-// a conflict (receipts.OriginReuse).
+// a conflict (record.OriginReuse).
 func (r *Runner) noteReuse(it *item, stored outbox.Record) {
 	if it.digest == "" || bytes.Equal(stored.Data, it.rec.Data) {
 		return // this very receipt: stored now
 	}
-	first, err := receipts.Decode(stored.Data)
+	first, err := receipt.Decode(stored.Data)
 	if err != nil || first.PayloadSHA256 == "" || first.PayloadSHA256 == it.digest {
 		return
 	}

@@ -11,7 +11,7 @@ import (
 
 // FirstPublisher is a publisher told which receipts it publishes for the
 // first time: first[i] says recs[i] was stored by the commit of the batch
-// that publishes it. It may bundle those (see receipts.EncodeBundle); a
+// that publishes it. It may bundle those (see receipt.EncodeBundle); a
 // receipt published before may be in the receipts stream already and is
 // best published alone, under its own Nats-Msg-Id, where a copy inside the
 // stream's duplicate window is dropped.

@@ -13,7 +13,8 @@ import (
 
 	"github.com/leafline/leafline/edge/eventid"
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
@@ -165,7 +166,7 @@ func (r *Runner) Consumer() jetstream.Consumer { return r.cons }
 
 // ReceiptRecord is the outbox record of the receipt the runner writes for
 // eventID with status: what a redelivery of the event finds stored.
-func (r *Runner) ReceiptRecord(eventID string, status receipts.Status, reason string) (outbox.Record, error) {
+func (r *Runner) ReceiptRecord(eventID string, status receipt.Status, reason string) (outbox.Record, error) {
 	return r.digestReceiptRecord(eventID, status, reason, "")
 }
 
@@ -194,7 +195,7 @@ type item struct {
 	// rec is its receipt (processed, or dead_lettered when dead).
 	rec    outbox.Record
 	hasRec bool
-	// digest is receipts.PayloadDigest of its payload (set with rec).
+	// digest is receipt.PayloadDigest of its payload (set with rec).
 	digest string
 }
 

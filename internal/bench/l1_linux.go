@@ -16,7 +16,9 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/leafline/leafline/completion"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/completion/state"
+	"github.com/leafline/leafline/receipt"
 )
 
 // l1Sites are the two processors every event of phase l1 expects.
@@ -33,8 +35,8 @@ type l1Res struct {
 	cpuSmall, cpuBig          float64 // CPU-s per 1k events applied at 10k and at L1Tracked events tracked
 	summaryP99                time.Duration
 	tracked                   int
-	stats                     completion.Stats // of the l1 row's state
-	rebuild                   time.Duration    // a lost file folded again from the log, at tracked events
+	stats                     state.Stats   // of the l1 row's state
+	rebuild                   time.Duration // a lost file folded again from the log, at tracked events
 	// the KV store of the previous layout, on 10k events
 	kvEps, kvCPUPer1k, kvFlushes float64
 }
@@ -46,7 +48,7 @@ type l1Box struct {
 	srv *server.Server
 	nc  *nats.Conn
 	js  jetstream.JetStream
-	svc *receipts.Service
+	svc *completion.Service
 	seq uint64 // events generated so far
 	// payload of every event
 	payload []byte
@@ -56,7 +58,7 @@ type l1Box struct {
 }
 
 // newL1Box starts an L1 alone; with kv, its completion service records in
-// the KV store of the previous layout (receipts.Store) instead.
+// the KV store of the previous layout (kvstore.Store) instead.
 func newL1Box(b *tb, kv bool, payload []byte) *l1Box {
 	dir := b.TempDir()
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "js"),
@@ -87,14 +89,14 @@ func newL1Box(b *tb, kv bool, payload []byte) *l1Box {
 		}
 	}
 	x := &l1Box{b: b, srv: srv, nc: nc, js: js, payload: payload}
-	cfg := receipts.ServiceConfig{
+	cfg := completion.ServiceConfig{
 		JS: js, Stream: "R1", OriginStream: "L1A",
 		Expected:   func(string) []string { return l1Sites },
 		Sites:      l1Sites,
-		ApplyBatch: completion.ServiceApplyBatch,
-		BatchSize:  completion.ServiceBatchSize,
-		OpenState: func(ctx context.Context) (receipts.State, error) {
-			return completion.Open(ctx, completion.Config{JS: js, Path: filepath.Join(dir, "completion.db"), ImportBucket: "-",
+		ApplyBatch: state.ServiceApplyBatch,
+		BatchSize:  state.ServiceBatchSize,
+		OpenState: func(ctx context.Context) (record.State, error) {
+			return state.Open(ctx, state.Config{JS: js, Path: filepath.Join(dir, "completion.db"), ImportBucket: "-",
 				Sites: l1Sites, HoldUntilOrigin: true, Logger: benchLogger()})
 		},
 		Logger: benchLogger(),
@@ -102,7 +104,7 @@ func newL1Box(b *tb, kv bool, payload []byte) *l1Box {
 	if kv {
 		cfg.OpenState, cfg.ApplyBatch, cfg.BatchSize = nil, 0, 0
 	}
-	x.svc, err = receipts.NewService(cfg)
+	x.svc, err = completion.NewService(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func l1EventID(i uint64) string { return fmt.Sprintf("l1-%010d", i) }
 // writeReceipts writes both receipts of n events from first to R1, in
 // atomic batches of 1000 messages, and returns the receipts written per
 // second. With bundled, the receipts of each site go as edges publish
-// them, in bundles of up to 1000 (receipts.EncodeBundle), else one
+// them, in bundles of up to 1000 (receipt.EncodeBundle), else one
 // message each.
 func (x *l1Box) writeReceipts(first uint64, n int, bundled bool) float64 {
 	w := x.batchWriter()
@@ -142,19 +144,19 @@ func (x *l1Box) writeReceipts(first uint64, n int, bundled bool) float64 {
 		if len(recs) == 0 {
 			return
 		}
-		body, err := receipts.EncodeBundle(recs)
+		body, err := receipt.EncodeBundle(recs)
 		if err != nil {
 			x.b.Fatal(err)
 		}
-		m := nats.NewMsg("receipts." + site + "." + receipts.BundleToken)
+		m := nats.NewMsg("receipts." + site + "." + receipt.BundleToken)
 		m.Data = body
-		m.Header.Set(receipts.BundleHeader, fmt.Sprint(len(recs)))
+		m.Header.Set(receipt.BundleHeader, fmt.Sprint(len(recs)))
 		w.add(m)
 		bundles[site] = recs[:0]
 	}
 	for i := first; i < first+uint64(n); i++ {
 		for _, site := range l1Sites {
-			data, err := receipts.New(l1EventID(i), "L1A", site, site, receipts.StatusProcessed, at).Encode()
+			data, err := receipt.New(l1EventID(i), "L1A", site, site, receipt.StatusProcessed, at).Encode()
 			if err != nil {
 				x.b.Fatal(err)
 			}
@@ -164,7 +166,7 @@ func (x *l1Box) writeReceipts(first uint64, n int, bundled bool) float64 {
 				w.add(m)
 				continue
 			}
-			if bundles[site] = append(bundles[site], data); len(bundles[site]) == receipts.MaxBundleReceipts {
+			if bundles[site] = append(bundles[site], data); len(bundles[site]) == receipt.MaxBundleReceipts {
 				bundle(site)
 			}
 		}
@@ -265,7 +267,7 @@ func (x *l1Box) apply(key, what string, n, withReceipts int, bundled bool) (benc
 
 // stop closes the state and the server.
 func (x *l1Box) stop() {
-	if st, ok := x.svc.State().(*completion.State); ok {
+	if st, ok := x.svc.State().(*state.State); ok {
 		st.Close()
 	}
 	x.nc.Close()
@@ -303,7 +305,7 @@ func (r *run) l1Alone() {
 	row, _ := x.apply("l1", "L1 alone: origins + 2 receipts per event, receipts in bundles", o.L1Events, o.L1Events, true)
 	r.rows = append(r.rows, row)
 	res.eps, res.cpuPer1k = row.eps(), row.cpu.Seconds()/float64(o.L1Events)*1000
-	if st, ok := x.svc.State().(*completion.State); ok {
+	if st, ok := x.svc.State().(*state.State); ok {
 		res.stats = st.Stats()
 	}
 	res.flushesPerEvent = -1
@@ -362,7 +364,7 @@ func (r *run) l1Alone() {
 	res.summaryP99 = lat[98]
 	// A box whose file is lost: fold the whole log into a new one.
 	ph := r.begin("l1r")
-	st, err := completion.Open(r.ctx, completion.Config{JS: y.js, Path: filepath.Join(r.TempDir(), "rebuilt.db"), ImportBucket: "-",
+	st, err := state.Open(r.ctx, state.Config{JS: y.js, Path: filepath.Join(r.TempDir(), "rebuilt.db"), ImportBucket: "-",
 		Sites: l1Sites, HoldUntilOrigin: true, Logger: benchLogger()})
 	if err != nil {
 		r.Fatal(err)

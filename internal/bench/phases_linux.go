@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/sink"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -123,7 +124,7 @@ func benchRawConsume(b *tb, env *benchEnv, n int) []benchRow {
 }
 
 func benchReceipt(b *tb, id string) outbox.Record {
-	rc := receipts.New(id, "L1A", "edge1", "edge1", receipts.StatusProcessed, time.Now().UTC())
+	rc := receipt.New(id, "L1A", "edge1", "edge1", receipt.StatusProcessed, time.Now().UTC())
 	data, err := rc.Encode()
 	if err != nil {
 		b.Fatal(err)
@@ -231,13 +232,13 @@ func benchNaiveLoop(b *tb, env *benchEnv, n int) benchRow {
 	defer iter.Stop()
 	// The naive loop signs each receipt as d does (unless
 	// Options.Unsigned), with the same derived-once key.
-	var signer *receipts.Signer
+	var signer *receipt.Signer
 	if !b.o.Unsigned {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
 			b.Fatal(err)
 		}
-		if signer, err = receipts.NewSigner(kp); err != nil {
+		if signer, err = receipt.NewSigner(kp); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -260,7 +261,7 @@ func benchNaiveLoop(b *tb, env *benchEnv, n int) benchRow {
 		rm.Data = rec.Data
 		rm.Header.Set(jetstream.MsgIDHeader, rec.Key)
 		if signer != nil {
-			rm.Header.Set(receipts.SignatureHeader, signer.Sign(rec.Data))
+			rm.Header.Set(receipt.SignatureHeader, signer.Sign(rec.Data))
 		}
 		if _, err := js.PublishMsg(ctx, rm); err != nil {
 			b.Fatal(err)
@@ -298,7 +299,7 @@ func benchE2ELatency(b *tb, env *benchEnv, at []time.Time, processor string) []t
 }
 
 // benchSigning: (k) the CPU cost of signing receipts at the edge
-// (receipts.Sign with an nkey, as the runner's publisher does) and of
+// (receipt.Sign with an nkey, as the runner's publisher does) and of
 // verifying them at L1, one goroutine each.
 func benchSigning(b *tb, n int) []benchRow {
 	n = min(n, 20_000)
@@ -314,22 +315,22 @@ func benchSigning(b *tb, n int) []benchRow {
 	sigs := make([]string, n)
 	ph := b.begin("k_sign")
 	for i := range data {
-		if sigs[i], err = receipts.Sign(kp, data[i]); err != nil {
+		if sigs[i], err = receipt.Sign(kp, data[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
-	r1 := ph.end("k", "receipts.Sign (nkeys ed25519), 1 goroutine", n, nil, "edge CPU per receipt")
-	signer, err := receipts.NewSigner(kp)
+	r1 := ph.end("k", "receipt.Sign (nkeys ed25519), 1 goroutine", n, nil, "edge CPU per receipt")
+	signer, err := receipt.NewSigner(kp)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ph = b.begin("k_signer")
 	for i := range data {
 		if sig := signer.Sign(data[i]); sig != sigs[i] {
-			b.Fatalf("receipts.Signer: signature %d differs from receipts.Sign", i)
+			b.Fatalf("receipt.Signer: signature %d differs from receipt.Sign", i)
 		}
 	}
-	r3 := ph.end("k3", "receipts.Signer.Sign (key derived once), 1 goroutine", n, nil, "a receipt signed on its own; same signatures as k")
+	r3 := ph.end("k3", "receipt.Signer.Sign (key derived once), 1 goroutine", n, nil, "a receipt signed on its own; same signatures as k")
 	const batch = 256
 	bsigs, proofs := make([]string, n), make([]string, n)
 	ph = b.begin("k_batch")
@@ -339,21 +340,21 @@ func benchSigning(b *tb, n int) []benchRow {
 		copy(bsigs[lo:hi], ss)
 		copy(proofs[lo:hi], ps)
 	}
-	r4 := ph.end("k4", "receipts.Signer.SignBatch, batches of 256, 1 goroutine", n, nil, "what the runner uses: one signature per 16 receipts")
-	v := receipts.NewVerifier()
+	r4 := ph.end("k4", "receipt.Signer.SignBatch, batches of 256, 1 goroutine", n, nil, "what the runner uses: one signature per 16 receipts")
+	v := receipt.NewVerifier()
 	ph = b.begin("k_batch_verify")
 	for i := range data {
 		if err := v.Verify(pub, data[i], bsigs[i], proofs[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
-	r5 := ph.end("k5", "receipts.Verifier.Verify, batches of 256, 1 goroutine", n, nil, "L1 CPU per batch-signed receipt")
+	r5 := ph.end("k5", "receipt.Verifier.Verify, batches of 256, 1 goroutine", n, nil, "L1 CPU per batch-signed receipt")
 	ph = b.begin("k_verify")
 	for i := range data {
-		if err := receipts.VerifySignature(pub, data[i], sigs[i]); err != nil {
+		if err := receipt.VerifySignature(pub, data[i], sigs[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
-	r2 := ph.end("k2", "receipts.VerifySignature, 1 goroutine", n, nil, "L1 CPU per receipt")
+	r2 := ph.end("k2", "receipt.VerifySignature, 1 goroutine", n, nil, "L1 CPU per receipt")
 	return []benchRow{r1, r3, r2, r4, r5}
 }

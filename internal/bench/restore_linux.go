@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/completion/record"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -150,12 +150,12 @@ func (r *run) linkRestore(transport string) {
 // firstRecorded waits until L1 has recorded the completion of event first
 // and returns the earliest time L1 received the receipt of any event from
 // first to last (at most 50 of them), less restored.
-func (r *run) firstRecorded(env *benchEnv, store receipts.RecordReader, id func(int) string, first, last int, restored time.Time) time.Duration {
+func (r *run) firstRecorded(env *benchEnv, store record.RecordReader, id func(int) string, first, last int, restored time.Time) time.Duration {
 	get := func(i int) (time.Time, bool) {
 		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 		defer cancel()
 		c, err := store.Get(ctx, id(i))
-		if errors.Is(err, receipts.ErrNotFound) {
+		if errors.Is(err, record.ErrNotFound) {
 			return time.Time{}, false
 		}
 		if err != nil {

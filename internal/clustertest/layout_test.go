@@ -26,6 +26,7 @@ import (
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/internal/natsproc"
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/render"
 )
 
 // boxEnv, set in a child's environment, makes the test binary run the box
@@ -110,7 +111,7 @@ func needLoopbackNet(t *testing.T) {
 }
 
 // newLayout writes the topology and box configs, renders the clusters'
-// server configurations with topology.RenderCluster, and starts the six
+// server configurations with render.ClusterConfigs, and starts the six
 // servers. Boxes are started by the test.
 func newLayout(t *testing.T, o layoutOptions) *layout {
 	t.Helper()
@@ -181,7 +182,7 @@ func (lay *layout) startCluster(bin, boxName string, clientPort int) []*natsproc
 	if err != nil {
 		t.Fatal(err)
 	}
-	rendered, err := topology.RenderCluster(cfg.Topology, cfg)
+	rendered, err := render.ClusterConfigs(cfg.Topology, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

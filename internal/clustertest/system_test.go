@@ -16,8 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/status"
 )
 
 // eventsEnv sets the system test's event count (default defaultEvents);
@@ -170,15 +171,15 @@ func publish(ctx context.Context, t *testing.T, js jetstream.JetStream, from, to
 	}
 }
 
-func summary(t *testing.T, ops string) receipts.Summary {
+func summary(t *testing.T, ops string) record.Summary {
 	t.Helper()
-	var s receipts.Summary
+	var s record.Summary
 	getJSON(t, "http://"+ops+"/v1/summary", &s)
 	return s
 }
 
-func trySummary(ops string) (receipts.Summary, bool) {
-	var s receipts.Summary
+func trySummary(ops string) (record.Summary, bool) {
+	var s record.Summary
 	resp, err := http.Get("http://" + ops + "/v1/summary")
 	if err != nil {
 		return s, false
@@ -188,9 +189,9 @@ func trySummary(ops string) (receipts.Summary, bool) {
 }
 
 // waitComplete waits until the box at ops reports at least want complete events.
-func waitComplete(ctx context.Context, t *testing.T, ops string, want int64) receipts.Summary {
+func waitComplete(ctx context.Context, t *testing.T, ops string, want int64) record.Summary {
 	t.Helper()
-	var last receipts.Summary
+	var last record.Summary
 	for {
 		if s, ok := trySummary(ops); ok {
 			last = s
@@ -206,7 +207,7 @@ func waitComplete(ctx context.Context, t *testing.T, ops string, want int64) rec
 	}
 }
 
-func sameCounts(a, b receipts.Summary) bool {
+func sameCounts(a, b record.Summary) bool {
 	return a.Events == b.Events && a.Pending == b.Pending && a.Complete == b.Complete &&
 		a.DeadLettered == b.DeadLettered && a.Conflict == b.Conflict && a.Overdue == b.Overdue
 }
@@ -214,7 +215,7 @@ func sameCounts(a, b receipts.Summary) bool {
 func eventStatus(t *testing.T, ops, id string) string {
 	t.Helper()
 	var v map[string]any
-	getJSON(t, "http://"+ops+receipts.EventPath(id), &v)
+	getJSON(t, "http://"+ops+status.EventPath(id), &v)
 	delete(v, "generated_at")
 	b, _ := json.Marshal(v)
 	return string(b)

@@ -20,7 +20,9 @@ import (
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/internal/progress"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/status"
+
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
@@ -256,7 +258,7 @@ func (r *run) publishAcrossCut(ctx context.Context) error {
 // every event, or the timeout passes, and counts the result.
 func (r *run) awaitCompletions(ctx context.Context) {
 	store := r.l1.Completions().State()
-	terminal := func(ids []string, want receipts.Status) int {
+	terminal := func(ids []string, want receipt.Status) int {
 		c := 0
 		for _, id := range ids {
 			if comp, err := store.Get(ctx, id); err == nil {
@@ -273,12 +275,12 @@ func (r *run) awaitCompletions(ctx context.Context) {
 		applied := int(r.l1.Completions().Stats().Applied)
 		bar.Set(int64(applied))
 		return applied >= total &&
-			terminal(r.ids, receipts.StatusProcessed)+terminal(r.bad, receipts.StatusDeadLettered) == total
+			terminal(r.ids, receipt.StatusProcessed)+terminal(r.bad, receipt.StatusDeadLettered) == total
 	})
 	bar.Stop()
 	res := &r.res
-	res.DeadLettered = terminal(r.bad, receipts.StatusDeadLettered)
-	res.Completed = terminal(r.ids, receipts.StatusProcessed) + res.DeadLettered
+	res.DeadLettered = terminal(r.bad, receipt.StatusDeadLettered)
+	res.Completed = terminal(r.ids, receipt.StatusProcessed) + res.DeadLettered
 	res.Processed = processedAt(r.e1, r.ls.Configs["edge1"], res.DeadLettered)
 	applied := int(r.l1.Completions().Stats().Applied)
 	res.DuplicateCompletions = max(0, applied-res.Completed)
@@ -298,7 +300,7 @@ func (r *run) report(ctx context.Context) {
 	if r.o.Hold != nil {
 		until = "until the demo is interrupted"
 	}
-	r.say("l1 status API, %s: curl http://%s/v1/summary ; curl http://%s%s", until, l1.OpsAddr(), l1.OpsAddr(), receipts.EventPath(r.ids[0]))
+	r.say("l1 status API, %s: curl http://%s/v1/summary ; curl http://%s%s", until, l1.OpsAddr(), l1.OpsAddr(), status.EventPath(r.ids[0]))
 	if len(r.bad) > 0 {
 		dlq := r.ls.Configs["edge1"].DeadLetter.Stream
 		r.say("bad events: %d reported as dead_lettered at l1 (of %d); DLQ stream %s holds %d records",

@@ -4,6 +4,7 @@
 package jstest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -74,4 +75,74 @@ func Restart(t testing.TB, s *server.Server, o Options) *server.Server {
 	s.Shutdown()
 	s.WaitForShutdown()
 	return Start(t, o)
+}
+
+// StartJS is Start and Connect: a server and a JetStream context on it.
+func StartJS(t testing.TB, o Options) (*server.Server, jetstream.JetStream) {
+	t.Helper()
+	s := Start(t, o)
+	return s, Connect(t, s)
+}
+
+// Ctx returns a context that ends with the test, or after a minute.
+func Ctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// NewKV creates a file-stored KV bucket of history 1.
+func NewKV(t testing.TB, js jetstream.JetStream, bucket string) jetstream.KeyValue {
+	t.Helper()
+	kv, err := js.CreateKeyValue(Ctx(t), jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatalf("jstest: create kv %s: %v", bucket, err)
+	}
+	return kv
+}
+
+// Unconnected returns a JetStream context on a connection that was never
+// opened: every call fails, which is enough for configuration tests.
+func Unconnected(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(&nats.Conn{})
+	if err != nil {
+		t.Fatalf("jstest: jetstream: %v", err)
+	}
+	return js
+}
+
+// PublishAll publishes msg(i) for i below n with async publishes, at most
+// 1024 awaiting their PubAck, and waits for every PubAck.
+func PublishAll(b testing.TB, js jetstream.JetStream, n int, msg func(i int) *nats.Msg) {
+	b.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := js.PublishMsgAsync(msg(i)); err != nil {
+			b.Fatal(err)
+		}
+		if i%1024 == 0 {
+			<-js.PublishAsyncComplete()
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		b.Fatal("publishes did not complete")
+	}
+}
+
+// ConnectURL returns a JetStream context on a new connection to url
+// (a server of another process), closed with the test.
+func ConnectURL(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }

@@ -17,8 +17,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
 )
 
 // TestMain lets the test binary serve as the netns forwarder, like the
@@ -165,9 +166,9 @@ func (e fakeEntry) Created() time.Time              { return time.Time{} }
 func (e fakeEntry) Delta() uint64                   { return 0 }
 func (e fakeEntry) Operation() jetstream.KeyValueOp { return e.op }
 
-func entry(t *testing.T, rev uint64, id string, procs map[string]receipts.ProcessorRecord) fakeEntry {
+func entry(t *testing.T, rev uint64, id string, procs map[string]record.ProcessorRecord) fakeEntry {
 	t.Helper()
-	b, err := json.Marshal(receipts.Completion{EventID: id, OriginStream: "L1A", Processors: procs})
+	b, err := json.Marshal(record.Completion{EventID: id, OriginStream: "L1A", Processors: procs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,33 +177,33 @@ func entry(t *testing.T, rev uint64, id string, procs map[string]receipts.Proces
 
 func TestObserver(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	pr := func(rid string, dups int) receipts.ProcessorRecord {
-		return receipts.ProcessorRecord{Status: receipts.StatusProcessed, Site: "x", ReceiptID: rid, ReceivedAt: at, Duplicates: dups}
+	pr := func(rid string, dups int) record.ProcessorRecord {
+		return record.ProcessorRecord{Status: receipt.StatusProcessed, Site: "x", ReceiptID: rid, ReceivedAt: at, Duplicates: dups}
 	}
 	o := newObserver([]string{"edge1", "edge2"})
 	states := []byte{stAcked, stAcked, stAcked, stUnknown, stAcked, stAcked}
 	for _, e := range []fakeEntry{
 		// ev-0: complete, then a duplicate absorbed (same first record).
-		entry(t, 1, "ev-0", map[string]receipts.ProcessorRecord{"edge1": pr("a", 0)}),
-		entry(t, 2, "ev-0", map[string]receipts.ProcessorRecord{"edge1": pr("a", 0), "edge2": pr("b", 0)}),
-		entry(t, 3, "ev-0", map[string]receipts.ProcessorRecord{"edge1": pr("a", 2), "edge2": pr("b", 0)}),
+		entry(t, 1, "ev-0", map[string]record.ProcessorRecord{"edge1": pr("a", 0)}),
+		entry(t, 2, "ev-0", map[string]record.ProcessorRecord{"edge1": pr("a", 0), "edge2": pr("b", 0)}),
+		entry(t, 3, "ev-0", map[string]record.ProcessorRecord{"edge1": pr("a", 2), "edge2": pr("b", 0)}),
 		// ev-1: only edge1 reported: lost.
-		entry(t, 4, "ev-1", map[string]receipts.ProcessorRecord{"edge1": pr("c", 0)}),
+		entry(t, 4, "ev-1", map[string]record.ProcessorRecord{"edge1": pr("c", 0)}),
 		// ev-2: edge2's first record replaced by another receipt: applied twice.
-		entry(t, 5, "ev-2", map[string]receipts.ProcessorRecord{"edge1": pr("d", 0), "edge2": pr("e", 0)}),
-		entry(t, 6, "ev-2", map[string]receipts.ProcessorRecord{"edge1": pr("d", 0), "edge2": pr("f", 0)}),
+		entry(t, 5, "ev-2", map[string]record.ProcessorRecord{"edge1": pr("d", 0), "edge2": pr("e", 0)}),
+		entry(t, 6, "ev-2", map[string]record.ProcessorRecord{"edge1": pr("d", 0), "edge2": pr("f", 0)}),
 		// ev-3: unknown outcome, never completed: fine.
 		// ev-4: complete, then edge2 vanished from the record: regression (and lost).
-		entry(t, 7, "ev-4", map[string]receipts.ProcessorRecord{"edge1": pr("g", 0), "edge2": pr("h", 0)}),
-		entry(t, 8, "ev-4", map[string]receipts.ProcessorRecord{"edge1": pr("g", 0)}),
+		entry(t, 7, "ev-4", map[string]record.ProcessorRecord{"edge1": pr("g", 0), "edge2": pr("h", 0)}),
+		entry(t, 8, "ev-4", map[string]record.ProcessorRecord{"edge1": pr("g", 0)}),
 		// ev-5: complete, revisions seen out of order (final read after live watch).
-		entry(t, 10, "ev-5", map[string]receipts.ProcessorRecord{"edge1": pr("i", 0), "edge2": pr("j", 0)}),
-		entry(t, 9, "ev-5", map[string]receipts.ProcessorRecord{"edge1": pr("i", 0)}),
+		entry(t, 10, "ev-5", map[string]record.ProcessorRecord{"edge1": pr("i", 0), "edge2": pr("j", 0)}),
+		entry(t, 9, "ev-5", map[string]record.ProcessorRecord{"edge1": pr("i", 0)}),
 		// Phantoms: an id the driver never used, one beyond what it published.
-		entry(t, 11, "someone-else", map[string]receipts.ProcessorRecord{"edge1": pr("k", 0)}),
-		entry(t, 12, "ev-99", map[string]receipts.ProcessorRecord{"edge1": pr("l", 0)}),
+		entry(t, 11, "someone-else", map[string]record.ProcessorRecord{"edge1": pr("k", 0)}),
+		entry(t, 12, "ev-99", map[string]record.ProcessorRecord{"edge1": pr("l", 0)}),
 		// A processor that is not an edge of the topology.
-		entry(t, 13, "ev-0", map[string]receipts.ProcessorRecord{"edge1": pr("a", 2), "edge2": pr("b", 0), "edge9": pr("m", 0)}),
+		entry(t, 13, "ev-0", map[string]record.ProcessorRecord{"edge1": pr("a", 2), "edge2": pr("b", 0), "edge9": pr("m", 0)}),
 	} {
 		o.observe(e)
 		o.observe(e) // each revision may be seen twice (live and final)

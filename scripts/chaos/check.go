@@ -14,8 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/leafline/leafline/completion"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/completion/kvstore"
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/completion/state"
+	"github.com/leafline/leafline/receipt"
 )
 
 const maxEdges = 2
@@ -96,7 +98,7 @@ func (o *observer) observe(e jetstream.KeyValueEntry) {
 		}
 		return
 	}
-	var c receipts.Completion
+	var c record.Completion
 	if err := json.Unmarshal(e.Value(), &c); err != nil {
 		if len(o.decodeErr) < 10 {
 			o.decodeErr = append(o.decodeErr, fmt.Sprintf("%s rev %d: %v", key, e.Revision(), err))
@@ -114,7 +116,7 @@ func (o *observer) observe(e jetstream.KeyValueEntry) {
 			o.phantoms[key+"/"+proc] = fmt.Sprintf("event %s has a record from unknown processor %q", id, proc)
 			continue
 		}
-		if pr.Status != receipts.StatusProcessed && pr.Status != receipts.StatusDeadLettered {
+		if pr.Status != receipt.StatusProcessed && pr.Status != receipt.StatusDeadLettered {
 			continue
 		}
 		mask |= 1 << i
@@ -138,7 +140,7 @@ func (o *observer) observe(e jetstream.KeyValueEntry) {
 	}
 }
 
-func fingerprint(pr receipts.ProcessorRecord) uint64 {
+func fingerprint(pr record.ProcessorRecord) uint64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s\x00%s\x00%d", pr.Status, pr.ReceiptID, pr.ReceivedAt.UnixNano())
 	return h.Sum64() | 1 // never zero: zero means "not seen"
@@ -180,7 +182,7 @@ type logRecord struct {
 	op  jetstream.KeyValueOp
 }
 
-func (e logRecord) Bucket() string                  { return completion.DefaultLogStream }
+func (e logRecord) Bucket() string                  { return state.DefaultLogStream }
 func (e logRecord) Key() string                     { return e.key }
 func (e logRecord) Value() []byte                   { return e.val }
 func (e logRecord) Revision() uint64                { return e.rev }
@@ -191,7 +193,7 @@ func (e logRecord) Operation() jetstream.KeyValueOp { return e.op }
 // observeEntry folds in every record an entry of the completion log wrote
 // or removed.
 func (o *observer) observeEntry(seq uint64, data []byte) error {
-	e, err := completion.DecodeEntry(seq, data)
+	e, err := state.DecodeEntry(seq, data)
 	if err != nil {
 		return err
 	}
@@ -203,10 +205,10 @@ func (o *observer) observeEntry(seq uint64, data []byte) error {
 		if err := json.Unmarshal(raw, &c); err != nil {
 			return fmt.Errorf("log entry %d record %d: %w", seq, i, err)
 		}
-		o.observe(logRecord{key: receipts.KVKey(c.EventID), val: raw, rev: rev(i), op: jetstream.KeyValuePut})
+		o.observe(logRecord{key: kvstore.KVKey(c.EventID), val: raw, rev: rev(i), op: jetstream.KeyValuePut})
 	}
 	for i, id := range e.Drops {
-		o.observe(logRecord{key: receipts.KVKey(id), rev: rev(len(e.Records) + i), op: jetstream.KeyValuePurge})
+		o.observe(logRecord{key: kvstore.KVKey(id), rev: rev(len(e.Records) + i), op: jetstream.KeyValuePurge})
 	}
 	o.mu.Lock()
 	o.lastSeq = max(o.lastSeq, seq)
@@ -221,7 +223,7 @@ func (o *observer) watch(ctx context.Context, js jetstream.JetStream, rec *recor
 		o.mu.Lock()
 		from := o.lastSeq + 1
 		o.mu.Unlock()
-		cons, err := js.OrderedConsumer(ctx, completion.DefaultLogStream, jetstream.OrderedConsumerConfig{
+		cons, err := js.OrderedConsumer(ctx, state.DefaultLogStream, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
 		})
 		if err != nil {
@@ -265,7 +267,7 @@ func (o *observer) readAll(ctx context.Context, js jetstream.JetStream) (int, er
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	n := 0
-	_, err := readAll(ctx, js, completion.DefaultLogStream, false, func(m jetstream.Msg, seq uint64) error {
+	_, err := readAll(ctx, js, state.DefaultLogStream, false, func(m jetstream.Msg, seq uint64) error {
 		n++
 		return o.observeEntry(seq, m.Data())
 	})

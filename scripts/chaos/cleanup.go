@@ -8,9 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leafline/leafline/cleanup"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/leafline/leafline/receipts"
 )
 
 // cleanupL1Config is L1's completion.cleanup under --cleanup: a short grace
@@ -47,8 +46,8 @@ func checkCleanup(ctx context.Context, js jetstream.JetStream, origin string, ob
 		return v, err
 	}
 	audited := map[uint64]bool{}
-	_, err = readAll(ctx, js, receipts.DefaultAuditStream, false, func(m jetstream.Msg, _ uint64) error {
-		var r receipts.AuditRecord
+	_, err = readAll(ctx, js, cleanup.DefaultAuditStream, false, func(m jetstream.Msg, _ uint64) error {
+		var r cleanup.AuditRecord
 		if err := json.Unmarshal(m.Data(), &r); err != nil {
 			return fmt.Errorf("audit record %s: %w", m.Subject(), err)
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/state"
 )
 
 // result is what a run found.
@@ -275,12 +275,12 @@ func workDir(o options) (string, func(), error) {
 func completionLog(ctx context.Context, js jetstream.JetStream) error {
 	var err error
 	for i := 0; i < 100; i++ {
-		if _, err = js.Stream(ctx, completion.DefaultLogStream); err == nil {
+		if _, err = js.Stream(ctx, state.DefaultLogStream); err == nil {
 			return nil
 		}
 		sleepCtx(ctx, 200*time.Millisecond)
 	}
-	return fmt.Errorf("completion log %s: %w", completion.DefaultLogStream, err)
+	return fmt.Errorf("completion log %s: %w", state.DefaultLogStream, err)
 }
 
 // waitLinks waits until the hub and every edge report their upstream link up.

@@ -20,7 +20,8 @@ import (
 	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/internal/logx"
-	"github.com/leafline/leafline/receipts"
+	"github.com/leafline/leafline/receipt"
+
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
@@ -140,7 +141,7 @@ func (b *box) publish(t *testing.T, evs []sink.Event) {
 }
 
 // status is edge1's status for id at L1, or "" while there is none.
-func (b *box) status(id string) receipts.Status {
+func (b *box) status(id string) receipt.Status {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := b.ls.App("l1").Completions().State().Get(ctx, id)
@@ -150,7 +151,7 @@ func (b *box) status(id string) receipts.Status {
 	return c.Processors["edge1"].Status
 }
 
-func (b *box) waitStatus(t *testing.T, d time.Duration, want map[string]receipts.Status) {
+func (b *box) waitStatus(t *testing.T, d time.Duration, want map[string]receipt.Status) {
 	t.Helper()
 	check.For(t, d, 50*time.Millisecond, func() error {
 		for id, st := range want {
@@ -194,10 +195,10 @@ func (b *box) testPermanent(t *testing.T) {
 	evs := Events(3)
 	r.Refuse(t, evs[1].ID, true, 0)
 	b.publish(t, evs)
-	b.waitStatus(t, time.Minute, map[string]receipts.Status{
-		evs[0].ID: receipts.StatusProcessed,
-		evs[1].ID: receipts.StatusDeadLettered,
-		evs[2].ID: receipts.StatusProcessed,
+	b.waitStatus(t, time.Minute, map[string]receipt.Status{
+		evs[0].ID: receipt.StatusProcessed,
+		evs[1].ID: receipt.StatusDeadLettered,
+		evs[2].ID: receipt.StatusProcessed,
 	})
 	wantStored(t, b.target, []sink.Event{evs[0], evs[2]}, 1)
 	wantStored(t, b.target, evs[1:2], 0)
@@ -271,9 +272,9 @@ func (b *box) testDown(t *testing.T, outage time.Duration) {
 	}
 	o.SetDown(t, false)
 	down = false
-	want := map[string]receipts.Status{}
+	want := map[string]receipt.Status{}
 	for _, ev := range evs {
-		want[ev.ID] = receipts.StatusProcessed
+		want[ev.ID] = receipt.StatusProcessed
 	}
 	b.waitStatus(t, time.Minute, want)
 	wantStored(t, b.target, evs, 1)
@@ -309,7 +310,7 @@ func (b *box) testCrash(t *testing.T) {
 	if _, err := b.ls.Start(ctx, "edge1"); err != nil {
 		t.Fatal(err)
 	}
-	b.waitStatus(t, time.Minute, map[string]receipts.Status{id: receipts.StatusProcessed})
+	b.waitStatus(t, time.Minute, map[string]receipt.Status{id: receipt.StatusProcessed})
 	if n := b.sink.deliveries(id); n < 2 {
 		t.Errorf("the event reached the target %d times; want the redelivery after the crash", n)
 	}
@@ -332,7 +333,7 @@ func (b *box) testSlow(t *testing.T) {
 	t.Cleanup(func() { d.SetDelay(t, 0) })
 	evs := Events(1)
 	b.publish(t, evs)
-	b.waitStatus(t, time.Minute, map[string]receipts.Status{evs[0].ID: receipts.StatusProcessed})
+	b.waitStatus(t, time.Minute, map[string]receipt.Status{evs[0].ID: receipt.StatusProcessed})
 	if n := b.sink.deliveries(evs[0].ID); n != 1 {
 		t.Errorf("the slow event was handed to the target %d times; heartbeats should have kept it from redelivery", n)
 	}

@@ -8,5 +8,5 @@ import (
 
 // TestImports: the conformance suite runs sinks alone and in whole systems of edge boxes.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "edge", "edge/runner", "internal/check", "internal/demo", "internal/localsys", "internal/logx", "receipts", "sink", "topology")
+	importcheck.Only(t, "edge", "edge/runner", "internal/check", "internal/demo", "internal/localsys", "internal/logx", "receipt", "sink", "topology")
 }

@@ -1,0 +1,225 @@
+package cleanup
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/receipt"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Audit defaults.
+const (
+	// DefaultAuditStream holds one AuditRecord per origin message the
+	// cleaner deleted.
+	DefaultAuditStream = "LEAFLINE_AUDIT"
+	// DefaultAuditSubject is the audit records' subject prefix; a record is
+	// stored on "<prefix>.<base64url(event_id)>.<origin sequence>".
+	DefaultAuditSubject = "leafline.audit"
+	// DefaultAuditMaxAge is how long the audit stream keeps a record.
+	DefaultAuditMaxAge = 90 * 24 * time.Hour
+	// auditDuplicates is the audit stream's Nats-Msg-Id window: two
+	// cleaners deciding the same message at once write one record.
+	auditDuplicates = 10 * time.Minute
+	// auditVersion is the AuditRecord schema version.
+	auditVersion = 1
+)
+
+// AuditRecord is the durable statement, written and PubAck'ed before the
+// delete, that the cleaner deleted one origin message and why.
+type AuditRecord struct {
+	V       int    `json:"v"`
+	EventID string `json:"event_id"`
+	Stream  string `json:"origin_stream"`
+	Subject string `json:"subject"`
+	// Seq is the message's sequence in the origin stream: the one the
+	// origin tracker recorded, or, with RedriveCopy, a redrive copy's.
+	Seq         uint64    `json:"origin_seq"`
+	RedriveCopy bool      `json:"redrive_copy,omitempty"`
+	PublishedAt time.Time `json:"published_at"` // the deleted message's stream timestamp
+	Bytes       int64     `json:"bytes"`        // its payload and header bytes
+	// Receipts are the terminal statuses that justified the delete, one
+	// per processor the event was routed to.
+	Receipts []AuditReceipt `json:"receipts"`
+	// Policy names the rule applied (see CleanupConfig.policy).
+	Policy    string    `json:"policy"`
+	DeletedBy string    `json:"deleted_by"`
+	DecidedAt time.Time `json:"decided_at"`
+}
+
+// AuditReceipt is one processor's terminal status as the completion record
+// held it when the cleaner decided.
+type AuditReceipt struct {
+	Processor  string         `json:"processor"`
+	Site       string         `json:"site"`
+	Status     receipt.Status `json:"status"`
+	ReceiptID  string         `json:"receipt_id"`
+	Verified   bool           `json:"signature_verified"`
+	ReceivedAt time.Time      `json:"received_at"`
+}
+
+// auditLog reads and writes audit records.
+type auditLog struct {
+	js       jetstream.JetStream
+	stream   string
+	prefix   string
+	maxAge   time.Duration
+	replicas int
+}
+
+// subject is the record's subject for (eventID, seq): exact, so a lookup
+// is one direct get.
+func (a *auditLog) subject(eventID string, seq uint64) string {
+	return a.prefix + "." + idToken(eventID) + "." + strconv.FormatUint(seq, 10)
+}
+
+// msgID is the record's Nats-Msg-Id: the event_id for the message the
+// tracker recorded, so that two cleaners write one record; a redrive copy's
+// adds its sequence.
+func auditMsgID(r *AuditRecord) string {
+	if r.RedriveCopy {
+		return r.EventID + "@" + strconv.FormatUint(r.Seq, 10)
+	}
+	return r.EventID
+}
+
+// ensure creates the audit stream if absent, and checks an existing one
+// takes the audit subjects.
+func (a *auditLog) ensure(ctx context.Context) error {
+	st, err := a.js.Stream(ctx, a.stream)
+	if err == nil {
+		if !slices.Contains(st.CachedInfo().Config.Subjects, a.prefix+".>") {
+			return fmt.Errorf("receipts: audit stream %s exists without subject %s.>: %w", a.stream, a.prefix, record.ErrIncompatible)
+		}
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("receipts: audit stream %s: %w", a.stream, err)
+	}
+	_, err = a.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:        a.stream,
+		Description: "leafline: one record per origin message deleted by the cleaner, written before the delete",
+		Subjects:    []string{a.prefix + ".>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		// A full audit stream stops deletes (no record, no delete); it
+		// never drops records to make room.
+		Discard:     jetstream.DiscardNew,
+		MaxAge:      a.maxAge,
+		Duplicates:  min(auditDuplicates, a.maxAge),
+		Replicas:    a.replicas,
+		AllowDirect: true,
+	})
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("receipts: create audit stream %s: %w", a.stream, err)
+	}
+	return nil
+}
+
+// write publishes r and waits for its PubAck. The subject names the event
+// and the sequence, and the publish expects it to be empty: a record that
+// an earlier pass or another cleaner wrote is never written twice, however
+// long ago (the Nats-Msg-Id window covers only the last minutes). Either
+// way a record exists when write returns nil.
+func (a *auditLog) write(ctx context.Context, r *AuditRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg(a.subject(r.EventID, r.Seq))
+	m.Data = b
+	m.Header.Set(jetstream.MsgIDHeader, auditMsgID(r))
+	_, err = a.js.PublishMsg(ctx, m, jetstream.WithExpectStream(a.stream), jetstream.WithExpectLastSequencePerSubject(0))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return nil // written before
+	}
+	if err != nil {
+		return fmt.Errorf("receipts: audit record for seq %d: %w", r.Seq, err)
+	}
+	return nil
+}
+
+// lookup returns the record for (eventID, seq); nil, nil if there is none.
+func (a *auditLog) lookup(ctx context.Context, eventID string, seq uint64) (*AuditRecord, *record.AuditRef, error) {
+	st, err := a.js.Stream(ctx, a.stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil, nil // no cleaner has run yet
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("receipts: audit stream %s: %w", a.stream, err)
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, a.subject(eventID, seq))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("receipts: audit lookup: %w", err)
+	}
+	return a.decode(raw.Data, raw.Subject, raw.Sequence)
+}
+
+func (a *auditLog) decode(data []byte, subject string, seq uint64) (*AuditRecord, *record.AuditRef, error) {
+	var r AuditRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, nil, fmt.Errorf("receipts: audit record %s#%d: %w", a.stream, seq, err)
+	}
+	return &r, &record.AuditRef{Stream: a.stream, Seq: seq, Subject: subject, DeletedBy: r.DeletedBy, DecidedAt: r.DecidedAt}, nil
+}
+
+// AuditEntry is one audit record with where it is stored.
+type AuditEntry struct {
+	Ref    record.AuditRef `json:"ref"`
+	Record AuditRecord     `json:"record"`
+}
+
+// list returns every audit record of eventID, in the order written.
+func (a *auditLog) list(ctx context.Context, eventID string) ([]AuditEntry, error) {
+	oc, err := a.js.OrderedConsumer(ctx, a.stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{a.prefix + "." + idToken(eventID) + ".*"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receipts: audit stream %s: %w", a.stream, err)
+	}
+	var out []AuditEntry
+	for {
+		batch, err := oc.FetchNoWait(64)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			meta, err := m.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			r, ref, err := a.decode(m.Data(), m.Subject(), meta.Sequence.Stream)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, AuditEntry{Ref: *ref, Record: *r})
+			if meta.NumPending == 0 {
+				return out, nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return out, nil
+		}
+	}
+}
+
+// idToken is the subject token of an event_id: unpadded base64url.
+func idToken(eventID string) string { return base64.RawURLEncoding.EncodeToString([]byte(eventID)) }

@@ -1,0 +1,12 @@
+package cleanup
+
+import (
+	"testing"
+
+	"github.com/leafline/leafline/internal/importcheck"
+)
+
+// TestImports: the cleanup reads records and audits its deletes; it knows nothing of the service.
+func TestImports(t *testing.T) {
+	importcheck.Only(t, "receipt", "completion/record", "internal/failpoint", "internal/jsmsg", "internal/subjects")
+}

@@ -1,0 +1,139 @@
+package completion_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/internal/l1test"
+	"github.com/leafline/leafline/internal/receipttest"
+	"github.com/leafline/leafline/receipt"
+)
+
+// publishBundle publishes recs as one bundle on subject.
+func publishBundle(t *testing.T, js jetstream.JetStream, subject, id string, recs ...[]byte) {
+	t.Helper()
+	body := bytes.Join(recs, []byte{'\n'})
+	m := nats.NewMsg(subject)
+	m.Data = body
+	m.Header.Set(receipt.BundleHeader, strconv.Itoa(len(recs)))
+	m.Header.Set(jetstream.MsgIDHeader, id)
+	if _, err := js.PublishMsg(jstest.Ctx(t), m); err != nil {
+		t.Fatalf("publish bundle: %v", err)
+	}
+}
+
+// TestService_Bundles: the receipts of a bundle are applied as single
+// receipts are, each counted; a receipt of it that cannot be read is
+// quarantined alone (its place in the bundle recorded) and the rest are
+// applied; a bundle that does not speak for one site, the site of its
+// subject, is quarantined whole; a bundle delivered again counts its
+// receipts as duplicates. Every message is ACKed once.
+func TestService_Bundles(t *testing.T) {
+	for _, applyBatch := range []int{1, 128} {
+		t.Run(fmt.Sprintf("ApplyBatch=%d", applyBatch), func(t *testing.T) {
+			_, js := jstest.StartJS(t, jstest.Options{})
+			ctx := jstest.Ctx(t)
+			l1test.CreateR1(t, js)
+			cfg := l1test.Config(js)
+			cfg.ApplyBatch = applyBatch
+			cfg.SubjectPrefix = "leafline.receipts"
+			svc, err := completion.NewService(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l1test.Run(t, svc)
+			const site = "leafline.receipts.edge-1.bundle"
+			var ten [][]byte
+			for i := range 10 {
+				ten = append(ten, receipttest.Encode(t, receipttest.Receipt(receipttest.EventID(i))))
+			}
+			publishBundle(t, js, site, "b-ten", ten...)
+			publishBundle(t, js, site, "b-bad", receipttest.Encode(t, receipttest.Receipt("evt-b1")), receipttest.Encode(t, receipttest.Receipt("evt-b2")), []byte(`{"v":1,`))
+			two := receipttest.Receipt("evt-two-sites")
+			two.Site, two.Processor = "edge-2", "edge-2"
+			publishBundle(t, js, site, "b-sites", receipttest.Encode(t, receipttest.Receipt("evt-s1")), receipttest.Encode(t, two))
+			publishBundle(t, js, "leafline.receipts.edge-2.bundle", "b-subject", receipttest.Encode(t, receipttest.Receipt("evt-x1")), receipttest.Encode(t, receipttest.Receipt("evt-x2")))
+			publishBundle(t, js, site, "b-ten-again", ten...)
+			want := record.Stats{Received: 10 + 3 + 2 + 2 + 10, Applied: 12, Duplicates: 10, Quarantined: 3}
+			check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+				if err := l1test.StatsEqual(svc, want); err != nil {
+					return err
+				}
+				return l1test.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
+			})
+			for _, id := range []string{"evt-s1", "evt-two-sites", "evt-x1", "evt-x2"} {
+				if _, err := svc.Get(ctx, id); !errors.Is(err, record.ErrNotFound) {
+					t.Errorf("%s: Get = %v, want ErrNotFound (its bundle was refused whole)", id, err)
+				}
+			}
+			for _, id := range []string{receipttest.EventID(0), receipttest.EventID(9), "evt-b1", "evt-b2"} {
+				c, err := svc.Get(ctx, id)
+				if err != nil || c.Processors["edge-1"].Status != receipt.StatusProcessed || c.Processors["edge-1"].Duplicates != boolInt(id == receipttest.EventID(0) || id == receipttest.EventID(9)) {
+					t.Errorf("%s: Get = %+v, %v", id, c, err)
+				}
+			}
+			// Lanes apply bundles in parallel: the records come in any order.
+			whole, alone := 0, 0
+			for _, r := range quarantineRecords(t, js) {
+				switch {
+				case r.Of == 3 && r.Index == 2 && string(r.Receipt) == `{"v":1,` && strings.Contains(r.Reason, "malformed"):
+					alone++
+				case r.Of == 0 && r.Index == 0 && r.Size == len(r.Receipt) && r.Size > 0:
+					whole++
+				default:
+					t.Errorf("quarantine record %+v", r)
+				}
+			}
+			if alone != 1 || whole != 2 {
+				t.Errorf("quarantined %d receipts alone and %d bundles whole, want 1 and 2", alone, whole)
+			}
+			if got := svc.Refusals()[completion.RefusedSubjectMismatch]; got != 2 {
+				t.Errorf("subject_mismatch refusals %d, want 2", got)
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// quarantineRecords returns the quarantine records in stream order.
+func quarantineRecords(t *testing.T, js jetstream.JetStream) []completion.QuarantineRecord {
+	t.Helper()
+	ctx := jstest.Ctx(t)
+	s, err := js.Stream(ctx, completion.DefaultQuarantineStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []completion.QuarantineRecord
+	st := s.CachedInfo().State
+	for seq := st.FirstSeq; st.Msgs > 0 && seq <= st.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec completion.QuarantineRecord
+		if err := json.Unmarshal(m.Data, &rec); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}

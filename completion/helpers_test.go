@@ -1,8 +1,0 @@
-package completion
-
-import (
-	"io"
-	"log/slog"
-)
-
-func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

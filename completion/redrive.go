@@ -1,0 +1,204 @@
+package completion
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/jsmsg"
+	"github.com/leafline/leafline/receipt"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The redrive is the end-to-end repair of the event and receipt paths.
+// Every hop between L1 and an edge is a JetStream source whose own
+// bookkeeping decides what was delivered; if a hop skips a message (the
+// chaos runs saw nats-server v2.15.2's durable sourcing do so after a
+// source consumer reset, which v2.15.3 fixed), nothing below L1 can
+// notice. L1 can: the event stays pending for that processor.
+//
+// So every RedriveAfter/4 the service lists the overdue events and
+// redrives each one that is
+//
+//   - pending at least RedriveAfter since it was published and since its
+//     last redrive, redriven fewer than maxRedrives times by this process;
+//   - missing a processor that has since reported a LATER event (a higher
+//     origin sequence) within RedriveAfter: the hops deliver in order, so
+//     that processor is alive and the path has moved past this event — it
+//     was skipped, or its receipt was lost. An event that is only queued
+//     behind a cut link or a backlog is not redriven.
+//
+// A redrive copies the origin message (same subject, payload, headers and
+// Nats-Msg-Id) and publishes the copy on the origin stream with
+// RedriveHeader, waiting for its PubAck. The copy travels the whole path
+// again: a processor that never got the event processes it, one that did
+// re-sends its receipt, and L1 absorbs every duplicate by (event_id,
+// processor). Nothing is ever deleted. (An event an edge keeps failing
+// without a DLQ is pending too; maxRedrives per 4×RedriveAfter bounds
+// what it costs.)
+//
+// The redrive state is in memory: after an L1 restart an overdue event may
+// be redriven again, which only costs a duplicate.
+type redriver struct {
+	mu       sync.Mutex
+	seen     map[string]progress  // processor -> its latest reported event
+	redriven map[string]time.Time // event_id -> last redrive
+	count    map[string]int
+}
+
+// progress is the highest origin sequence a processor reported, and when.
+type progress struct {
+	seq uint64
+	at  time.Time
+}
+
+// maxRedrives bounds the redrives of one event by one process.
+const maxRedrives = 3
+
+func (r *redriver) sawReceipt(processor string, originSeq uint64, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen == nil {
+		r.seen = map[string]progress{}
+	}
+	if p := r.seen[processor]; originSeq > p.seq {
+		r.seen[processor] = progress{originSeq, now}
+	}
+}
+
+// due reports whether c should be redriven now, and its redrive number.
+func (r *redriver) due(c *record.Completion, after time.Duration, now time.Time) (int, bool) {
+	if !c.OriginKnown() || c.OriginSeq == 0 || now.Sub(c.PublishedAt) < after {
+		return 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.redriven[c.EventID]; ok && now.Sub(t) < after {
+		return 0, false
+	}
+	if r.count[c.EventID] >= maxRedrives {
+		return 0, false
+	}
+	for _, p := range c.Missing {
+		if pr, ok := r.seen[p]; ok && pr.seq > c.OriginSeq && now.Sub(pr.at) < after {
+			return r.count[c.EventID] + 1, true
+		}
+	}
+	return 0, false
+}
+
+func (r *redriver) done(id string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.redriven == nil {
+		r.redriven, r.count = map[string]time.Time{}, map[string]int{}
+	}
+	r.redriven[id] = now
+	r.count[id]++
+}
+
+// forget drops the redrive state of events last redriven more than keep
+// ago: an event is redriven at most maxRedrives times per keep.
+func (r *redriver) forget(keep time.Duration, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, t := range r.redriven {
+		if now.Sub(t) > keep {
+			delete(r.redriven, id)
+			delete(r.count, id)
+		}
+	}
+}
+
+// redriveLoop runs redrive rounds until ctx is done.
+func (s *Service) redriveLoop(ctx context.Context) {
+	every := s.cfg.RedriveAfter / 4
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.RedriveOnce(ctx, time.Now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("receipts: redrive round failed", "err", err, "redriven", n)
+		case n > 0:
+			s.log.Warn("receipts: redrove overdue events (published again on the origin stream): a hop lost them or their receipts", "events", n)
+		}
+		s.redrive.forget(4*s.cfg.RedriveAfter, time.Now())
+	}
+}
+
+// RedriveOnce runs one redrive round as of now and returns how many events
+// it published again.
+func (s *Service) RedriveOnce(ctx context.Context, now time.Time) (int, error) {
+	st := s.State()
+	if st == nil {
+		return 0, record.ErrNotReady
+	}
+	stream, err := s.cfg.JS.Stream(ctx, s.cfg.OriginStream)
+	if err != nil {
+		return 0, err
+	}
+	n, after := 0, ""
+	for n < s.cfg.RedriveMax {
+		page, next, err := st.List(ctx, record.ListQuery{Status: record.ListOverdue, Limit: min(record.MaxListLimit, s.cfg.RedriveMax), After: after})
+		if err != nil {
+			return n, err
+		}
+		for i := range page {
+			c := &page[i]
+			num, ok := s.redrive.due(c, s.cfg.RedriveAfter, now)
+			if !ok {
+				continue
+			}
+			if err := s.redriveOne(ctx, stream, c, num); err != nil {
+				return n, err
+			}
+			s.redrive.done(c.EventID, now)
+			s.redriven.Add(1)
+			if n++; n >= s.cfg.RedriveMax {
+				break
+			}
+		}
+		if next == "" {
+			return n, nil
+		}
+		after = next
+	}
+	return n, nil
+}
+
+// redriveOne publishes a copy of c's origin message with RedriveHeader.
+func (s *Service) redriveOne(ctx context.Context, stream jetstream.Stream, c *record.Completion, num int) error {
+	raw, err := stream.GetMsg(ctx, c.OriginSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// Gone from the origin stream (limits): nothing to send again.
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg(raw.Subject)
+	m.Data = raw.Data
+	for k, v := range raw.Header {
+		m.Header[k] = v
+	}
+	// The copy is the same event: it must carry the same event_id.
+	id, err := s.originEventID(jsmsg.Stored(raw))
+	if err != nil || id != c.EventID {
+		s.log.Warn("receipts: not redriving: the origin message at the recorded sequence is another event",
+			"stream", s.cfg.OriginStream, "seq", c.OriginSeq, "event_id", receipt.ShortQuote(c.EventID))
+		return nil
+	}
+	m.Header.Set(receipt.RedriveHeader, strconv.Itoa(num))
+	_, err = s.cfg.JS.PublishMsg(ctx, m)
+	return err
+}

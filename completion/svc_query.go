@@ -1,0 +1,54 @@
+package completion
+
+import (
+	"context"
+
+	"github.com/leafline/leafline/completion/record"
+)
+
+// Get returns the completion record of eventID (see Store.Get), with
+// Cleaned set when an attached Cleaner deleted its origin message;
+// ErrNotReady before Setup or Run has opened the buckets.
+func (s *Service) Get(ctx context.Context, eventID string) (record.Completion, error) {
+	st := s.State()
+	if st == nil {
+		return record.Completion{}, record.ErrNotReady
+	}
+	c, err := st.Get(ctx, eventID)
+	if cl := s.cleaner.Load(); err == nil && cl != nil {
+		c.Cleaned, err = cl.Cleaned(ctx, &c)
+	}
+	return c, err
+}
+
+// List returns a page of events (see Store.List); ErrNotReady before Setup
+// or Run has opened the buckets.
+func (s *Service) List(ctx context.Context, q record.ListQuery) ([]record.Completion, string, error) {
+	st := s.State()
+	if st == nil {
+		if err := q.Validate(); err != nil {
+			return nil, "", err
+		}
+		return nil, "", record.ErrNotReady
+	}
+	return st.List(ctx, q)
+}
+
+// Summary returns Store.Summary with this instance's Stats; ErrNotReady
+// before Setup or Run has opened the buckets.
+func (s *Service) Summary(ctx context.Context) (record.Summary, error) {
+	st := s.State()
+	if st == nil {
+		return record.Summary{}, record.ErrNotReady
+	}
+	sum, err := st.Summary(ctx)
+	if err != nil {
+		return record.Summary{}, err
+	}
+	if sum.Unidentified, err = s.UnidentifiedCount(ctx); err != nil {
+		return record.Summary{}, err
+	}
+	stats := s.Stats()
+	sum.Instance = &stats
+	return sum, nil
+}
