@@ -12,13 +12,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/leafline/leafline/relay"
+	"github.com/leafline/leafline/hop"
 	"github.com/leafline/leafline/topology"
 )
 
 // relayBatch is how many messages a relay link moves per fetch, and so
 // per atomic batch and fsync; it is also its consumer's MaxAckPending
-// (package relay requires at most one fetch of unACKed messages).
+// (package hop requires at most one fetch of unACKed messages).
 const relayBatch = 1000
 
 // relayAckWait bounds how long a delivery lost in flight holds a relay
@@ -161,7 +161,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 			return err
 		}
 		name := sp.from.Name + "-" + sp.stream + "-" + a.site.Name
-		r, err := relay.New(relay.Link{
+		r, err := hop.New(hop.Link{
 			Name: name, Upstream: up, Stream: sp.stream, Consumer: topology.RelayConsumerName(a.site.Name),
 			Local: local, LocalStream: sp.localStream, Subject: sp.subject, Marks: sp.marks,
 			Batch: relayBatch, Log: a.log.With("component", "hop-relay", "link", name),

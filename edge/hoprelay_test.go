@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/relay"
+	"github.com/leafline/leafline/hop"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -41,7 +41,7 @@ func TestSystem_Relay_TwoEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Header.Get(relay.HeaderSeq) == "" || m.Header.Get("Nats-Msg-Id") == "" {
+	if m.Header.Get(hop.HeaderSeq) == "" || m.Header.Get("Nats-Msg-Id") == "" {
 		t.Fatalf("HA's newest message lacks the relay mark or its id: %v", m.Header)
 	}
 	if _, err := s.Consumer(ctx, topology.SourceConsumerName("edge1")); err == nil {

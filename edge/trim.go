@@ -27,7 +27,7 @@ type trimPlan struct {
 	consumers []string
 	// keep are subjects whose newest message is never trimmed: those of
 	// the relay links into the stream, whose newest message holds the
-	// link's high-water mark (package relay).
+	// link's high-water mark (package hop).
 	keep []string
 }
 

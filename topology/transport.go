@@ -10,7 +10,7 @@ const (
 	// site (a stock nats-server hub can run it); under SyncAlways it
 	// stores and fsyncs each message alone.
 	TransportSourcing = "sourcing"
-	// TransportRelay is leafline's relay (package relay): the downstream
+	// TransportRelay is leafline's relay (package hop): the downstream
 	// site's leafline pulls batches through the link from a durable pull
 	// consumer and stores each batch with one atomic publish: one fsync
 	// per batch. The downstream site must run leafline.

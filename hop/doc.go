@@ -1,8 +1,10 @@
-// Package relay moves messages across one leafnode link from an upstream
+// Package hop moves messages across one leafnode link from an upstream
 // stream into a downstream stream, in batches, with the edge runner's rule:
-// commit first, ACK last, design for redelivery.
+// commit first, ACK last, design for redelivery. It is the link transport
+// that a topology calls "relay" (the other one, "sourcing", is the
+// server's own stream sourcing and needs no code here).
 //
-// The downstream site runs one Relay per link. It pulls from the durable
+// The downstream site runs one Mover per link. It pulls from the durable
 // pull consumer that the upstream site created for it on the upstream
 // stream (through the link, with the upstream domain's API prefix), stores
 // each fetched batch in the downstream stream with ONE atomic batch publish
@@ -54,4 +56,4 @@
 //   - The upstream owner must not delete unACKed messages of the link (the
 //     trim never does): the lookup would then skip them.
 //   - Two relays must not run on one link at once.
-package relay
+package hop

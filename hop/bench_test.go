@@ -1,4 +1,4 @@
-package relay_test
+package hop_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/relay"
+	"github.com/leafline/leafline/hop"
 )
 
 // diskFlushes sums the flush requests completed by the block devices
@@ -67,7 +67,7 @@ func BenchmarkHop(b *testing.B) {
 					}
 				} else {
 					l := p.link()
-					r, err := relay.New(l)
+					r, err := hop.New(l)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -1,5 +1,5 @@
-package relay
+package hop
 
 // SetBeforeAck installs a hook that runs after a batch is stored and
 // before it is ACKed; an error from it stops Run as a crash would.
-func (r *Relay) SetBeforeAck(f func() error) { r.beforeAck = f }
+func (r *Mover) SetBeforeAck(f func() error) { r.beforeAck = f }

@@ -1,4 +1,4 @@
-package relay_test
+package hop_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/faultproxy"
-	"github.com/leafline/leafline/relay"
+	"github.com/leafline/leafline/hop"
 )
 
 // pair is an upstream server and a downstream server linked by a leafnode
@@ -110,8 +110,8 @@ func connect(t testing.TB, s *server.Server, domain string) jetstream.JetStream 
 	return js
 }
 
-func (p *pair) link() relay.Link {
-	return relay.Link{Name: "up-down", Upstream: p.linkJS, Stream: "UP", Consumer: "relay-down",
+func (p *pair) link() hop.Link {
+	return hop.Link{Name: "up-down", Upstream: p.linkJS, Stream: "UP", Consumer: "relay-down",
 		Local: p.downJS, LocalStream: "DOWN", Subject: func(s string) string { return "relay.down." + s },
 		Marks: []string{"ev.>"}, Batch: 200, Expiry: 500 * time.Millisecond}
 }
@@ -129,7 +129,7 @@ func (p *pair) publish(t *testing.T, from, n int) {
 }
 
 // run starts a relay on the link until the test ends or it returns.
-func (p *pair) run(t testing.TB, r *relay.Relay) <-chan error {
+func (p *pair) run(t testing.TB, r *hop.Mover) <-chan error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done, finished := make(chan error, 1), make(chan struct{})
 	go func() { done <- r.Run(ctx); close(finished) }()
@@ -180,8 +180,8 @@ func exactlyOnce(t *testing.T, msgs []*jetstream.RawStreamMsg, n int) {
 		if got, want := m.Header.Get(jetstream.MsgIDHeader), fmt.Sprintf("id-%d", i); got != want {
 			t.Fatalf("message %d has id %q, want %q", i+1, got, want)
 		}
-		if !strings.HasPrefix(m.Subject, "ev.") || m.Header.Get(relay.HeaderLink) != "up-down" ||
-			m.Header.Get(relay.HeaderSeq) != fmt.Sprint(i+1) {
+		if !strings.HasPrefix(m.Subject, "ev.") || m.Header.Get(hop.HeaderLink) != "up-down" ||
+			m.Header.Get(hop.HeaderSeq) != fmt.Sprint(i+1) {
 			t.Fatalf("message %d: subject %q, headers %v", i+1, m.Subject, m.Header)
 		}
 	}
@@ -190,7 +190,7 @@ func exactlyOnce(t *testing.T, msgs []*jetstream.RawStreamMsg, n int) {
 func TestRelay_MovesEveryMessageOnce(t *testing.T) {
 	p := startPair(t, time.Minute)
 	p.publish(t, 0, 1100)
-	r, err := relay.New(p.link())
+	r, err := hop.New(p.link())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestRelay_MovesEveryMessageOnce(t *testing.T) {
 func TestRelay_CrashBeforeAck_AfterDuplicateWindow(t *testing.T) {
 	p := startPair(t, 500*time.Millisecond)
 	p.publish(t, 0, 300)
-	r, err := relay.New(p.link())
+	r, err := hop.New(p.link())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestRelay_CrashBeforeAck_AfterDuplicateWindow(t *testing.T) {
 		t.Fatalf("Run returned %v, want the crash", err)
 	}
 	time.Sleep(time.Second) // let the duplicate window pass
-	r2, err := relay.New(p.link())
+	r2, err := hop.New(p.link())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestRelay_CrashBeforeAck_AfterDuplicateWindow(t *testing.T) {
 // once, in order.
 func TestRelay_LinkCutAndRestore(t *testing.T) {
 	p := startPair(t, 200*time.Millisecond)
-	r, err := relay.New(p.link())
+	r, err := hop.New(p.link())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestRelay_LinkCutAndRestore(t *testing.T) {
 }
 
 func TestNew_ReportsEveryMissingField(t *testing.T) {
-	_, err := relay.New(relay.Link{Name: "x", Batch: 2000})
+	_, err := hop.New(hop.Link{Name: "x", Batch: 2000})
 	if err == nil {
 		t.Fatal("New accepted an empty link")
 	}
@@ -282,7 +282,7 @@ func TestRelay_LostDeliveryIsWaitedFor(t *testing.T) {
 	if n != 10 {
 		t.Fatalf("took %d deliveries, want 10", n)
 	}
-	r, err := relay.New(p.link())
+	r, err := hop.New(p.link())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestRelay_MovesSourcedMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, err := relay.New(p.link())
+	r, err := hop.New(p.link())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestRelay_RefusedBatchGoesOneByOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.publish(t, 0, 300)
-	r, err := relay.New(p.link())
+	r, err := hop.New(p.link())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package relay
+package hop
 
 import (
 	"cmp"
@@ -62,8 +62,8 @@ type Link struct {
 	Log *slog.Logger
 }
 
-// Relay moves one link's messages. Create it with New; run it with Run.
-type Relay struct {
+// Mover moves one link's messages. Create it with New; run it with Run.
+type Mover struct {
 	l      Link
 	mark   uint64 // upstream sequence of the newest message stored
 	loaded bool   // mark was read from the downstream stream
@@ -80,11 +80,11 @@ type Relay struct {
 }
 
 // New checks l and returns its relay.
-func New(l Link) (*Relay, error) {
+func New(l Link) (*Mover, error) {
 	var errs []error
 	req := func(ok bool, what string) {
 		if !ok {
-			errs = append(errs, fmt.Errorf("relay: link %q: %s is required", l.Name, what))
+			errs = append(errs, fmt.Errorf("hop: link %q: %s is required", l.Name, what))
 		}
 	}
 	req(l.Name != "", "Name")
@@ -94,7 +94,7 @@ func New(l Link) (*Relay, error) {
 	req(l.Subject != nil, "Subject")
 	req(len(l.Marks) > 0, "Marks")
 	if l.Batch < 0 || l.Batch > 1000 {
-		errs = append(errs, fmt.Errorf("relay: link %q: Batch %d is outside 0..1000", l.Name, l.Batch))
+		errs = append(errs, fmt.Errorf("hop: link %q: Batch %d is outside 0..1000", l.Name, l.Batch))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -108,17 +108,17 @@ func New(l Link) (*Relay, error) {
 	if l.Log == nil {
 		l.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{l: l}, nil
+	return &Mover{l: l}, nil
 }
 
 // Mark returns the upstream sequence of the newest message the relay
 // stored (0 before the first store or the first read of the mark).
-func (r *Relay) Mark() uint64 { return r.mark }
+func (r *Mover) Mark() uint64 { return r.mark }
 
 // Run moves messages until ctx ends and returns nil then. A failing step
 // (link down, store refused) is logged and retried; it never ACKs a
 // message that is not stored.
-func (r *Relay) Run(ctx context.Context) error {
+func (r *Mover) Run(ctx context.Context) error {
 	failing := ""
 	for ctx.Err() == nil {
 		err := r.step(ctx)
@@ -154,7 +154,7 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // step fetches one batch and moves it.
-func (r *Relay) step(ctx context.Context) error {
+func (r *Mover) step(ctx context.Context) error {
 	if !r.loaded {
 		m, err := r.loadMark(ctx)
 		if err != nil {
@@ -191,7 +191,7 @@ func (r *Relay) step(ctx context.Context) error {
 
 // fetch asks the consumer for up to n messages, without waiting when
 // noWait, else for up to Expiry. A timeout is not an error.
-func (r *Relay) fetch(n int, noWait bool) ([]jetstream.Msg, error) {
+func (r *Mover) fetch(n int, noWait bool) ([]jetstream.Msg, error) {
 	var b jetstream.MessageBatch
 	var err error
 	if noWait {
@@ -213,7 +213,7 @@ func (r *Relay) fetch(n int, noWait bool) ([]jetstream.Msg, error) {
 }
 
 // loadMark reads the link's high-water mark from the downstream stream.
-func (r *Relay) loadMark(ctx context.Context) (uint64, error) {
+func (r *Mover) loadMark(ctx context.Context) (uint64, error) {
 	s, err := r.l.Local.Stream(ctx, r.l.LocalStream)
 	if err != nil {
 		return 0, err
@@ -246,7 +246,7 @@ type delivery struct {
 
 // move stores the new messages of a batch, if they continue the link's
 // prefix, and ACKs them with the ones already stored.
-func (r *Relay) move(ctx context.Context, msgs []jetstream.Msg) error {
+func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 	ds := make([]delivery, 0, len(msgs))
 	for _, m := range msgs {
 		meta, err := m.Metadata()
@@ -315,7 +315,7 @@ func follows(a, b *jetstream.MsgMetadata) bool {
 // message of the link is missing downstream: each was delivered before
 // these (new messages come in stream order) and is either in hand or
 // ACKed, and the relay ACKs only what is stored.
-func (r *Relay) holdsAllPending(ctx context.Context, n int) (bool, error) {
+func (r *Mover) holdsAllPending(ctx context.Context, n int) (bool, error) {
 	info, err := r.cons.Info(ctx)
 	if err != nil {
 		r.cons = nil
@@ -338,7 +338,7 @@ func batchHeader(k string) bool {
 		strings.HasPrefix(k, "Nats-Schedule")
 }
 
-func (r *Relay) store(ctx context.Context, ds []delivery) error {
+func (r *Mover) store(ctx context.Context, ds []delivery) error {
 	out := make([]*nats.Msg, 0, len(ds))
 	for _, d := range ds {
 		m := nats.NewMsg(r.l.Subject(d.m.Subject()))
@@ -380,7 +380,7 @@ func (r *Relay) store(ctx context.Context, ds []delivery) error {
 
 // storeEach stores out one message at a time, in order, so that whatever
 // stops it leaves a prefix of the link stored, and the mark holds.
-func (r *Relay) storeEach(ctx context.Context, out []*nats.Msg) error {
+func (r *Mover) storeEach(ctx context.Context, out []*nats.Msg) error {
 	for _, m := range out {
 		if _, err := r.l.Local.PublishMsg(ctx, m); err != nil {
 			return err
