@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/forgetfs"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipt"
 )
@@ -147,6 +149,75 @@ func TestChaos_ShortHTTP(t *testing.T) {
 	}
 	if !strings.Contains(res.FinalLine, " lost=0 duplicate_completions=0 phantoms=0 ") {
 		t.Fatalf("final line %q", res.FinalLine)
+	}
+}
+
+// TestChaos_PowerCut is the short power-cut run: every box's data dir on
+// forgetfs, power cuts of L1, the hub and the edge (half of them tearing
+// one file's unsynced pages), and the checker must pass.
+func TestChaos_PowerCut(t *testing.T) {
+	requireForgetfs(t)
+	res, _ := runChaos(t, options{
+		Duration:     50 * time.Second,
+		Seed:         4,
+		Edges:        1,
+		Transport:    "mixed",
+		Faults:       map[string]bool{faultPowerCut: true},
+		FaultEvery:   3 * time.Second,
+		DrainTimeout: 90 * time.Second,
+	})
+	if res.violation() {
+		t.Fatalf("checker failed: %s", res.FinalLine)
+	}
+	if len(res.Findings) > 0 {
+		t.Fatalf("fault checks failed: %q", res.Findings)
+	}
+	if res.PowerCuts < 10 {
+		t.Fatalf("too few power cuts to mean anything: %d", res.PowerCuts)
+	}
+	if !strings.Contains(res.FinalLine, " lost=0 duplicate_completions=0 phantoms=0 ") {
+		t.Fatalf("final line %q", res.FinalLine)
+	}
+}
+
+// TestChaos_PowerCutUnsafeSync is the power cut's negative control: with
+// the 2-minute sync interval a PubAck means the page cache, and the
+// checker must see what the cuts lose.
+func TestChaos_PowerCutUnsafeSync(t *testing.T) {
+	requireForgetfs(t)
+	res, out := runChaos(t, options{
+		Duration:     30 * time.Second,
+		Seed:         5,
+		Edges:        1,
+		UnsafeSync:   true,
+		Faults:       map[string]bool{faultPowerCut: true},
+		FaultEvery:   3 * time.Second,
+		DrainTimeout: 60 * time.Second,
+		DrainStall:   20 * time.Second,
+	})
+	if res.Lost == 0 || res.exitCode(nil) == exitOK {
+		t.Fatalf("unsafe sync: the checker saw no loss (%s)", res.FinalLine)
+	}
+	if !strings.Contains(out, "negative control (--unsafe-sync): the checker saw the loss") {
+		t.Fatalf("report does not say the loss was seen")
+	}
+}
+
+// requireForgetfs skips the test where forgetfs cannot be mounted.
+func requireForgetfs(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs L1, hub and edges as processes for minutes; skipped with -short")
+	}
+	f, err := forgetfs.Mount(t.TempDir(), t.TempDir(), forgetfs.Options{})
+	if errors.Is(err, forgetfs.ErrUnavailable) {
+		t.Skipf("the powercut fault needs forgetfs, and this host cannot mount it: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Unmount(); err != nil {
+		t.Fatal(err)
 	}
 }
 

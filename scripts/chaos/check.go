@@ -324,8 +324,18 @@ func (o *observer) verdictOf(states []byte, truncated bool) verdict {
 			}
 		case stUnknown, stPublished:
 			v.unknown++
-			if mask == o.all {
+			switch {
+			case mask == o.all:
 				v.completeUnknown++
+			case ob != nil && ob.everMask != 0:
+				// An edge's receipt reached L1: L1 stored the event and
+				// that edge PubAck'ed its receipt, whatever the publisher
+				// heard. It must complete like a PubAck'ed one.
+				v.lost++
+				if len(v.lostExamples) < 10 {
+					v.lostExamples = append(v.lostExamples, fmt.Sprintf("%s: publish outcome unknown, but reported by %s; terminal records from %s, missing %s",
+						eventID(n), o.names(ob.everMask), o.names(mask), o.names(o.all&^mask)))
+				}
 			}
 		}
 	}

@@ -39,6 +39,9 @@ type cluster struct {
 	disk *tmpfs    // edge1's data dir, when the disk fault is enabled
 	ns   *nsLink   // the netns leg of edge1-hub, when the netns fault is enabled
 	bg   sync.WaitGroup
+	// power holds the data dirs on forgetfs, by box, when the powercut
+	// fault is enabled (every box but a tmpfs one).
+	power map[string]*powerDisk
 	// closing is set when the run is over: dead boxes are no longer restarted.
 	closing atomic.Bool
 	// keep: the run's directory is kept; save the tmpfs contents too.
@@ -58,7 +61,7 @@ type link struct {
 // newCluster lays out the topology, the configs and the proxies under dir.
 // It starts no box.
 func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) (*cluster, error) {
-	c := &cluster{o: o, dir: dir, bin: bin, rec: rec, boxes: map[string]*box{}, fatal: make(chan error, 8)}
+	c := &cluster{o: o, dir: dir, bin: bin, rec: rec, boxes: map[string]*box{}, power: map[string]*powerDisk{}, fatal: make(chan error, 8)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -135,6 +138,15 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 		}
 	}
 
+	if o.Faults[faultPowerCut] {
+		if err := c.mountPower(append([]string{"l1", "hub"}, edges...)); err != nil {
+			if o.UnsafeSync {
+				return nil, fmt.Errorf("--unsafe-sync needs the powercut fault: %w", err)
+			}
+			rec.skip(faultPowerCut, "powercut fault skipped: %v", err)
+		}
+	}
+
 	for _, name := range append([]string{"l1", "hub"}, edges...) {
 		b := &box{c: c, name: name, cfgPath: filepath.Join(dir, name+".json"), logPath: filepath.Join(dir, name+".log"),
 			dataDir: filepath.Join(dir, "data", name), natsAddr: next(), opsAddr: next()}
@@ -151,7 +163,7 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 			b.role = "l1"
 			// The checker reads every revision the bucket keeps.
 			redrive := o.RedriveAfter.String()
-			if o.NegativeControl {
+			if o.NegativeControl || o.UnsafeSync {
 				// The control proves that the checker sees loss: L1 must
 				// not repair it during the drain.
 				redrive = "24h"
@@ -188,6 +200,14 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 			if o.NegativeControl {
 				b.baseEnv = []string{"LEAFLINE_FAILPOINTS=" + negativeControlEnv}
 			}
+		}
+		if c.power[name] != nil && o.UnsafeSync {
+			js, _ := cfg["jetstream"].(map[string]any)
+			if js == nil {
+				js = map[string]any{}
+			}
+			js["sync_interval"] = "2m" // nats-server's default: a PubAck means the page cache
+			cfg["jetstream"] = js
 		}
 		if err := writeJSON(b.cfgPath, cfg); err != nil {
 			return nil, err
@@ -299,6 +319,31 @@ func (c *cluster) close() {
 	if c.disk != nil {
 		c.disk.unmount(c.keep.Load())
 	}
+	for name, d := range c.power {
+		if err := d.close(); err != nil {
+			c.rec.info("data dir of %s on forgetfs: %v", name, err)
+		}
+	}
+}
+
+// mountPower puts the data dir of each box but a tmpfs one on forgetfs.
+// It mounts all of them or none.
+func (c *cluster) mountPower(names []string) error {
+	for _, name := range names {
+		if name == "edge1" && c.disk != nil {
+			continue
+		}
+		d, err := mountPowerDisk(filepath.Join(c.dir, "data", name), c.o.PowerCutPOSIX)
+		if err != nil {
+			for _, m := range c.power {
+				_ = m.close()
+			}
+			c.power = map[string]*powerDisk{}
+			return err
+		}
+		c.power[name] = d
+	}
+	return nil
 }
 
 // box is one leafline process: its config, log, and the current process.

@@ -49,10 +49,10 @@ type injector struct {
 // regular returns the enabled faults that the scheduler mixes at random,
 // each repeated by its weight.
 func (in *injector) regular() []string {
-	weights := map[string]int{faultKill: 4, faultFailpoint: 3, faultLinkCut: 3, faultPause: 1, faultNetns: 1}
+	weights := map[string]int{faultKill: 4, faultFailpoint: 3, faultLinkCut: 3, faultPause: 1, faultNetns: 1, faultPowerCut: 3}
 	var out []string
 	for _, f := range allFaults {
-		if !in.o.Faults[f] || weights[f] == 0 || (f == faultNetns && in.c.ns == nil) {
+		if !in.o.Faults[f] || weights[f] == 0 || (f == faultNetns && in.c.ns == nil) || (f == faultPowerCut && len(in.c.power) == 0) {
 			continue
 		}
 		for range weights[f] {
@@ -168,6 +168,14 @@ func (in *injector) run(ctx context.Context) {
 				d = 45*time.Second + time.Duration(in.rng.IntN(55))*time.Second
 			}
 			in.spawn(func() { in.cut(ctx, l, d, false) })
+		case faultPowerCut:
+			down := time.Duration(in.rng.IntN(3000)) * time.Millisecond
+			torn, seed := in.rng.IntN(2) == 0, in.rng.Uint64()
+			if b := in.lockBox(in.pickPowerBox); b != nil {
+				in.spawn(func() { in.powerCut(ctx, b, down, torn, seed) })
+			} else {
+				in.rec.debug("power cut skipped: every box picked was busy")
+			}
 		case faultPause:
 			d := time.Duration(float64(o.AckWait) * (1.2 + 1.8*in.rng.Float64()))
 			if b := in.lockBox(func() *box { return in.pickBox(false) }); b != nil {

@@ -5,8 +5,9 @@
 // It runs L1, a hub and one or two edges as real `leafline run` OS
 // processes on loopback, publishes events at L1 at a steady rate while it
 // injects faults (SIGKILLs, kills at named failpoints, link cuts, pauses, a
-// full disk, a corrupted outbox), heals everything, waits for the drain and
-// checks the completion records at L1 against its own publish history:
+// full disk, a corrupted outbox, power cuts), heals everything, waits for
+// the drain and checks the completion records at L1 against its own
+// publish history:
 //
 //	go run ./scripts/chaos --duration 90s --seed 1
 //	go run ./scripts/chaos --duration 30m --seed 7 --edges 2
@@ -57,9 +58,10 @@ const (
 	faultDisk      = "disk"
 	faultCorrupt   = "corrupt"
 	faultNetns     = "netns"
+	faultPowerCut  = "powercut"
 )
 
-var allFaults = []string{faultKill, faultFailpoint, faultLinkCut, faultPause, faultDisk, faultCorrupt, faultNetns}
+var allFaults = []string{faultKill, faultFailpoint, faultLinkCut, faultPause, faultDisk, faultCorrupt, faultNetns, faultPowerCut}
 
 // negativeControlEnv makes every edge ACK each message as soon as it is
 // fetched and die, now and then, before anything is durable.
@@ -77,6 +79,13 @@ type options struct {
 	Sink            string // edge1's sink: "store" or "http" (a receiver process)
 	Cleanup         bool   // L1 runs completion.cleanup; the checker audits it
 	Transport       string // hop transport: "", relay, sourcing or mixed (see transportOf)
+	// UnsafeSync runs the boxes on forgetfs with jetstream.sync_interval
+	// at nats-server's 2-minute default: the powercut fault's negative
+	// control.
+	UnsafeSync bool
+	// PowerCutPOSIX makes a name durable only once its own directory is
+	// fsynced (POSIX to the letter) instead of with any fsync (ext4).
+	PowerCutPOSIX bool
 
 	FaultEvery    time.Duration // mean interval between two faults
 	LongCut       time.Duration // length of the long link cuts (> the 2m duplicate window)
@@ -160,6 +169,12 @@ func (o *options) validate() error {
 	if o.Sink != "store" && o.Sink != "http" {
 		errs = append(errs, fmt.Errorf("--sink must be store or http, got %q", o.Sink))
 	}
+	if o.UnsafeSync && o.NegativeControl {
+		errs = append(errs, errors.New("--unsafe-sync and --negative-control are two different controls; run them apart"))
+	}
+	if o.UnsafeSync && !o.Faults[faultPowerCut] {
+		errs = append(errs, errors.New("--unsafe-sync needs the powercut fault"))
+	}
 	if o.Sink == "http" && o.NegativeControl {
 		errs = append(errs, errors.New("--sink http does not combine with --negative-control (which needs the file sink)"))
 	}
@@ -228,8 +243,10 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Edges, "edges", 2, "number of edge boxes (1 or 2); edge2 uses the file sink")
 	fs.StringVar(&o.Sink, "sink", "store", "edge1's sink: store, or http (a receiver process that the kill fault kills too, checked to hold every event L1 records)")
 	fs.StringVar(&o.Transport, "transport", "", "hop transport of the links: relay, sourcing, or mixed (hub↔L1 and edge2 relay, edge1 sourcing); empty: the topology default")
-	fs.StringVar(&faults, "faults", "kill,linkcut,failpoint,pause,disk,corrupt,netns", "comma-separated faults: "+strings.Join(allFaults, ",")+", all or none")
+	fs.StringVar(&faults, "faults", strings.Join(allFaults, ","), "comma-separated faults: "+strings.Join(allFaults, ",")+", all or none")
 	fs.BoolVar(&o.NegativeControl, "negative-control", false, "run the edges with LEAFLINE_FAILPOINTS="+negativeControlEnv+" (ACK before anything is durable): the checker must report loss; --faults defaults to none")
+	fs.BoolVar(&o.UnsafeSync, "unsafe-sync", false, "run the boxes on forgetfs with jetstream.sync_interval 2m (nats-server's default) instead of always, and L1's redrive off: the powercut fault's negative control, which must report loss; --faults defaults to powercut")
+	fs.BoolVar(&o.PowerCutPOSIX, "powercut-posix", false, "model the power cut by POSIX to the letter: a new, renamed or removed name is durable only once its own directory is fsynced (default: as ext4 and XFS, once anything is fsynced)")
 	fs.DurationVar(&o.FaultEvery, "fault-every", 4*time.Second, "mean interval between two faults")
 	fs.DurationVar(&o.LongCut, "long-cut", 150*time.Second, "length of the long link cuts (longer than the 2m duplicate window)")
 	fs.DurationVar(&o.LongCutEvery, "long-cut-every", 5*time.Minute, "one long link cut per this much fault time (0: none; none in runs shorter than --long-cut + 1m)")
@@ -261,6 +278,9 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Visit(func(f *flag.Flag) { faultsSet = faultsSet || f.Name == "faults" })
 	if o.NegativeControl && !faultsSet {
 		faults = "none"
+	}
+	if o.UnsafeSync && !faultsSet {
+		faults = faultPowerCut
 	}
 	o.Faults = parseFaults(faults)
 	o.DiskSize = diskMiB << 20

@@ -29,6 +29,7 @@ type result struct {
 	Acked, Unknown       int
 	Faults               int
 	Kills, Cuts          int
+	PowerCuts            int
 	LongCuts             int
 	Lost                 int
 	DuplicateCompletions int
@@ -80,8 +81,8 @@ func run(ctx context.Context, o options) (*result, error) {
 	}
 	rec := newRecorder(o.Stderr, o.Verbose, filepath.Join(dir, "chaos.log"))
 	defer rec.close()
-	rec.info("chaos seed=%d duration=%s rate=%d/s edges=%d sink=%s faults=%s negative_control=%t dir=%s",
-		o.Seed, o.Duration, o.Rate, o.Edges, o.Sink, faultList(o.Faults), o.NegativeControl, dir)
+	rec.info("chaos seed=%d duration=%s rate=%d/s edges=%d sink=%s faults=%s negative_control=%t unsafe_sync=%t dir=%s",
+		o.Seed, o.Duration, o.Rate, o.Edges, o.Sink, faultList(o.Faults), o.NegativeControl, o.UnsafeSync, dir)
 
 	bin := o.Bin
 	if bin == "" {
@@ -223,11 +224,15 @@ phase:
 	res.DupMetric = max(0, applied-v.terminalRecords)
 	res.DuplicateCompletions = max(res.DupKV, res.DupMetric)
 	res.Faults, res.Kills, res.Cuts, res.LongCuts = rec.totals()
+	res.PowerCuts = rec.countOf(faultPowerCut)
 	rec.mu.Lock()
 	res.Findings = append(res.Findings, rec.findings...)
 	rec.mu.Unlock()
 	res.FinalLine = fmt.Sprintf("chaos seed=%d duration=%s events=%d faults=%d lost=%d duplicate_completions=%d phantoms=%d max_drain_s=%.1f",
 		res.Seed, res.Duration, res.Events, res.Faults, res.Lost, res.DuplicateCompletions, res.Phantoms, res.MaxDrainS)
+	if len(c.power) > 0 {
+		res.FinalLine += fmt.Sprintf(" powercuts=%d", res.PowerCuts)
+	}
 
 	if o.Cleanup {
 		cv, err := checkCleanup(context.WithoutCancel(ctx), js, "L1A", obs)
@@ -346,8 +351,8 @@ func drain(ctx context.Context, o options, obs *observer, states []byte, rec *re
 func report(w io.Writer, o options, rec *recorder, res *result, v verdict, applied int, dupMetric float64, finalRevs, allRevs int) {
 	fmt.Fprintln(w)
 	rec.table(w)
-	fmt.Fprintf(w, "  totals: %d faults; %d kills (SIGKILL and failpoint); %d link cuts (%d longer than %s)\n",
-		res.Faults, res.Kills, res.Cuts, res.LongCuts, o.LongCut)
+	fmt.Fprintf(w, "  totals: %d faults; %d kills (SIGKILL and failpoint); %d link cuts (%d longer than %s); %d power cuts\n",
+		res.Faults, res.Kills, res.Cuts, res.LongCuts, o.LongCut, res.PowerCuts)
 	fmt.Fprintf(w, "events: published=%d acked=%d unknown=%d (unknown and complete: %d)\n", v.published, v.acked, v.unknown, v.completeUnknown)
 	fmt.Fprintf(w, "completions: records=%d terminal_records=%d complete_acked=%d\n", v.records, v.terminalRecords, v.completeAcked)
 	if o.Sink == "http" {
@@ -375,12 +380,19 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
-	section("LOST (PubAck'ed at L1, not complete)", v.lostExamples)
+	section("LOST (PubAck'ed at L1 or reported by an edge, not complete)", v.lostExamples)
 	section("DUPLICATE COMPLETIONS", v.dupExamples)
 	section("PHANTOMS", v.phantomExamples)
 	section("REGRESSIONS", v.regressionExamples)
 	section("undecodable records", v.decodeErrors)
 	section("FINDINGS (fault checks)", res.Findings)
+	if o.UnsafeSync {
+		if res.Lost > 0 {
+			fmt.Fprintf(w, "negative control (--unsafe-sync): the checker saw the loss (lost=%d) after %d power cuts, as it must\n", res.Lost, res.PowerCuts)
+		} else {
+			fmt.Fprintf(w, "negative control (--unsafe-sync): NO LOSS SEEN after %d power cuts: forgetfs kept unsynced data, or the cuts missed every unsynced write\n", res.PowerCuts)
+		}
+	}
 	if o.NegativeControl {
 		if res.Lost > 0 {
 			fmt.Fprintf(w, "negative control: the checker saw the loss (lost=%d), as it must\n", res.Lost)
