@@ -14,8 +14,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/leafline/leafline/status/console"
 	"github.com/leafline/leafline/sink"
+	"github.com/leafline/leafline/status/console"
 	"github.com/leafline/leafline/topology"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/hop"
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/topology"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
-	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/hop"
+	"github.com/leafline/leafline/internal/check"
 )
 
 // diskFlushes sums the flush requests completed by the block devices

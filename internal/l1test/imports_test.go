@@ -7,4 +7,6 @@ import (
 )
 
 // TestImports: a test helper on L1's completion service.
-func TestImports(t *testing.T) { importcheck.Only(t, "receipt", "completion", "completion/record", "internal/check", "internal/jstest", "internal/receipttest") }
+func TestImports(t *testing.T) {
+	importcheck.Only(t, "receipt", "completion", "completion/record", "internal/check", "internal/jstest", "internal/receipttest")
+}
