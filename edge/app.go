@@ -27,6 +27,7 @@ import (
 	"github.com/leafline/leafline/completion/state"
 	"github.com/leafline/leafline/edge/eventid"
 	"github.com/leafline/leafline/edge/runner"
+	"github.com/leafline/leafline/internal/dirsync"
 	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipt"
@@ -229,6 +230,11 @@ func (a *App) life(ctx context.Context) error {
 	a.log.Info("leafline ready", "nats", a.ClientURL(), "ops", a.OpsAddr(), "domain", a.site.Domain)
 	return g.Wait()
 }
+	// Every name the start created (streams, consumers, the outbox, the
+	// completion state) is durable before the box says it is ready.
+	if err := dirsync.Tree(a.cfg.DataDir); err != nil {
+		return fmt.Errorf("data dir %s: sync its directories: %w", a.cfg.DataDir, err)
+	}
 
 func (a *App) start(ctx context.Context) error {
 	cfg := a.cfg
