@@ -221,6 +221,11 @@ func (a *App) life(ctx context.Context) error {
 	if err := a.start(ctx); err != nil {
 		return err
 	}
+	// Every name the start created (streams, consumers, the outbox, the
+	// completion state) is durable before the box says it is ready.
+	if err := dirsync.Tree(a.cfg.DataDir); err != nil {
+		return fmt.Errorf("data dir %s: sync its directories: %w", a.cfg.DataDir, err)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	a.startLoops(gctx, g)
 	a.isReady.Store(true)
@@ -230,11 +235,6 @@ func (a *App) life(ctx context.Context) error {
 	a.log.Info("leafline ready", "nats", a.ClientURL(), "ops", a.OpsAddr(), "domain", a.site.Domain)
 	return g.Wait()
 }
-	// Every name the start created (streams, consumers, the outbox, the
-	// completion state) is durable before the box says it is ready.
-	if err := dirsync.Tree(a.cfg.DataDir); err != nil {
-		return fmt.Errorf("data dir %s: sync its directories: %w", a.cfg.DataDir, err)
-	}
 
 func (a *App) start(ctx context.Context) error {
 	cfg := a.cfg
