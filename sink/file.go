@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/leafline/leafline/internal/failpoint"
 )
 
 // FileSink writes one file per event under Dir. Each file is written to a
@@ -50,7 +52,7 @@ func (s *FileSink) Write(ctx context.Context, evs []Event) []error {
 		errs[i] = writeFileSync(final, ev)
 		wrote = wrote || errs[i] == nil
 	}
-	if wrote {
+	if wrote && !failpoint.Enabled(failpoint.SinkFileSkipDirSync) {
 		if err := syncDir(s.Dir); err != nil {
 			for i := range errs {
 				if errs[i] == nil {

@@ -6,6 +6,6 @@ import (
 	"github.com/leafline/leafline/internal/importcheck"
 )
 
-// TestImports: the sinks know their config and nothing of the box that
-// runs them.
-func TestImports(t *testing.T) { importcheck.Only(t, "topology") }
+// TestImports: the sinks know their config and the failpoints of fault
+// runs, and nothing of the box that runs them.
+func TestImports(t *testing.T) { importcheck.Only(t, "internal/failpoint", "topology") }

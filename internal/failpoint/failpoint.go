@@ -38,6 +38,10 @@ const (
 	// as soon as it is fetched, before anything is durable. A checker must
 	// then see loss.
 	EdgeAckEarly = "edge.ack_early"
+	// SinkFileSkipDirSync is the file sink's negative control for power
+	// cuts: the sink does not fsync its directory after a batch, so the
+	// names of the files it wrote are not durable when the runner ACKs.
+	SinkFileSkipDirSync = "sink.file.skip_dir_sync"
 )
 
 var points map[string]float64 // name → kill probability; -1 means "on"
@@ -58,7 +62,8 @@ func init() {
 // Parse parses a LEAFLINE_FAILPOINTS value.
 func Parse(v string) (map[string]float64, error) {
 	known := map[string]bool{EdgeAfterSinkWrite: true, EdgeAfterOutboxCommit: true, EdgeBeforePubAck: true,
-		EdgeAfterPubAck: true, EdgeAfterMark: true, L1AfterKVWrite: true, L1AfterAuditWrite: true, EdgeAckEarly: true}
+		EdgeAfterPubAck: true, EdgeAfterMark: true, L1AfterKVWrite: true, L1AfterAuditWrite: true, EdgeAckEarly: true,
+		SinkFileSkipDirSync: true}
 	out := map[string]float64{}
 	for _, e := range strings.Split(v, ",") {
 		e = strings.TrimSpace(e)

@@ -179,7 +179,7 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 		default:
 			b.role = "edge"
 			sink := "store"
-			if name == "edge2" || o.NegativeControl {
+			if name == "edge2" || o.NegativeControl || o.FileNoDirSync {
 				// A real sink write before the outbox commit exercises
 				// edge.after_sink_write, where the negative control kills.
 				sink = "file"
@@ -199,6 +199,12 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *recorder) 
 			}
 			if o.NegativeControl {
 				b.baseEnv = []string{"LEAFLINE_FAILPOINTS=" + negativeControlEnv}
+			}
+			if o.FileNoDirSync {
+				b.baseEnv = []string{"LEAFLINE_FAILPOINTS=" + fileNoDirSyncEnv}
+			}
+			if sink == "file" {
+				b.fileSinkDir = filepath.Join(b.dataDir, "sink")
 			}
 		}
 		if c.power[name] != nil && o.UnsafeSync {
@@ -352,6 +358,7 @@ type box struct {
 	name, role        string
 	cfgPath, logPath  string
 	dataDir           string
+	fileSinkDir       string // the file sink's directory; empty for another sink
 	natsAddr, opsAddr string
 	baseEnv           []string // environment of every (re)start
 	// beforeStop, if set, runs before the driver stops the box (L1: bank

@@ -67,6 +67,9 @@ var allFaults = []string{faultKill, faultFailpoint, faultLinkCut, faultPause, fa
 // fetched and die, now and then, before anything is durable.
 const negativeControlEnv = "edge.ack_early=on,edge.after_sink_write=kill@0.05"
 
+// fileNoDirSyncEnv makes the file sink skip its directory fsync.
+const fileNoDirSyncEnv = "sink.file.skip_dir_sync=on"
+
 // options are the driver's settings; the zero value of each field means the
 // flag's default (see defaults).
 type options struct {
@@ -86,6 +89,10 @@ type options struct {
 	// PowerCutPOSIX makes a name durable only once its own directory is
 	// fsynced (POSIX to the letter) instead of with any fsync (ext4).
 	PowerCutPOSIX bool
+	// FileNoDirSync runs every edge with the file sink and the failpoint
+	// sink.file.skip_dir_sync under PowerCutPOSIX: the file sink's
+	// negative control for power cuts.
+	FileNoDirSync bool
 
 	FaultEvery    time.Duration // mean interval between two faults
 	LongCut       time.Duration // length of the long link cuts (> the 2m duplicate window)
@@ -175,6 +182,15 @@ func (o *options) validate() error {
 	if o.UnsafeSync && !o.Faults[faultPowerCut] {
 		errs = append(errs, errors.New("--unsafe-sync needs the powercut fault"))
 	}
+	if o.FileNoDirSync && (o.NegativeControl || o.UnsafeSync) {
+		errs = append(errs, errors.New("--file-no-dir-sync is a control of its own; run it apart from --negative-control and --unsafe-sync"))
+	}
+	if o.FileNoDirSync && !o.Faults[faultPowerCut] {
+		errs = append(errs, errors.New("--file-no-dir-sync needs the powercut fault"))
+	}
+	if o.FileNoDirSync && o.Sink == "http" {
+		errs = append(errs, errors.New("--file-no-dir-sync runs every edge with the file sink; it does not combine with --sink http"))
+	}
 	if o.Sink == "http" && o.NegativeControl {
 		errs = append(errs, errors.New("--sink http does not combine with --negative-control (which needs the file sink)"))
 	}
@@ -247,6 +263,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.NegativeControl, "negative-control", false, "run the edges with LEAFLINE_FAILPOINTS="+negativeControlEnv+" (ACK before anything is durable): the checker must report loss; --faults defaults to none")
 	fs.BoolVar(&o.UnsafeSync, "unsafe-sync", false, "run the boxes on forgetfs with jetstream.sync_interval 2m (nats-server's default) instead of always, and L1's redrive off: the powercut fault's negative control, which must report loss; --faults defaults to powercut")
 	fs.BoolVar(&o.PowerCutPOSIX, "powercut-posix", false, "model the power cut by POSIX to the letter: a new, renamed or removed name is durable only once its own directory is fsynced (default: as ext4 and XFS, once anything is fsynced)")
+	fs.BoolVar(&o.FileNoDirSync, "file-no-dir-sync", false, "run every edge with the file sink and LEAFLINE_FAILPOINTS="+fileNoDirSyncEnv+" (no directory fsync after a batch), under --powercut-posix: the file sink's negative control, which must report events processed whose file is gone; --faults defaults to powercut")
 	fs.DurationVar(&o.FaultEvery, "fault-every", 4*time.Second, "mean interval between two faults")
 	fs.DurationVar(&o.LongCut, "long-cut", 150*time.Second, "length of the long link cuts (longer than the 2m duplicate window)")
 	fs.DurationVar(&o.LongCutEvery, "long-cut-every", 5*time.Minute, "one long link cut per this much fault time (0: none; none in runs shorter than --long-cut + 1m)")
@@ -279,8 +296,11 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.NegativeControl && !faultsSet {
 		faults = "none"
 	}
-	if o.UnsafeSync && !faultsSet {
+	if (o.UnsafeSync || o.FileNoDirSync) && !faultsSet {
 		faults = faultPowerCut
+	}
+	if o.FileNoDirSync {
+		o.PowerCutPOSIX = true // ext4's journal would commit the names with the outbox's fsync
 	}
 	o.Faults = parseFaults(faults)
 	o.DiskSize = diskMiB << 20

@@ -172,8 +172,12 @@ func (r *receiver) close() {
 }
 
 // holds reports whether the receiver stored the event.
-func (r *receiver) holds(id string) (bool, error) {
-	_, err := os.Stat(filepath.Join(r.dir, sink.FileName(id)))
+func (r *receiver) holds(id string) (bool, error) { return holdsFile(r.dir, id) }
+
+// holdsFile reports whether dir holds the file sink's file of the event
+// (the receiver stores events as the file sink does).
+func holdsFile(dir, id string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, sink.FileName(id)))
 	switch {
 	case err == nil:
 		return true, nil
@@ -189,12 +193,33 @@ func (r *receiver) holds(id string) (bool, error) {
 // work behind it. It returns how many events it checked and how many the
 // receiver lacks.
 func checkReceiver(r *receiver, obs *observer, rec *recorder) (checked, missing int) {
+	return checkHeld("the http target", "edge1", r.holds, obs, rec)
+}
+
+// checkFileSinks does the same for every edge whose sink is the file sink,
+// against its directory: a file that a power cut took after the edge
+// reported the event.
+func checkFileSinks(c *cluster, obs *observer, rec *recorder) (checked, missing int) {
+	for _, e := range c.edges() {
+		if e.fileSinkDir == "" {
+			continue
+		}
+		dir := e.fileSinkDir
+		n, m := checkHeld(e.name+"'s file sink", e.name, func(id string) (bool, error) { return holdsFile(dir, id) }, obs, rec)
+		checked, missing = checked+n, missing+m
+	}
+	return checked, missing
+}
+
+// checkHeld records a finding for the events that L1 records as processed
+// by processor and target does not hold.
+func checkHeld(target, processor string, holds func(id string) (bool, error), obs *observer, rec *recorder) (checked, missing int) {
 	var examples []string
-	reported := obs.reportedBy("edge1")
+	reported := obs.reportedBy(processor)
 	for _, n := range reported {
-		ok, err := r.holds(eventID(n))
+		ok, err := holds(eventID(n))
 		if err != nil {
-			rec.finding("receiver: %v", err)
+			rec.finding("%s: %v", target, err)
 			return len(reported), len(reported)
 		}
 		if !ok {
@@ -205,7 +230,7 @@ func checkReceiver(r *receiver, obs *observer, rec *recorder) (checked, missing 
 		}
 	}
 	if missing > 0 {
-		rec.finding("receiver: %d events recorded processed by edge1 at L1 are not held by the http target (e.g. %v)", missing, examples)
+		rec.finding("%s: %d events recorded processed by %s at L1 are not held (e.g. %v)", target, missing, processor, examples)
 	}
 	return len(reported), missing
 }

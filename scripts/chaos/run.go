@@ -43,7 +43,11 @@ type result struct {
 	// TargetChecked is how many events edge1 reported that the http
 	// sink's receiver was checked for; TargetMissing, how many it lacks.
 	TargetChecked, TargetMissing int
-	FinalLine                    string
+	// FilesChecked is how many events the edges with a file sink reported
+	// that their sink's directory was checked for; FilesMissing, how many
+	// files are not there: work lost behind a receipt.
+	FilesChecked, FilesMissing int
+	FinalLine                  string
 	// Redrives: overdue events L1 published again (a hop lost them or
 	// their receipts); -1 when unknown (a recheck).
 	Redrives int
@@ -53,7 +57,7 @@ type result struct {
 }
 
 func (r *result) violation() bool {
-	return r.Lost > 0 || r.DuplicateCompletions > 0 || r.Phantoms > 0 || r.Regressions > 0 ||
+	return r.Lost > 0 || r.DuplicateCompletions > 0 || r.Phantoms > 0 || r.Regressions > 0 || r.FilesMissing > 0 ||
 		(r.Cleanup != nil && r.Cleanup.violation())
 }
 
@@ -215,11 +219,12 @@ phase:
 	if c.recv != nil {
 		targetChecked, targetMissing = checkReceiver(c.recv, obs, rec)
 	}
+	filesChecked, filesMissing := checkFileSinks(c, obs, rec)
 
 	res := &result{Seed: o.Seed, Duration: o.Duration, Events: v.published, Acked: v.acked, Unknown: v.unknown,
 		Lost: v.lost, DupKV: v.dupKV, Phantoms: v.phantoms, Regressions: v.regressions,
 		MaxDrainS: drainS, DrainComplete: complete, DuplicatesAbsorbed: v.duplicatesAbsorbed, Dir: dir,
-		TargetChecked: targetChecked, TargetMissing: targetMissing}
+		TargetChecked: targetChecked, TargetMissing: targetMissing, FilesChecked: filesChecked, FilesMissing: filesMissing}
 	applied := int(math.Round(l1acc.total("leafline_completion_applied_total")))
 	res.DupMetric = max(0, applied-v.terminalRecords)
 	res.DuplicateCompletions = max(res.DupKV, res.DupMetric)
@@ -232,6 +237,9 @@ phase:
 		res.Seed, res.Duration, res.Events, res.Faults, res.Lost, res.DuplicateCompletions, res.Phantoms, res.MaxDrainS)
 	if len(c.power) > 0 {
 		res.FinalLine += fmt.Sprintf(" powercuts=%d", res.PowerCuts)
+	}
+	if res.FilesChecked > 0 {
+		res.FinalLine += fmt.Sprintf(" file_sink_missing=%d", res.FilesMissing)
 	}
 
 	if o.Cleanup {
@@ -358,6 +366,9 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 	if o.Sink == "http" {
 		fmt.Fprintf(w, "http target: holds %d of the %d events L1 records as processed by edge1\n", res.TargetChecked-res.TargetMissing, res.TargetChecked)
 	}
+	if res.FilesChecked > 0 {
+		fmt.Fprintf(w, "file sinks: hold %d of the %d events L1 records as processed by their edges\n", res.FilesChecked-res.FilesMissing, res.FilesChecked)
+	}
 	fmt.Fprintf(w, "duplicates absorbed: %d (sum of the records' duplicates), %.0f (L1 metric leafline_completion_duplicates_total, summed over L1 restarts)\n",
 		v.duplicatesAbsorbed, dupMetric)
 	if applied > 0 {
@@ -391,6 +402,13 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 			fmt.Fprintf(w, "negative control (--unsafe-sync): the checker saw the loss (lost=%d) after %d power cuts, as it must\n", res.Lost, res.PowerCuts)
 		} else {
 			fmt.Fprintf(w, "negative control (--unsafe-sync): NO LOSS SEEN after %d power cuts: forgetfs kept unsynced data, or the cuts missed every unsynced write\n", res.PowerCuts)
+		}
+	}
+	if o.FileNoDirSync {
+		if res.FilesMissing > 0 {
+			fmt.Fprintf(w, "negative control (--file-no-dir-sync): the checker saw the loss (file_sink_missing=%d) after %d power cuts, as it must\n", res.FilesMissing, res.PowerCuts)
+		} else {
+			fmt.Fprintf(w, "negative control (--file-no-dir-sync): NO LOSS SEEN after %d power cuts: no cut came between a file's rename and the next sync of its directory\n", res.PowerCuts)
 		}
 	}
 	if o.NegativeControl {
