@@ -47,6 +47,15 @@
 // on the upstream only its own consumer: pull requests, ACKs, and its
 // consumer's info.
 //
+// # A refused store
+//
+// A batch that the downstream stream refuses (a full disk, a stream limit
+// with DiscardNew) is neither stored nor ACKed: it comes again after the
+// consumer's AckWait. Each refusal in a row doubles the wait before the
+// next step, from 1 s up to 10 s, so that a link whose downstream stays
+// full costs one fetch and one refused store per 10 s rather than a loop;
+// the first store that succeeds resets it.
+//
 // # Caveats
 //
 //   - A batch that the server refuses because one of its Nats-Msg-Ids is

@@ -73,6 +73,9 @@ type Mover struct {
 	// the mark was read again, goes one message at a time, so that a batch
 	// the server keeps refusing or answering badly cannot hold the link.
 	single bool
+	// refused counts the stores refused in a row: Run waits longer after
+	// each (storeBackoff), and a store that succeeds resets it.
+	refused int
 
 	// beforeAck, when set (tests), runs after a batch is stored and
 	// before it is ACKed; an error stops Run as a crash would.
@@ -117,7 +120,11 @@ func (r *Mover) Mark() uint64 { return r.mark }
 
 // Run moves messages until ctx ends and returns nil then. A failing step
 // (link down, store refused) is logged and retried; it never ACKs a
-// message that is not stored.
+// message that is not stored. A step that fails waits a second before the
+// next; a store that the downstream stream refuses (a full disk, a stream
+// limit) waits twice as long as the one refused before it, up to
+// maxStoreBackoff, so that a link whose store stays refused costs one
+// fetch and one refused store per maxStoreBackoff, not a loop.
 func (r *Mover) Run(ctx context.Context) error {
 	failing := ""
 	for ctx.Err() == nil {
@@ -131,12 +138,31 @@ func (r *Mover) Run(ctx context.Context) error {
 				r.l.Log.Warn("relay step failed; retrying", "link", r.l.Name, "err", err)
 				failing = s
 			}
-			sleep(ctx, time.Second)
+			wait := time.Second
+			if errors.Is(err, errStoreRefused) {
+				wait = storeBackoff(r.refused)
+			}
+			sleep(ctx, wait)
 			continue
 		}
 		failing = ""
 	}
 	return nil
+}
+
+// maxStoreBackoff bounds the wait after a refused store.
+const maxStoreBackoff = 10 * time.Second
+
+// errStoreRefused marks a step whose store the downstream stream refused.
+var errStoreRefused = errors.New("store refused")
+
+// storeBackoff is the wait after the n-th store refused in a row: 1s, 2s,
+// 4s, … up to maxStoreBackoff.
+func storeBackoff(n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	return min(time.Second<<min(n-1, 8), maxStoreBackoff)
 }
 
 // crashError carries a beforeAck failure out of Run.
@@ -288,10 +314,11 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 		if err := r.store(ctx, take); err != nil {
 			// The store may have happened: read the mark again first.
 			r.loaded, r.prev = false, nil
+			r.refused++
 			ackAll(old)
-			return fmt.Errorf("store %d messages: %w", len(take), err)
+			return fmt.Errorf("%w: store %d messages: %w", errStoreRefused, len(take), err)
 		}
-		r.mark, r.prev = take[len(take)-1].meta.Sequence.Stream, prev
+		r.mark, r.prev, r.refused = take[len(take)-1].meta.Sequence.Stream, prev, 0
 		if r.beforeAck != nil {
 			if err := r.beforeAck(); err != nil {
 				return &crashError{err}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -340,4 +341,83 @@ func TestRelay_RefusedBatchGoesOneByOne(t *testing.T) {
 	}
 	p.run(t, r)
 	exactlyOnce(t, p.settled(t, 300), 300)
+}
+
+func TestStoreBackoff_DoublesUpToItsBound(t *testing.T) {
+	want := []time.Duration{time.Second, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
+	for n, w := range want {
+		if got := hop.StoreBackoff(n); got != w {
+			t.Errorf("StoreBackoff(%d) = %s, want %s", n, got, w)
+		}
+	}
+	if got := hop.StoreBackoff(1000); got != 10*time.Second {
+		t.Errorf("StoreBackoff(1000) = %s, want the bound", got)
+	}
+}
+
+// A downstream stream that refuses every store (full, DiscardNew): the
+// relay tries less and less often instead of looping, ACKs nothing it did
+// not store, and moves everything exactly once when the stream takes
+// writes again.
+func TestRelay_RefusedStoreBacksOffAndResumes(t *testing.T) {
+	p := startPair(t, time.Minute)
+	ctx := context.Background()
+	s, err := p.downJS.Stream(ctx, "DOWN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxMsgs, cfg.Discard = 10, jetstream.DiscardNew
+	if _, err := p.downJS.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Every store the relay tries reaches the stream's subjects.
+	nc, err := nats.Connect(p.down.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var tries atomic.Int64
+	sub, err := nc.Subscribe("relay.down.>", func(*nats.Msg) { tries.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	p.publish(t, 0, 100)
+	r, err := hop.New(p.link())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.run(t, r)
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if r.Mark() != 10 {
+			return fmt.Errorf("mark %d, want 10 (the stream's limit)", r.Mark())
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // the first refusals
+	before := tries.Load()
+	const window = 12 * time.Second
+	time.Sleep(window)
+	// Refused stores in a row wait 1, 2, 4, 8 s: at most 5 tries in the
+	// window, where a retry every second (plus a redelivery wait) would
+	// be several more. One try is one message: after a refused batch the
+	// relay stores one message at a time.
+	got := tries.Load() - before
+	t.Logf("%d store tries in %s while the stream refused every store", got, window)
+	if got > 5 {
+		t.Errorf("%d store tries in %s on a stream that refuses every store: the relay does not back off", got, window)
+	}
+	if ci, err := p.upJS.Consumer(ctx, "UP", "relay-down"); err != nil {
+		t.Fatal(err)
+	} else if n := ci.CachedInfo().AckFloor.Stream; n > 10 {
+		t.Fatalf("the relay ACKed up to %d with only 10 stored", n)
+	}
+	cfg.MaxMsgs = -1
+	if _, err := p.downJS.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	exactlyOnce(t, p.settled(t, 100), 100)
+	t.Logf("moved the rest %s after the stream took writes again", time.Since(start).Round(100*time.Millisecond))
 }
