@@ -66,6 +66,9 @@ type App struct {
 	// wrote is signalled (without blocking) after each outbox transaction
 	// of the runner: releaseMapped then looks at the pages it mapped.
 	wrote chan struct{}
+	// noSpace carries a store write that the embedded server logged as
+	// failed for lack of space (storeFailed) to monitor.
+	noSpace chan string
 
 	opsLn     net.Listener
 	opsFailed atomic.Value                    // error: the ops server failed
@@ -104,6 +107,7 @@ func New(cfg *topology.Config, log *slog.Logger, opts ...Option) (*App, error) {
 		metrics: newMetrics(site.Name, string(site.Role)),
 		ready:   make(chan struct{}),
 		wrote:   make(chan struct{}, 1),
+		noSpace: make(chan string, 1),
 	}
 	for _, o := range opts {
 		o(&a.opts)
@@ -185,6 +189,7 @@ func (a *App) Run(ctx context.Context) error {
 	}()
 	minWait := time.Duration(0)
 	for {
+		began := time.Now()
 		err := a.life(lctx)
 		if ferr, ok := a.opsFailed.Load().(error); ok {
 			err = ferr
@@ -207,7 +212,11 @@ func (a *App) Run(ctx context.Context) error {
 			return err
 		}
 		a.teardown()
-		// A start that fails again at once backs off, up to 30s.
+		// A start that fails again at once backs off, up to 30s; a box
+		// that ran a while before its disk filled does not.
+		if time.Since(began) > time.Minute {
+			minWait = 0
+		}
 		if err := a.waitForSpace(lctx, err, minWait); err != nil {
 			a.log.Info("leafline stopped")
 			return nil
@@ -231,6 +240,7 @@ func (a *App) life(ctx context.Context) error {
 	a.isReady.Store(true)
 	a.notReady.Store("")
 	a.metrics.storageFull.Set(0)
+	a.metrics.storageWritable.Set(1)
 	a.readyOnce.Do(func() { close(a.ready) })
 	a.log.Info("leafline ready", "nats", a.ClientURL(), "ops", a.OpsAddr(), "domain", a.site.Domain)
 	return g.Wait()
@@ -254,7 +264,15 @@ func (a *App) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if a.srv, err = startServerWith(opts, a.log, a.metrics.violationHook(a.log)); err != nil {
+	// A no-space failure logged by the server before this start is not
+	// this server's.
+	select {
+	case <-a.noSpace:
+	default:
+	}
+	violation := a.metrics.violationHook(a.log)
+	onError := func(msg string) { violation(msg); a.storeFailed(msg) }
+	if a.srv, err = startServerWith(opts, a.log, onError); err != nil {
 		return err
 	}
 	a.opsSrv.Store(a.srv)
@@ -582,7 +600,9 @@ func (a *App) releaseMapped(ctx context.Context) {
 
 // monitor refreshes the gauges that describe links, backlogs and storage,
 // and prunes old published outbox records. It returns errJetStreamDisabled
-// when the embedded server turned JetStream off under the running box.
+// when the embedded server turned JetStream off under the running box, and
+// an error wrapping errDiskFull when a watched filesystem is (nearly) full
+// or the server failed a store write for lack of space (storage.go).
 func (a *App) monitor(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -599,11 +619,11 @@ func (a *App) monitor(ctx context.Context) error {
 		if err := probe.check(time.Now()); err != nil && ctx.Err() == nil && !a.crashed.Load() {
 			return err
 		}
+		if err := a.checkSpace(); err != nil && ctx.Err() == nil && !a.crashed.Load() {
+			return err
+		}
 		a.metrics.storageWritable.Set(1)
 		a.metrics.jetstreamEnabled.Set(1)
-		if free, _, err := diskSpace(a.cfg.DataDir); err == nil {
-			a.metrics.storageFree.Set(float64(free))
-		}
 		up := 0.0
 		if a.UpstreamConnected() {
 			up = 1
@@ -632,6 +652,10 @@ func (a *App) monitor(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case msg := <-a.noSpace:
+			if !a.crashed.Load() {
+				return fmt.Errorf("%w: the embedded nats-server failed a store write in %s: %s", errDiskFull, a.cfg.DataDir, msg)
+			}
 		case <-tick.C:
 		}
 	}

@@ -146,14 +146,19 @@
 //
 // # A full disk
 //
-// A full disk stops the box without losing anything (storage.go). When the
-// embedded server disables JetStream after a failed store write, or a bbolt
-// commit fails with ENOSPC, Run stops the runner, relay, server and outbox —
+// A full disk stops the box without losing anything (storage.go), on every
+// role and with either link transport. When a watched filesystem (the data
+// dir's, the file sink's) has less than 1% free (4 to 128 MiB), the embedded
+// server fails a store write for lack of space, the write probe or a bbolt
+// commit gets ENOSPC, or the server disables JetStream, Run stops the
+// runner, the relays, the completion service, the server and the outbox —
 // the state of a clean stop, so nothing is ACKed that is not durable — and
-// keeps /healthz, /metrics (leafline_storage_full 1) and /readyz (503, the
-// reason) serving. It logs one "STORAGE FULL" error and starts again, on
-// the same data dir, once the data dir has room (2% of the filesystem,
-// between 8 and 256 MiB). The unACKed events are redelivered then.
+// keeps /healthz, /metrics (leafline_storage_full 1,
+// leafline_storage_writable 0) and /readyz (503, a reason naming the
+// directory) serving. It logs one "STORAGE FULL" error and starts again, on
+// the same data dir, once every watched filesystem has room (2%, between 8
+// and 256 MiB). The unACKed events are redelivered then, and each hop's
+// dedupe absorbs what comes twice.
 //
 // # Caveats
 //

@@ -16,6 +16,8 @@ type options struct {
 	runnerHooks runner.Hooks
 	// consoleSample is L1's console sampling interval (fleet.go).
 	consoleSample time.Duration
+	// keepFree, when set, replaces stopFreeBytes (storage.go).
+	keepFree func(total uint64) uint64
 }
 
 // WithRunnerHooks gives an edge box's sink runner h: a gate that holds it,

@@ -22,6 +22,7 @@ func TestStorageFullClassification(t *testing.T) {
 		{fmt.Errorf("%w: outbox commit: outbox: x.db: %w: the file may not grow past 1073741824 bytes", ErrFatal, outbox.ErrFull), true},
 		{fmt.Errorf("%w: outbox commit: %w", ErrFatal, io.ErrShortWrite), false},
 		{errors.New("no space left on device"), false}, // only typed errors count
+		{fmt.Errorf("%w: /data has 0 bytes free, below the 4194304 the box keeps free", errDiskFull), true},
 	}
 	// The platform's own "disk full" errors (storage_*_test.go).
 	for _, err := range noSpaceErrs {
@@ -42,6 +43,35 @@ func TestStorageFullClassification(t *testing.T) {
 	} {
 		if got := resumeFreeBytes(c.total); got != c.want {
 			t.Errorf("resumeFreeBytes(%d) = %d, want %d", c.total, got, c.want)
+		}
+	}
+	for _, c := range []struct{ total, want uint64 }{
+		{64 << 20, 4 << 20},
+		{1 << 30, (1 << 30) / 100},
+		{1 << 40, 128 << 20},
+	} {
+		if got := stopFreeBytes(c.total); got != c.want {
+			t.Errorf("stopFreeBytes(%d) = %d, want %d", c.total, got, c.want)
+		}
+		// A box that restarts must not stop again at once.
+		if stopFreeBytes(c.total) >= resumeFreeBytes(c.total) {
+			t.Errorf("stopFreeBytes(%d) = %d is not below resumeFreeBytes %d", c.total, stopFreeBytes(c.total), resumeFreeBytes(c.total))
+		}
+	}
+}
+
+// The embedded server's lines about a store write that failed for lack of
+// space stop the box; its other errors do not.
+func TestNoSpaceMessage(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"JetStream failed to store a msg on stream '$G > HA': write /d/jetstream/$G/streams/HA/msgs/1.blk: no space left on device": true,
+		"Filestore [HA] Critical write error: sync /d/jetstream/$G/streams/HA/msgs/3.blk: no space left on device":                  true,
+		"Filestore [L2A] Critical write error: write /d/1.blk: disk quota exceeded":                                                 true,
+		"Filestore [HA] Critical write error: write /d/1.blk: input/output error":                                                   false,
+		"Leafnode connection closed: Stale Connection":                                                                              false,
+	} {
+		if got := noSpaceMessage(msg); got != want {
+			t.Errorf("noSpaceMessage(%q) = %v, want %v", msg, got, want)
 		}
 	}
 }

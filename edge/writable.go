@@ -27,8 +27,9 @@ import (
 // embedded server stop, nothing more is ACKed, /readyz answers 503 with the
 // reason and leafline_storage_writable is 0. It never creates the data dir
 // itself: once the dir exists and takes a write again (restored, remounted
-// or recreated by the operator) the box starts again on it. A full disk is
-// left to the full-disk path.
+// or recreated by the operator) the box starts again on it. A probe that
+// fails for lack of space takes the full-disk path (storage.go), which
+// waits for free space rather than for one successful write.
 
 // errNotWritable wraps why the box's data dir cannot take durable writes.
 var errNotWritable = errors.New("the data dir cannot take durable writes")
@@ -64,7 +65,8 @@ func probeDirs(dirs ...string) (*storageProbe, error) {
 }
 
 // check returns an error wrapping errNotWritable when the dirs are gone,
-// replaced or refuse a write. A full disk is not reported here.
+// replaced or refuse a write, and one wrapping errDiskFull when the write
+// fails for lack of space.
 func (p *storageProbe) check(now time.Time) error {
 	for i, d := range p.dirs {
 		fi, err := os.Stat(d)
@@ -78,7 +80,10 @@ func (p *storageProbe) check(now time.Time) error {
 	if now.Sub(p.lastWrite) < writeProbeEvery {
 		return nil
 	}
-	if err := writeProbe(p.dirs[len(p.dirs)-1]); err != nil && !isNoSpace(err) {
+	if err := writeProbe(p.dirs[len(p.dirs)-1]); err != nil {
+		if isNoSpace(err) {
+			return fmt.Errorf("%w: %w", errDiskFull, err)
+		}
 		return fmt.Errorf("%w: %w", errNotWritable, err)
 	}
 	p.lastWrite = now
