@@ -24,6 +24,22 @@
 //     the same event_id twice: the target absorbs a repeat by event_id.
 //   - Nothing is logged of a payload, a DSN or a header value.
 //
+// # Poison events
+//
+// An event that crashes the target whenever it gets it must not hold the
+// others back. The exec and http sinks count, per event_id, the crashes
+// of their target the event was in flight at (an exec worker that exited;
+// an http target that reset or closed the connection of the event's
+// request), send suspects alone so that a crash points at one event, and
+// fail an event that was in flight at poison_after crashes in a row
+// (default 3) permanently with ErrWorkerCrash: the runner dead-letters it
+// as worker_crash, by the dead-letter rule (DLQ record PubAck'ed, then the
+// dead_lettered receipt, then ACK). A crash counts only while the target
+// answers other events in between, so a target that is down or crashes on
+// everything sends no event to the DLQ. The counts live in memory: a box
+// restart starts them again, which may cost an event more crashes, never
+// fewer. Counters (in Deps) count the crashes and worker restarts.
+//
 // # Built-in sinks
 //
 //	store     the event in the box's bbolt file, in the receipt's transaction (TxSink)

@@ -17,6 +17,13 @@ var ErrPermanent = errors.New("permanent failure")
 // in time. It is temporary.
 var ErrUnavailable = errors.New("target unavailable")
 
+// ErrWorkerCrash marks a poison event: one that was in flight at
+// PoisonAfter crashes of its target in a row (an exec worker that exited,
+// an http target that reset the connection; see the package
+// documentation). It wraps ErrPermanent: the runner dead-letters the
+// event, with the error type worker_crash.
+var ErrWorkerCrash = fmt.Errorf("%w: worker crash", ErrPermanent)
+
 // Permanent wraps err so that IsPermanent reports true for it.
 func Permanent(err error) error {
 	if err == nil || errors.Is(err, ErrPermanent) {

@@ -96,14 +96,17 @@ var errExecClosed = fmt.Errorf("exec sink: %w", net.ErrClosed)
 //     to get ready): the event fails with ErrUnavailable, and the worker
 //     is killed and started again at once (it may be stuck, and its late
 //     answer could otherwise be taken for a later delivery's).
-//   - The worker exits, or closes its stdout (it is then killed): the
-//     events fail with ErrUnavailable, and the worker is started again
-//     after a delay that starts at RestartBackoff, doubles while the worker
-//     keeps exiting, up to 30s, and starts again from RestartBackoff once a
-//     worker has run for 30s. While the sink waits out that delay, Write
-//     fails at once with ErrUnavailable (carrying the time left as
-//     RetryAfter) rather than blocking. A worker that cannot be started
-//     again is logged, and tried again after the next delay.
+//   - The worker exits, or closes its stdout (it is then killed): a crash.
+//     A worker that answered an event since it started is started again at
+//     once, and the events it left unanswered go to the next one within
+//     the same Write (see Poison events). One that answered nothing is
+//     started again after a delay that starts at RestartBackoff, doubles
+//     while workers keep exiting so, up to 30s, and starts again from
+//     RestartBackoff once a worker has answered an event or run for 30s;
+//     its events fail with ErrUnavailable. While the sink waits out that
+//     delay, Write fails at once with ErrUnavailable (carrying the time
+//     left as RetryAfter) rather than blocking. A worker that cannot be
+//     started again is logged, and tried again after the next delay.
 //   - The caller's ctx is done: Write returns at once. The worker keeps
 //     running; an answer that comes later is ignored, or taken by a later
 //     Write that sends the same event_id (an answer speaks for the event,
@@ -114,6 +117,22 @@ var errExecClosed = fmt.Errorf("exec sink: %w", net.ErrClosed)
 // whose answer was lost to a timeout, a crash or a restart) is sent again,
 // and must be answered ok without being done twice.
 //
+// # Poison events
+//
+// An event that was in flight (its line written to the worker) at a crash
+// is a suspect: it is sent again alone, after the events no crash points
+// at, so that the next crash points at one event. An event in flight at
+// PoisonAfter crashes in a row (3 unless configured) is a poison event:
+// it fails permanently with ErrWorkerCrash, without being sent again, and
+// the runner dead-letters it. A crash counts only while the worker answers
+// other events between crashes: a worker that crashes whatever it is
+// given is down, and its events fail temporarily however often they come.
+// An answer for an event (whatever its result) clears its count.
+//
+// NOTE: a poison event that comes alone, with no other event for the
+// worker to answer, is not found poison until other events come: until
+// then it is retried like an event of a worker that is down.
+//
 // NOTE: a worker should exit when its stdin reaches end of file: that is
 // how Close stops it. The sink kills only the worker process itself, not
 // processes the worker started; a worker that starts others should stop
@@ -123,6 +142,9 @@ type ExecSink struct {
 	log *slog.Logger
 	// turn lets one Write at a time talk to the worker.
 	turn chan struct{}
+	// crashes finds the poison events.
+	crashes *crashTracker
+	count   Counters
 
 	mu      sync.Mutex
 	cur     *execWorker   // the running worker, or the one that just ended; nil while a restart is pending
@@ -140,8 +162,13 @@ type ExecSink struct {
 // command that cannot be started (not found, not executable) or a Dir that
 // is not a directory is an error naming its config path; a worker that
 // starts and then exits at once is not (the box starts while its target is
-// down). A zero Timeout means 30s and a zero RestartBackoff 1s.
+// down). A zero Timeout means 30s, a zero RestartBackoff 1s and a zero
+// PoisonAfter 3.
 func NewExec(cfg topology.ExecSinkConfig, log *slog.Logger) (*ExecSink, error) {
+	return newExec(cfg, log, Counters{})
+}
+
+func newExec(cfg topology.ExecSinkConfig, log *slog.Logger, count Counters) (*ExecSink, error) {
 	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
 		return nil, errors.New("sink.exec.command: required: the worker's argv")
 	}
@@ -150,6 +177,11 @@ func NewExec(cfg topology.ExecSinkConfig, log *slog.Logger) (*ExecSink, error) {
 			return nil, fmt.Errorf("sink.exec.dir: %s is not a directory", cfg.Dir)
 		}
 	}
+	after, err := poisonAfter("sink.exec.poison_after", cfg.PoisonAfter)
+	if err != nil {
+		return nil, err
+	}
+	cfg.PoisonAfter = after
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = topology.Duration(30 * time.Second)
 	}
@@ -163,6 +195,8 @@ func NewExec(cfg topology.ExecSinkConfig, log *slog.Logger) (*ExecSink, error) {
 		cfg:       cfg,
 		log:       log.With("sink", "exec"),
 		turn:      make(chan struct{}, 1),
+		crashes:   newCrashTracker(after, count.TargetCrash),
+		count:     count,
 		changed:   make(chan struct{}),
 		stop:      make(chan struct{}),
 		superDone: make(chan struct{}),
@@ -192,17 +226,12 @@ func (s *ExecSink) Write(ctx context.Context, evs []Event) []error {
 	case <-ctx.Done():
 		return execFill(errs, execCancelled(ctx))
 	}
-	w, err := s.worker(ctx)
-	if err != nil {
-		return execFill(errs, err)
-	}
 
 	// One line per distinct event_id; slot maps each position to its line.
 	first := make(map[string]int, len(evs))
 	slot := make([]int, len(evs))
 	var ids []string
-	var lines []byte
-	var ends []int
+	var lines [][]byte
 	for i, ev := range evs {
 		if k, ok := first[ev.ID]; ok {
 			slot[i] = k
@@ -215,31 +244,142 @@ func (s *ExecSink) Write(ctx context.Context, evs []Event) []error {
 		}
 		first[ev.ID], slot[i] = len(ids), len(ids)
 		ids = append(ids, ev.ID)
-		lines = append(append(lines, b...), '\n')
-		ends = append(ends, len(lines))
+		lines = append(lines, append(b, '\n'))
 	}
-	results := w.exchange(ctx, ids, lines, ends, s.cfg.Timeout.D())
+	results, pid := s.deliver(ctx, ids, lines)
 	for i, k := range slot {
 		if k >= 0 {
 			errs[i] = results[k]
 		}
 	}
-	s.logOutcomes(ctx, w, ids, results)
+	s.logOutcomes(ctx, pid, ids, results)
 	return errs
+}
+
+// deliver sends the distinct events ids (each with its line) to the worker
+// in rounds, and returns their results and the pid of the last worker it
+// used. Each round sends them in the crash tracker's order; a worker that
+// crashes after it had answered an event is started again at once, and the
+// events it left unanswered go to the next one in another round.
+func (s *ExecSink) deliver(ctx context.Context, ids []string, lines [][]byte) ([]error, int) {
+	res := make([]error, len(ids))
+	left := make([]int, len(ids))
+	for k := range left {
+		left[k] = k
+	}
+	pid := 0
+	for len(left) > 0 {
+		w, err := s.worker(ctx)
+		if err != nil {
+			for _, k := range left {
+				res[k] = err
+			}
+			break
+		}
+		pid = w.pid
+		alone1, group, alone2 := s.crashes.plan(ids, left)
+		var sends [][]int
+		for _, k := range alone1 {
+			sends = append(sends, []int{k})
+		}
+		if len(group) > 0 {
+			sends = append(sends, group)
+		}
+		for _, k := range alone2 {
+			sends = append(sends, []int{k})
+		}
+		left = nil
+		for i, ks := range sends {
+			if len(ks) == 1 && s.poisoned(ids[ks[0]], res, ks[0]) {
+				continue
+			}
+			out, answered := s.exchange(ctx, w, ids, lines, ks)
+			var unanswered []int
+			var failed error
+			for j, k := range ks {
+				res[k] = out[j]
+				if !answered[j] {
+					unanswered = append(unanswered, k)
+					failed = out[j]
+				}
+			}
+			if failed == nil {
+				continue
+			}
+			// The worker can no longer be used: what is left of the round
+			// goes to the next worker, or fails as the last unanswered
+			// event did.
+			var rest []int
+			for _, more := range sends[i+1:] {
+				rest = append(rest, more...)
+			}
+			if ctx.Err() == nil && w.crashedWorking() {
+				s.log.Debug("exec sink: the worker crashed; its unanswered events go to the next one",
+					"pid", w.pid, "unanswered", len(unanswered), "unsent", len(rest))
+				left = append(append(left, unanswered...), rest...)
+				break
+			}
+			for _, k := range rest {
+				res[k] = failed
+			}
+			for _, k := range unanswered {
+				s.poisoned(ids[k], res, k)
+			}
+			return res, pid
+		}
+	}
+	return res, pid
+}
+
+// exchange sends the events ids[k], k in ks, to w at once, and returns
+// their results and which of them w answered.
+func (s *ExecSink) exchange(ctx context.Context, w *execWorker, ids []string, lines [][]byte, ks []int) ([]error, []bool) {
+	sub := make([]string, len(ks))
+	ends := make([]int, len(ks))
+	var buf []byte
+	if len(ks) == 1 {
+		buf = lines[ks[0]]
+	}
+	for j, k := range ks {
+		sub[j] = ids[k]
+		if len(ks) > 1 {
+			buf = append(buf, lines[k]...)
+		}
+		if j > 0 {
+			ends[j] = ends[j-1]
+		}
+		ends[j] += len(lines[k])
+	}
+	return w.exchange(ctx, sub, buf, ends, s.cfg.Timeout.D())
+}
+
+// poisoned sets res[k] to ErrWorkerCrash if ids[k] is a poison event, and
+// reports whether it is.
+func (s *ExecSink) poisoned(id string, res []error, k int) bool {
+	bad, crashes := s.crashes.poisoned(id)
+	if !bad {
+		return false
+	}
+	s.log.Warn("exec sink: poison event: in flight at worker crashes in a row; it fails for good",
+		"event_id", id, "crashes", crashes)
+	res[k] = fmt.Errorf("exec sink: %w: the worker crashed %d times in a row with this event in flight", ErrWorkerCrash, crashes)
+	return true
 }
 
 // logOutcomes logs each event's outcome, and one warning for the events
 // that failed temporarily. The error text of a worker's result is never
 // logged.
-func (s *ExecSink) logOutcomes(ctx context.Context, w *execWorker, ids []string, errs []error) {
+func (s *ExecSink) logOutcomes(ctx context.Context, pid int, ids []string, errs []error) {
 	temporary := 0
 	var firstErr error
 	for k, id := range ids {
 		switch err := errs[k]; {
 		case err == nil:
 			s.log.Debug("exec sink: delivered", "event_id", id)
+		case errors.Is(err, ErrWorkerCrash):
+			// Logged when it was found.
 		case IsPermanent(err):
-			s.log.Warn("exec sink: worker refused event", "event_id", id, "pid", w.pid)
+			s.log.Warn("exec sink: worker refused event", "event_id", id, "pid", pid)
 		default:
 			temporary++
 			if firstErr == nil {
@@ -250,7 +390,7 @@ func (s *ExecSink) logOutcomes(ctx context.Context, w *execWorker, ids []string,
 	}
 	if temporary > 0 && ctx.Err() == nil {
 		s.log.Warn("exec sink: events failed temporarily", "events", temporary, "distinct", len(ids),
-			"pid", w.pid, "outcome", outcome(firstErr))
+			"pid", pid, "outcome", outcome(firstErr))
 	}
 }
 
@@ -329,8 +469,15 @@ func (s *ExecSink) supervise(w *execWorker) {
 			s.shutdown(w)
 			return
 		}
+		// A worker the sink killed, or one that answered an event, is
+		// started again at once; one that exited without answering
+		// anything waits out the backoff.
 		var delay time.Duration
-		if _, restartNow := w.failure(); !restartNow {
+		switch _, end := w.failure(); {
+		case end == execKilled:
+		case w.answered.Load() > 0:
+			backoff = base
+		default:
 			if w.ran >= execStableRun {
 				backoff = base
 			}
@@ -358,6 +505,7 @@ func (s *ExecSink) supervise(w *execWorker) {
 			nw, err := s.start()
 			if err == nil {
 				w = nw
+				s.count.workerRestart()
 				break
 			}
 			delay, backoff = backoff, min(2*backoff, execMaxBackoff)
@@ -372,6 +520,7 @@ func (s *ExecSink) supervise(w *execWorker) {
 // shutdown closes w's stdin, waits up to ExecCloseGrace for it to exit,
 // and kills it if it did not.
 func (s *ExecSink) shutdown(w *execWorker) {
+	w.closing.Store(true)
 	w.stdin.Close()
 	t := time.NewTimer(ExecCloseGrace)
 	defer t.Stop()
@@ -380,7 +529,7 @@ func (s *ExecSink) shutdown(w *execWorker) {
 	case <-t.C:
 		s.log.Warn("exec sink: worker did not exit after its stdin closed; killing it",
 			"pid", w.pid, "grace", ExecCloseGrace)
-		w.fail(errExecClosed, true, false)
+		w.fail(errExecClosed, execClosed)
 		<-w.exited
 	}
 	s.setState(nil, false, time.Time{})

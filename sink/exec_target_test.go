@@ -44,6 +44,10 @@ func init() {
 //	extra           also answer an event_id nobody waits for
 //	answer-only     (read at start) answer ok at once, reading no other
 //	                control file and storing nothing (the benchmark)
+//	crash-every     N: exit with status 5 when reading the Nth, 2Nth, …
+//	                event since it started, without answering it
+//	crash-on-<name> exit with status 5 when reading the event whose
+//	                sink.FileName is <name>, without answering it
 //	ignore-eof      keep running when stdin closes
 //	stderr          text written to stderr when starting
 //
@@ -129,6 +133,7 @@ func execTestWorker(dir string) int {
 		return 1
 	}
 	answerOnly := has("answer-only")
+	seen := 0
 	var wg sync.WaitGroup
 	in := bufio.NewReaderSize(os.Stdin, 1<<16)
 	for {
@@ -148,6 +153,10 @@ func execTestWorker(dir string) int {
 		fmt.Fprintln(received, ev.ID)
 		if has("down") {
 			return 3
+		}
+		seen++
+		if n, _ := strconv.Atoi(read("crash-every")); n > 0 && seen%n == 0 || has("crash-on-"+sink.FileName(ev.ID)) {
+			return 5
 		}
 		if has("shuffle") {
 			wg.Add(1)

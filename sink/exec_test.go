@@ -50,6 +50,8 @@ func TestNewExec_Errors(t *testing.T) {
 		{"not found by path", topology.ExecSinkConfig{Command: []string{filepath.Join(dir, "missing")}}, "sink.exec.command"},
 		{"not executable", topology.ExecSinkConfig{Command: []string{notExec}}, "sink.exec.command"},
 		{"dir missing", topology.ExecSinkConfig{Command: []string{"sh"}, Dir: filepath.Join(dir, "nope")}, "sink.exec.dir"},
+		{"poison_after low", topology.ExecSinkConfig{Command: []string{"sh"}, PoisonAfter: 1}, "sink.exec.poison_after"},
+		{"poison_after high", topology.ExecSinkConfig{Command: []string{"sh"}, PoisonAfter: 101}, "sink.exec.poison_after"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := sink.NewExec(tc.cfg, slog.New(slog.DiscardHandler))

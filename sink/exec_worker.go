@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,21 +23,42 @@ type execWorker struct {
 	stdin   io.WriteCloser
 	started time.Time
 	log     *slog.Logger
+	crashes *crashTracker
+	// answered counts the awaited answers the worker wrote.
+	answered atomic.Int64
+	// closing is set when Close closes the worker's stdin: its exit is
+	// then no crash.
+	closing atomic.Bool
 
 	mu      sync.Mutex
 	pending map[string]execCall // the events waiting for an answer
 	err     error               // why the worker can no longer be used
-	now     bool                // restart at once: the sink killed it
+	end     execEnd             // how it ended (set with err)
 	dead    chan struct{}       // closed when err is set
 
 	exited chan struct{} // closed once the process was waited for and its output read
 	ran    time.Duration // how long the process ran; set before exited closes
 }
 
+// execEnd is how a worker ended.
+type execEnd int
+
+const (
+	// execExited: it exited, or closed its stdout or stdin, by itself (a
+	// crash).
+	execExited execEnd = iota
+	// execKilled: the sink killed it (no answer in time, a protocol
+	// error, a write cut short); the next one is started at once.
+	execKilled
+	// execClosed: Close stopped it.
+	execClosed
+)
+
 // execCall is where the answer for one event of a Write goes.
 type execCall struct {
-	k       int // the event's index among the Write's distinct events
+	k       int // the event's index among the exchange's events
 	answers chan<- execAnswer
+	sent    bool // its line is written, or being written: it is in flight
 }
 
 type execAnswer struct {
@@ -82,6 +104,7 @@ func (s *ExecSink) start() (*execWorker, error) {
 		pid:     cmd.Process.Pid,
 		stdin:   stdin,
 		started: time.Now(),
+		crashes: s.crashes,
 		pending: make(map[string]execCall),
 		dead:    make(chan struct{}),
 		exited:  make(chan struct{}),
@@ -104,7 +127,8 @@ func (s *ExecSink) start() (*execWorker, error) {
 
 // wait waits for the process to exit, then for its stdout and stderr to be
 // read to their end (or closes them after execDrainGrace), and closes
-// w.exited.
+// w.exited. The worker is marked dead once its stdout is read to its end
+// (or the grace is over): an answer it wrote before it exited is taken.
 func (w *execWorker) wait(outR *os.File, outDone chan struct{}, errR *os.File, errDone chan struct{}) {
 	werr := w.cmd.Wait()
 	w.ran = time.Since(w.started)
@@ -115,9 +139,18 @@ func (w *execWorker) wait(outR *os.File, outDone chan struct{}, errR *os.File, e
 	} else if werr != nil {
 		status = werr.Error()
 	}
-	w.fail(fmt.Errorf("%w: the worker exited (%s)", ErrUnavailable, status), false, false)
 	t := time.NewTimer(execDrainGrace)
 	expired := false
+	select {
+	case <-outDone:
+	case <-t.C:
+		expired = true
+	}
+	end := execExited
+	if w.closing.Load() {
+		end = execClosed
+	}
+	w.fail(fmt.Errorf("%w: the worker exited (%s)", ErrUnavailable, status), end)
 	for _, p := range []struct {
 		r    *os.File
 		done chan struct{}
@@ -143,28 +176,53 @@ func (w *execWorker) wait(outR *os.File, outDone chan struct{}, errR *os.File, e
 }
 
 // fail marks the worker as no longer usable for reason (the first reason
-// wins), which fails every event waiting for an answer; kill also kills
-// the process, and restartNow has the supervisor start the next worker
-// without a delay.
-func (w *execWorker) fail(reason error, kill, restartNow bool) {
+// wins), which fails every event waiting for an answer. A crash
+// (execExited) is told to the crash tracker with the events in flight at
+// it, before any Write sees the worker dead. execKilled and execClosed
+// also kill the process; the supervisor starts the next worker without a
+// delay after execKilled.
+func (w *execWorker) fail(reason error, end execEnd) {
 	w.mu.Lock()
-	first := w.err == nil
-	if first {
-		w.err, w.now = reason, restartNow
+	if w.err == nil {
+		w.err, w.end = reason, end
+		if end == execExited {
+			var inFlight []string
+			for id, c := range w.pending {
+				if c.sent {
+					inFlight = append(inFlight, id)
+				}
+			}
+			w.crashes.crashed(inFlight)
+		} else {
+			w.crashes.lapse()
+		}
 		close(w.dead)
 	}
 	w.mu.Unlock()
-	if kill {
-		w.cmd.Process.Kill() // an error means it has exited already
+	if end != execExited {
+		w.kill()
 	}
 }
 
+// kill kills the process; the wait that follows marks it dead.
+func (w *execWorker) kill() {
+	w.cmd.Process.Kill() // an error means it has exited already
+}
+
 // failure returns why the worker can no longer be used (nil while it can),
-// and whether the next one starts at once.
-func (w *execWorker) failure() (error, bool) {
+// and how it ended.
+func (w *execWorker) failure() (error, execEnd) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.err, w.now
+	return w.err, w.end
+}
+
+// crashedWorking reports whether the worker crashed after it had answered
+// an event: the supervisor starts the next one at once, and a Write sends
+// it the events this one left unanswered.
+func (w *execWorker) crashedWorking() bool {
+	err, end := w.failure()
+	return err != nil && end == execExited && w.answered.Load() > 0
 }
 
 // readAnswers reads the worker's stdout and hands each answer to the Write
@@ -177,7 +235,7 @@ func (w *execWorker) readAnswers(r io.Reader) {
 		if err == bufio.ErrBufferFull {
 			if len(long)+len(frag) > ExecMaxResultLine+2 { // room for "\r\n"
 				w.log.Warn("exec sink: the worker wrote an oversize line; restarting it", "limit", ExecMaxResultLine)
-				w.fail(fmt.Errorf("%w: the worker wrote a line longer than %d bytes", ErrMalformed, ExecMaxResultLine), true, true)
+				w.fail(fmt.Errorf("%w: the worker wrote a line longer than %d bytes", ErrMalformed, ExecMaxResultLine), execKilled)
 				return
 			}
 			long = append(long, frag...)
@@ -186,8 +244,9 @@ func (w *execWorker) readAnswers(r io.Reader) {
 		if err != nil {
 			// End of file, or a read error: no answer can come any more. A
 			// last line without its newline is dropped (the worker died
-			// while writing it).
-			w.fail(fmt.Errorf("%w: the worker closed its stdout or exited", ErrUnavailable), true, false)
+			// while writing it). A worker that closed its stdout and still
+			// runs is of no use: it is killed, and its wait marks it dead.
+			w.kill()
 			return
 		}
 		line := frag
@@ -198,7 +257,7 @@ func (w *execWorker) readAnswers(r io.Reader) {
 		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 		if len(line) > ExecMaxResultLine {
 			w.log.Warn("exec sink: the worker wrote an oversize line; restarting it", "limit", ExecMaxResultLine)
-			w.fail(fmt.Errorf("%w: the worker wrote a line longer than %d bytes", ErrMalformed, ExecMaxResultLine), true, true)
+			w.fail(fmt.Errorf("%w: the worker wrote a line longer than %d bytes", ErrMalformed, ExecMaxResultLine), execKilled)
 			return
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -207,9 +266,10 @@ func (w *execWorker) readAnswers(r io.Reader) {
 		res, err := execParseResult(line)
 		if err != nil {
 			w.log.Warn("exec sink: the worker wrote a line that is not a result; restarting it", "problem", err)
-			w.fail(fmt.Errorf("%w: the worker wrote a line that is not a result: %v", ErrMalformed, err), true, true)
+			w.fail(fmt.Errorf("%w: the worker wrote a line that is not a result: %v", ErrMalformed, err), execKilled)
 			return
 		}
+		w.crashes.answer(res.EventID)
 		w.mu.Lock()
 		c, ok := w.pending[res.EventID]
 		if ok {
@@ -220,6 +280,7 @@ func (w *execWorker) readAnswers(r io.Reader) {
 			w.log.Debug("exec sink: ignored a result for an event not awaited", "event_id", res.EventID)
 			continue
 		}
+		w.answered.Add(1)
 		c.answers <- execAnswer{c.k, res} // buffered for every event of the Write
 	}
 }
@@ -269,13 +330,13 @@ func (w *execWorker) logStderr(r io.Reader) {
 	}
 }
 
-// exchange writes the lines of one Write's distinct events (ids[k] ends at
+// exchange writes the lines of some distinct events (ids[k] ends at
 // lines[ends[k]]) and waits for their answers. It returns one error per
-// event of ids.
-func (w *execWorker) exchange(ctx context.Context, ids []string, lines []byte, ends []int, timeout time.Duration) []error {
+// event of ids, and which of them the worker answered.
+func (w *execWorker) exchange(ctx context.Context, ids []string, lines []byte, ends []int, timeout time.Duration) ([]error, []bool) {
 	n := len(ids)
 	if n == 0 {
-		return nil
+		return nil, nil
 	}
 	x := &execExchange{w: w, ids: ids, timeout: timeout, answers: make(chan execAnswer, n),
 		res: make([]error, n), got: make([]bool, n), deadline: make([]time.Time, n), armed: -1}
@@ -283,10 +344,10 @@ func (w *execWorker) exchange(ctx context.Context, ids []string, lines []byte, e
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
-		return execFill(x.res, err)
+		return execFill(x.res, err), x.got
 	}
 	for k, id := range ids {
-		w.pending[id] = execCall{k, x.answers}
+		w.pending[id] = execCall{k: k, answers: x.answers}
 	}
 	w.mu.Unlock()
 	defer w.forget(ids, x.answers)
@@ -299,10 +360,10 @@ func (w *execWorker) exchange(ctx context.Context, ids []string, lines []byte, e
 	x.timer.Stop()
 	defer x.timer.Stop()
 	if res, done := x.await(ctx); done {
-		return res
+		return res, x.got
 	}
 	x.finishWriting(ctx)
-	return x.res
+	return x.res, x.got
 }
 
 // execExchange is the state of one exchange: which events have their
@@ -340,6 +401,7 @@ func (x *execExchange) await(ctx context.Context) (res []error, done bool) {
 			for k := x.sent; k < p.upTo; k++ {
 				x.deadline[k] = p.at.Add(x.timeout)
 			}
+			x.w.markSent(x.ids[x.sent:p.upTo], x.answers)
 			x.sent = p.upTo
 		case err := <-x.wrote:
 			x.writing, x.wrote = false, nil
@@ -382,7 +444,7 @@ func (x *execExchange) overdue(now time.Time) []error {
 	timeout := x.timeout
 	timedOut := fmt.Errorf("%w: no result within %v", ErrUnavailable, timeout)
 	x.w.log.Warn("exec sink: no result in time; restarting the worker", "event_id", x.ids[x.oldest], "timeout", timeout)
-	x.w.fail(fmt.Errorf("%w: event %s had no result within %v", ErrUnavailable, x.ids[x.oldest], timeout), true, true)
+	x.w.fail(fmt.Errorf("%w: event %s had no result within %v", ErrUnavailable, x.ids[x.oldest], timeout), execKilled)
 	return x.settle(func(k int) error {
 		if k < x.sent && !now.Before(x.deadline[k]) {
 			return timedOut
@@ -430,7 +492,7 @@ func (x *execExchange) finishWriting(ctx context.Context) {
 		case <-t.C:
 			x.writing = false
 			x.w.log.Warn("exec sink: the worker does not read its stdin; restarting it")
-			x.w.fail(fmt.Errorf("%w: the worker does not read its stdin", ErrUnavailable), true, true)
+			x.w.fail(fmt.Errorf("%w: the worker does not read its stdin", ErrUnavailable), execKilled)
 		case <-ctx.Done():
 			x.writing = false
 			x.cutShort()
@@ -438,10 +500,13 @@ func (x *execExchange) finishWriting(ctx context.Context) {
 	}
 }
 
+// writeFailed kills a worker whose stdin cannot be written (it exited,
+// or closed its stdin): its exit is a crash, marked by its wait once its
+// last answers are read.
 func (x *execExchange) writeFailed(err error) {
 	if err != nil {
 		x.w.log.Warn("exec sink: cannot write to the worker; killing it", "err", err)
-		x.w.fail(fmt.Errorf("%w: cannot write to the worker: %v", ErrUnavailable, err), true, false)
+		x.w.kill()
 	}
 }
 
@@ -449,7 +514,7 @@ func (x *execExchange) writeFailed(err error) {
 // half written, so its stdin cannot be used again.
 func (x *execExchange) cutShort() {
 	x.w.log.Warn("exec sink: write cancelled while the worker was reading it; restarting the worker")
-	x.w.fail(fmt.Errorf("%w: a write to the worker was cut short", ErrUnavailable), true, true)
+	x.w.fail(fmt.Errorf("%w: a write to the worker was cut short", ErrUnavailable), execKilled)
 }
 
 // execSent says the lines of the events before upTo are written (or being
@@ -482,6 +547,18 @@ func (w *execWorker) writeLines(lines []byte, ends []int, progress chan<- execSe
 		start, k = ends[j-1], j
 	}
 	wrote <- nil
+}
+
+// markSent marks ids, waiting for answers, as in flight.
+func (w *execWorker) markSent(ids []string, answers chan execAnswer) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		if c, ok := w.pending[id]; ok && c.answers == answers {
+			c.sent = true
+			w.pending[id] = c
+		}
+	}
 }
 
 // forget stops waiting for the answers of ids that went to answers.

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -59,6 +60,10 @@ var httpReserved = map[string]bool{
 }
 
 var errHTTPClosed = fmt.Errorf("http sink: %w", net.ErrClosed)
+
+// errHTTPConnLost marks a request whose connection the target reset or
+// closed before its answer: a crash of the target, for the crash tracker.
+var errHTTPConnLost = errors.New("the target closed the connection before its answer")
 
 // HTTPSink POSTs events to a URL: a service of the user's, usually on the
 // same box (sink.type "http").
@@ -129,6 +134,21 @@ var errHTTPClosed = fmt.Errorf("http sink: %w", net.ErrClosed)
 // ErrUnavailable: a refused connection, a TLS error, no answer within
 // Timeout, or the caller's ctx done.
 //
+// # Poison events
+//
+// A target that resets or closes the connection of a request before its
+// answer has crashed with the request's events in flight: they fail
+// temporarily, wrapping ErrUnavailable. In mode batch the events of such a
+// request are sent again at once in the same Write, each alone, so that
+// the others are done and the crash points at one event. An event in
+// flight at PoisonAfter such crashes in a row (3 unless configured), each
+// counted only while the target answers other requests, is a poison event:
+// its next delivery fails permanently with ErrWorkerCrash, without being
+// sent, and the runner dead-letters it (see package sink). In mode single
+// the client's transport may itself send a request again on a new
+// connection when a reused one was reset (the request carries an
+// Idempotency-Key): that is one crash.
+//
 // NOTE: a timeout does not tell what the target did: it may finish the
 // work after the sink gave up. The redelivery that follows is why the
 // target must be idempotent by event_id.
@@ -141,6 +161,8 @@ type HTTPSink struct {
 	log     *slog.Logger
 	// slots bounds the requests in flight across concurrent Writes.
 	slots chan struct{}
+	// crashes finds the poison events.
+	crashes *crashTracker
 
 	// closed is done once Close was called; Close then waits for inflight.
 	closed   context.Context
@@ -153,8 +175,12 @@ type HTTPSink struct {
 // files, headers_file and the headers_env variables now, and reports every
 // problem with its config path; it does not contact the target, so a box
 // starts while its target is down. A zero Mode means "batch", a zero
-// Timeout 10s and a zero MaxConcurrency 4.
+// Timeout 10s, a zero MaxConcurrency 4 and a zero PoisonAfter 3.
 func NewHTTP(cfg topology.HTTPSinkConfig, log *slog.Logger) (*HTTPSink, error) {
+	return newHTTP(cfg, log, Counters{})
+}
+
+func newHTTP(cfg topology.HTTPSinkConfig, log *slog.Logger, count Counters) (*HTTPSink, error) {
 	var errs []error
 	if u, err := url.Parse(cfg.URL); err != nil {
 		errs = append(errs, fmt.Errorf("sink.http.url: not a URL: %w", errors.Unwrap(err)))
@@ -182,6 +208,10 @@ func NewHTTP(cfg topology.HTTPSinkConfig, log *slog.Logger) (*HTTPSink, error) {
 		errs = append(errs, fmt.Errorf("sink.http.max_concurrency: must not be negative, got %d", maxc))
 	case maxc == 0:
 		maxc = httpDefaultMaxConcurrency
+	}
+	after, err := poisonAfter("sink.http.poison_after", cfg.PoisonAfter)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	tlsConf, err := httpTLSConfig(cfg)
 	if err != nil {
@@ -221,10 +251,11 @@ func NewHTTP(cfg topology.HTTPSinkConfig, log *slog.Logger) (*HTTPSink, error) {
 				return http.ErrUseLastResponse
 			},
 		},
-		log:    log.With("sink", "http"),
-		slots:  make(chan struct{}, maxc),
-		closed: closed,
-		close:  cancel,
+		log:     log.With("sink", "http"),
+		slots:   make(chan struct{}, maxc),
+		crashes: newCrashTracker(after, count.TargetCrash),
+		closed:  closed,
+		close:   cancel,
 	}, nil
 }
 
@@ -294,11 +325,14 @@ func (s *HTTPSink) Write(ctx context.Context, evs []Event) []error {
 		results = make([]error, len(items))
 		var wg sync.WaitGroup
 		for k, it := range items {
+			if s.poisoned(it.id, results, k) {
+				continue
+			}
 			wg.Go(func() { results[k] = s.postOne(ctx, it) })
 		}
 		wg.Wait()
 	} else if len(items) > 0 {
-		results = s.postBatch(ctx, items)
+		results = s.sendBatches(ctx, items)
 	}
 	for k, it := range items {
 		distinct[it.at] = results[k]
@@ -336,9 +370,69 @@ func (s *HTTPSink) logOutcomes(ctx context.Context, ids []string, errs []error) 
 	s.log.Warn("http sink: events failed temporarily", attrs...)
 }
 
+// sendBatches sends items in mode batch, in requests as the crash tracker
+// plans them: the events it does not suspect in one request, each suspect
+// alone (unless it is a poison event, which is not sent). The events of a
+// request whose connection was lost are planned and sent again once.
+func (s *HTTPSink) sendBatches(ctx context.Context, items []httpItem) []error {
+	res := make([]error, len(items))
+	ids := make([]string, len(items))
+	left := make([]int, len(items))
+	for k, it := range items {
+		ids[k], left[k] = it.id, k
+	}
+	for round := 0; round < 2 && len(left) > 0 && ctx.Err() == nil; round++ {
+		first, group, last := s.crashes.plan(ids, left)
+		sends := [][]int{group}
+		for _, k := range append(first, last...) {
+			if !s.poisoned(ids[k], res, k) {
+				sends = append(sends, []int{k})
+			}
+		}
+		var wg sync.WaitGroup
+		for _, ks := range sends {
+			if len(ks) == 0 {
+				continue
+			}
+			wg.Go(func() {
+				sub := make([]httpItem, len(ks))
+				for j, k := range ks {
+					sub[j] = items[k]
+				}
+				for j, err := range s.postBatch(ctx, sub) {
+					res[ks[j]] = err
+				}
+			})
+		}
+		wg.Wait()
+		left = nil
+		for _, ks := range sends {
+			for _, k := range ks {
+				if errors.Is(res[k], errHTTPConnLost) {
+					left = append(left, k)
+				}
+			}
+		}
+	}
+	return res
+}
+
+// poisoned sets res[k] to ErrWorkerCrash if id is a poison event, and
+// reports whether it is.
+func (s *HTTPSink) poisoned(id string, res []error, k int) bool {
+	bad, crashes := s.crashes.poisoned(id)
+	if !bad {
+		return false
+	}
+	s.log.Warn("http sink: poison event: in flight at connection resets in a row; it fails for good",
+		"event_id", id, "crashes", crashes)
+	res[k] = fmt.Errorf("http sink: %w: the target reset the connection %d times in a row with this event in flight", ErrWorkerCrash, crashes)
+	return true
+}
+
 // postOne sends one event (mode single) and maps its answer.
 func (s *HTTPSink) postOne(ctx context.Context, it httpItem) error {
-	a, err := s.post(ctx, it.body, func(h http.Header) {
+	a, err := s.post(ctx, []string{it.id}, it.body, func(h http.Header) {
 		h.Set(HTTPHeaderIdempotencyKey, it.id)
 		h.Set(HTTPHeaderEventID, it.id)
 	})
@@ -385,7 +479,11 @@ func (s *HTTPSink) postBatch(ctx context.Context, items []httpItem) []error {
 		}
 		return errs
 	}
-	a, err := s.post(ctx, body, func(h http.Header) {
+	ids := make([]string, len(items))
+	for k, it := range items {
+		ids[k] = it.id
+	}
+	a, err := s.post(ctx, ids, body, func(h http.Header) {
 		h.Set(HTTPHeaderBatchSize, strconv.Itoa(len(items)))
 	})
 	switch {
@@ -497,10 +595,25 @@ func httpOutcome(err error) string {
 	return outcome(err)
 }
 
-// post sends one request and reads its answer: at most HTTPMaxAnswer bytes
-// of a 2xx body, httpMaxErrorBody of another. An error is a temporary
-// failure: no answer (ErrUnavailable), or an oversize one (ErrMalformed).
-func (s *HTTPSink) post(ctx context.Context, body []byte, setHeader func(http.Header)) (httpAnswer, error) {
+// post sends one request, with the events ids, and reads its answer: at
+// most HTTPMaxAnswer bytes of a 2xx body, httpMaxErrorBody of another. An
+// error is a temporary failure: no answer (ErrUnavailable), or an oversize
+// one (ErrMalformed). It tells the crash tracker how the request ended.
+func (s *HTTPSink) post(ctx context.Context, ids []string, body []byte, setHeader func(http.Header)) (httpAnswer, error) {
+	a, err := s.request(ctx, body, setHeader)
+	switch {
+	case err == nil:
+		s.crashes.answer(ids...)
+	case errors.Is(err, errHTTPConnLost):
+		s.crashes.crashed(ids)
+	case ctx.Err() == nil && errors.Is(err, ErrUnavailable):
+		s.crashes.lapse()
+	}
+	return a, err
+}
+
+// request sends one request and reads its answer (see post).
+func (s *HTTPSink) request(ctx context.Context, body []byte, setHeader func(http.Header)) (httpAnswer, error) {
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -556,6 +669,9 @@ func (s *HTTPSink) requestError(ctx context.Context, err error) error {
 		return fmt.Errorf("http sink: %w: %w", ErrUnavailable, context.Cause(ctx))
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("http sink: %w: no answer within %v: %w", ErrUnavailable, s.timeout, err)
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("http sink: %w: %w: %w", ErrUnavailable, errHTTPConnLost, err)
 	default:
 		return fmt.Errorf("http sink: %w: %w", ErrUnavailable, err)
 	}

@@ -285,8 +285,8 @@ func TestHTTPSink_Config(t *testing.T) {
 		t.Errorf("a refused connection is not ErrUnavailable: %v", err)
 	}
 
-	_, err = sink.NewHTTP(topology.HTTPSinkConfig{URL: "ftp://x", Mode: "bulk", MaxConcurrency: -1, Timeout: -1}, nil)
-	for _, want := range []string{"sink.http.url:", "sink.http.mode:", "sink.http.max_concurrency:", "sink.http.timeout:"} {
+	_, err = sink.NewHTTP(topology.HTTPSinkConfig{URL: "ftp://x", Mode: "bulk", MaxConcurrency: -1, Timeout: -1, PoisonAfter: 2}, nil)
+	for _, want := range []string{"sink.http.url:", "sink.http.mode:", "sink.http.max_concurrency:", "sink.http.timeout:", "sink.http.poison_after: 2 is outside 3..100"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("a bad config: error %v does not name %s", err, want)
 		}

@@ -16,6 +16,32 @@ type Deps struct {
 	NC *nats.Conn
 	// Log is the box's logger; nil means slog.Default().
 	Log *slog.Logger
+	// Count is where the sink counts what befalls its target; the zero
+	// value counts nothing.
+	Count Counters
+}
+
+// Counters are called as things befall a sink's target, for the box's
+// metrics. A nil field counts nothing; a set one must not block.
+type Counters struct {
+	// TargetCrash: an exec worker exited by itself (not stopped by the
+	// sink), or an http target reset or closed the connection of a request
+	// before its answer.
+	TargetCrash func()
+	// WorkerRestart: the exec sink started a worker again after one ended.
+	WorkerRestart func()
+}
+
+func (c Counters) targetCrash() {
+	if c.TargetCrash != nil {
+		c.TargetCrash()
+	}
+}
+
+func (c Counters) workerRestart() {
+	if c.WorkerRestart != nil {
+		c.WorkerRestart()
+	}
 }
 
 // Opened is the sink a box config names: exactly one of Sink and TxSink is
@@ -58,13 +84,13 @@ func Open(cfg topology.SinkConfig, d Deps) (Opened, error) {
 		if cfg.HTTP == nil {
 			return Opened{}, fmt.Errorf("sink.http: required for the http sink")
 		}
-		s, err := NewHTTP(*cfg.HTTP, log)
+		s, err := newHTTP(*cfg.HTTP, log, d.Count)
 		return opened(s, err)
 	case "exec":
 		if cfg.Exec == nil {
 			return Opened{}, fmt.Errorf("sink.exec: required for the exec sink")
 		}
-		s, err := NewExec(*cfg.Exec, log)
+		s, err := newExec(*cfg.Exec, log, d.Count)
 		return opened(s, err)
 	case "postgres":
 		if cfg.Postgres == nil {

@@ -14,6 +14,17 @@ import (
 // SinkTypes are the accepted sink.type values.
 var SinkTypes = []string{"store", "file", "http", "exec", "postgres", "nats"}
 
+// Bounds of sink.exec.poison_after and sink.http.poison_after. The first
+// crash puts every event in flight under suspicion, and a target that
+// crashes now and then for its own reasons may crash once more with any
+// one of them alone: a third crash with the same event alone is the
+// event's own doing.
+const (
+	defaultPoisonAfter = 3
+	minPoisonAfter     = 3
+	maxPoisonAfter     = 100
+)
+
 // SinkConfig chooses the edge's sink: where each event is handed to the
 // software that does the work. Exactly the section of the chosen type may be
 // set (sink.http for "http", and so on).
@@ -61,6 +72,11 @@ type HTTPSinkConfig struct {
 	// HeadersEnv maps a header name to the environment variable that holds
 	// its value.
 	HeadersEnv map[string]string `json:"headers_env,omitempty"`
+	// PoisonAfter is how many times in a row the target may reset (or
+	// close) the connection while an event's request is on it before the
+	// event is a poison event, dead-lettered as worker_crash (see package
+	// sink). Zero value means 3; at least 3, at most 100.
+	PoisonAfter int `json:"poison_after,omitempty"`
 }
 
 // ExecSinkConfig runs a worker process that speaks JSON lines on its stdin
@@ -74,10 +90,16 @@ type ExecSinkConfig struct {
 	// An event not answered in time is a temporary failure, and the worker
 	// is restarted (its answers can no longer be matched).
 	Timeout Duration `json:"timeout,omitempty"`
-	// RestartBackoff is the first delay before a worker that exited is
-	// started again; it doubles up to 30s while the worker keeps exiting.
-	// Zero value means 1s.
+	// RestartBackoff is the first delay before a worker that exited
+	// without answering any event is started again; it doubles up to 30s
+	// while workers keep exiting so. A worker that answered an event since
+	// it started is started again at once, and the delay starts again from
+	// RestartBackoff. Zero value means 1s.
 	RestartBackoff Duration `json:"restart_backoff,omitempty"`
+	// PoisonAfter is how many worker crashes in a row an event may be in
+	// flight at before it is a poison event, dead-lettered as worker_crash
+	// (see package sink). Zero value means 3; at least 3, at most 100.
+	PoisonAfter int `json:"poison_after,omitempty"`
 }
 
 // PostgresSinkConfig writes each batch in one PostgreSQL transaction
@@ -126,10 +148,12 @@ func (s *SinkConfig) setDefaults(dataDir string) {
 		setString(&h.Mode, "batch")
 		setDuration(&h.Timeout, 10*time.Second)
 		setInt(&h.MaxConcurrency, 4)
+		setInt(&h.PoisonAfter, defaultPoisonAfter)
 	}
 	if e := s.Exec; e != nil {
 		setDuration(&e.Timeout, 30*time.Second)
 		setDuration(&e.RestartBackoff, time.Second)
+		setInt(&e.PoisonAfter, defaultPoisonAfter)
 	}
 	if pg := s.Postgres; pg != nil {
 		setString(&pg.Table, "leafline_events")
@@ -174,6 +198,7 @@ func (c *Config) validateSink(p *problems) {
 		if s.Exec.Timeout < Duration(10*time.Millisecond) {
 			p.add("sink.exec.timeout", "must be at least 10ms, got %s", s.Exec.Timeout)
 		}
+		p.inRange("sink.exec.poison_after", s.Exec.PoisonAfter, minPoisonAfter, maxPoisonAfter)
 	case "postgres":
 		if s.Postgres == nil {
 			p.add("sink.postgres", "required for the postgres sink (at least dsn_file or dsn_env)")
@@ -207,6 +232,7 @@ func (h *HTTPSinkConfig) validate(p *problems) {
 	}
 	p.oneOf("sink.http.mode", h.Mode, "batch", "single")
 	p.inRange("sink.http.max_concurrency", h.MaxConcurrency, 1, 1024)
+	p.inRange("sink.http.poison_after", h.PoisonAfter, minPoisonAfter, maxPoisonAfter)
 	if (h.CertFile == "") != (h.KeyFile == "") {
 		p.add("sink.http.cert_file", "cert_file and key_file go together")
 	}
