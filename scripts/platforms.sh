@@ -4,7 +4,7 @@
 #   1. Cross-builds ./cmd/leafline (CGO_ENABLED=0) for linux/amd64,
 #      linux/arm64, linux/arm (GOARM=7), windows/amd64 and darwin/arm64, and
 #      type-checks every package and its tests (go vet) for windows/amd64
-#      and darwin/arm64, but scripts/chaos. Any failure fails the script.
+#      and darwin/arm64, but cmd/leafline-chaos. Any failure fails the script.
 #   2. Runs the edge role's own tests on linux/arm64 and linux/arm under
 #      qemu user-mode emulation (go test -exec): the outbox, the store and
 #      file sinks' conformance, the sink runner's contract tests, a
@@ -41,11 +41,11 @@ for target in linux/amd64 linux/arm64 linux/arm/7 windows/amd64 darwin/arm64; do
 		go build -o "$out/leafline-$os-$arch$ext" ./cmd/leafline
 done
 # Every package's code and tests must build on every platform, except
-# scripts/chaos, a Linux fault-injection driver (process groups, mounts,
+# cmd/leafline-chaos, a Linux fault-injection driver (process groups, mounts,
 # SIGSTOP). Files that cannot build for the target carry build tags.
 for target in windows/amd64 darwin/arm64; do
 	IFS=/ read -r os arch <<<"$target"
-	mapfile -t pkgs < <(GOOS=$os GOARCH=$arch go list ./... | grep -v /scripts/chaos)
+	mapfile -t pkgs < <(GOOS=$os GOARCH=$arch go list ./... | grep -v /cmd/leafline-chaos)
 	step "vet (code and tests) for $target" env GOOS="$os" GOARCH="$arch" go vet "${pkgs[@]}"
 done
 

@@ -9,9 +9,9 @@
 // the drain and checks the completion records at L1 against its own
 // publish history:
 //
-//	go run ./scripts/chaos --duration 90s --seed 1
-//	go run ./scripts/chaos --duration 30m --seed 7 --edges 2
-//	go run ./scripts/chaos --negative-control --duration 30s
+//	go run ./cmd/leafline-chaos --duration 90s --seed 1
+//	go run ./cmd/leafline-chaos --duration 30m --seed 7 --edges 2
+//	go run ./cmd/leafline-chaos --negative-control --duration 30s
 //
 // The last line of its output is
 //
