@@ -128,6 +128,15 @@ func (env *benchEnv) close() {
 		for _, nc := range env.nc {
 			nc.Close()
 		}
+		if env.b.ctx.Err() != nil {
+			// A stopped bench removes the data next: every box stops at
+			// once, without a drain, within the bench's 5 s.
+			var wg sync.WaitGroup
+			for _, s := range env.ls.Topology.Sites {
+				wg.Go(func() { env.ls.Kill(s.Name) })
+			}
+			wg.Wait()
+		}
 		env.ls.Close()
 	})
 }
@@ -162,7 +171,7 @@ func (env *benchEnv) originDone() uint64 {
 }
 
 func (env *benchEnv) waitUntil(what string, d time.Duration, cond func() bool) {
-	if err := poll(context.Background(), d, func() (bool, error) { return cond(), nil }); err != nil {
+	if err := poll(env.b.ctx, d, func() (bool, error) { return cond(), nil }); err != nil {
 		env.b.Fatalf("bench: waiting for %s: %v", what, err)
 	}
 }

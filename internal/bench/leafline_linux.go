@@ -10,6 +10,8 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,10 +19,13 @@ import (
 // directories and cleanups. Fatal ends the run: Leafline recovers it and
 // returns the error, after the cleanups.
 type tb struct {
-	ctx      context.Context
-	o        Options
-	dir      string
-	n        int
+	ctx     context.Context
+	o       Options
+	dir     string
+	n       int
+	stopped atomic.Bool // the run was stopped: no new directory
+
+	mu       sync.Mutex
 	cleanups []func()
 }
 
@@ -33,6 +38,9 @@ func (b *tb) Fatalf(format string, args ...any) { panic(fatalError{fmt.Errorf(fo
 
 // TempDir is a new directory under the run's directory.
 func (b *tb) TempDir() string {
+	if b.stopped.Load() {
+		b.Fatal("bench: stopped")
+	}
 	b.n++
 	d := fmt.Sprintf("%s/%d", b.dir, b.n)
 	if err := os.MkdirAll(d, 0o700); err != nil {
@@ -41,8 +49,50 @@ func (b *tb) TempDir() string {
 	return d
 }
 
-// Cleanup runs f when the run ends, the last added first.
-func (b *tb) Cleanup(f func()) { b.cleanups = append(b.cleanups, f) }
+// Cleanup runs f when the run ends, the last added first. Each f runs
+// once, from the phase or from Leafline stopping it.
+func (b *tb) Cleanup(f func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cleanups = append(b.cleanups, f)
+}
+
+// sleep waits d, or until the run's context ends, which ends the phase.
+func (b *tb) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-b.ctx.Done():
+		b.Fatal("bench: stopped: ", context.Cause(b.ctx))
+	}
+}
+
+// runCleanups runs the cleanups added so far, the last added first, and
+// forgets them.
+func (b *tb) runCleanups() {
+	b.mu.Lock()
+	fs := b.cleanups
+	b.cleanups = nil
+	b.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+}
+
+// Stopping a run: when ctx ends, Leafline gives the phase in progress
+// stopGrace to notice (its waits and publishes watch ctx) and return
+// through its cleanups. A phase still running then has its systems closed
+// under it (the cleanups, for at most stopCleanup) and its directory
+// removed; Leafline returns ctx's error within stopGrace + stopCleanup +
+// stopRemove, under the 5 s a user waits after Ctrl-C or SIGTERM. The
+// phase's goroutine may go on until the process exits, which the command
+// then does.
+const (
+	stopGrace   = 1500 * time.Millisecond
+	stopCleanup = 2 * time.Second
+	stopRemove  = 500 * time.Millisecond
+)
 
 // run is one Leafline run: the rows so far and what the report needs.
 type run struct {
@@ -70,31 +120,85 @@ type feRows struct {
 // Leafline runs the phases of o on this machine, writes the banner, the
 // table and the final `bench …` line to o.Out, and returns the line's
 // figures. A failed phase ends the run with its error.
+//
+// When ctx ends (Ctrl-C, SIGTERM in the command), Leafline stops the phase
+// in progress, closes its servers and removes the directory it made, and
+// returns ctx's error within 5 s (see stopGrace).
 func Leafline(ctx context.Context, o Options) (figs []Figure, err error) {
 	o.setDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	dir := o.Dir
+	dir, made := o.Dir, false
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "leafline-bench-*"); err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
+		made = true
 	}
 	r := &run{tb: &tb{ctx: ctx, o: o, dir: dir}, out: o.Out, payload: benchPayload(o.Size)}
-	defer func() {
-		for i := len(r.cleanups) - 1; i >= 0; i-- {
-			r.cleanups[i]()
-		}
+	type result struct {
+		figs []Figure
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		figs, err := r.phases()
+		done <- result{figs, err}
 	}()
+	select {
+	case res := <-done:
+		if made {
+			os.RemoveAll(dir)
+		}
+		return res.figs, res.err
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(stopGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		r.stopped.Store(true)
+		closed := make(chan struct{})
+		go func() { defer close(closed); r.runCleanups() }()
+		select {
+		case <-closed:
+		case <-time.After(stopCleanup):
+		}
+	}
+	if made {
+		removeAllWithin(dir, stopRemove)
+	}
+	return nil, fmt.Errorf("bench: stopped: %w", context.Cause(ctx))
+}
+
+// removeAllWithin removes dir, trying again until d has passed while a
+// server being closed still writes into it.
+func removeAllWithin(dir string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for os.RemoveAll(dir) != nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// phases runs the phases of r.o, then the cleanups; a Fatal ends it with
+// its error. Once the run is stopped, any panic of a phase whose systems
+// were closed under it ends it quietly.
+func (r *run) phases() (figs []Figure, err error) {
+	o := r.o
+	defer r.runCleanups()
 	defer func() {
 		if p := recover(); p != nil {
 			fe, ok := p.(fatalError)
-			if !ok {
+			switch {
+			case ok:
+				err = fe.err
+			case r.stopped.Load() || r.ctx.Err() != nil:
+				err = fmt.Errorf("bench: stopped: %v", p)
+			default:
 				panic(p)
 			}
-			err = fe.err
 		}
 	}()
 	r.banner()

@@ -204,6 +204,9 @@ func benchWatch(gauges ...benchGauge) *benchTimeline {
 	tl.wg.Add(1)
 	go func() {
 		defer tl.wg.Done()
+		// A bench stopped by a signal closes the systems under the
+		// gauges: a gauge that fails then ends the sampling.
+		defer func() { _ = recover() }()
 		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
 		for {

@@ -124,7 +124,7 @@ func (r *run) linkRestore(transport string) {
 		// The event being published as the link went down may have
 		// crossed it already; the next one cannot have.
 		first := int(pub.next.Load()) + 1
-		time.Sleep(o.CutFor)
+		r.sleep(o.CutFor)
 		env.waitUntil("an event published during the cut", time.Minute, func() bool { return int(pub.next.Load()) > first })
 		last := int(pub.next.Load()) - 1
 		restored := time.Now()
@@ -213,7 +213,7 @@ func (r *run) fleet(transport string) {
 	}
 	env.waitUntil("the hub holds the fleet's events", 30*time.Minute, func() bool { return env.count("hub", "HA")() >= uint64(total) })
 	held := time.Since(cut)
-	time.Sleep(o.FleetCut - held)
+	r.sleep(o.FleetCut - held)
 	var wg sync.WaitGroup
 	ph := r.begin("F_fleet")
 	for _, e := range edges {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,7 +50,7 @@ func benchRSSRun(b *tb, n int, payload []byte) benchRow {
 	if err := env.ls.Stop("edge1"); err != nil {
 		b.Fatal(err)
 	}
-	time.Sleep(b.o.RSSAge)
+	b.sleep(b.o.RSSAge)
 	cpath, port, opsPort := rssConfig(b, env, dir)
 	return rssChild(b, env, n, cpath, port, opsPort)
 }
@@ -95,6 +96,12 @@ func rssChild(b *tb, env *benchEnv, n int, cpath string, port, opsPort int) benc
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, "run", "--config", cpath)
+	// The edge process dies with the bench, however the bench ends. The
+	// signal follows the OS thread that starts the child: this goroutine
+	// keeps it until the child is waited for.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd.Env = os.Environ()
 	if b.o.RSSMemLimit != "" {
 		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+b.o.RSSMemLimit)
@@ -105,13 +112,19 @@ func rssChild(b *tb, env *benchEnv, n int, cpath string, port, opsPort int) benc
 		b.Fatal(err)
 	}
 	pid := strconv.Itoa(cmd.Process.Pid)
+	b.Cleanup(func() { _ = cmd.Process.Kill() })
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
+		// A stopped bench does not wait for the edge's clean stop.
+		wait := 30 * time.Second
+		if b.ctx.Err() != nil {
+			wait = time.Second
+		}
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(wait):
 			_ = cmd.Process.Kill()
 			<-done
 		}
