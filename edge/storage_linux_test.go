@@ -91,6 +91,7 @@ func TestStorage_DiskFull_StopsReportsAndResumes(t *testing.T) {
 		{name: "edge/relay", site: "edge1", transport: relay},
 		{name: "hub/relay/writes-fail", site: "hub", transport: relay, writesFail: true},
 		{name: "edge/sourcing/writes-fail", site: "edge1", transport: sourcing, writesFail: true},
+		{name: "edge/relay/writes-fail", site: "edge1", transport: relay, writesFail: true},
 	} {
 		t.Run(c.name, func(t *testing.T) { testDiskFull(t, c) })
 	}
