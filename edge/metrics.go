@@ -89,7 +89,7 @@ func newMetrics(site, role string) *Metrics {
 	m.storageFull = f.gauge("storage_full", "1 while the box is stopped because its storage is full (nothing is ACKed); it restarts itself when space is freed.")
 	m.storageFree = f.gauge("storage_free_bytes", "Bytes available on the filesystem of the box's data dir.")
 	m.jetstreamEnabled = f.gauge("jetstream_enabled", "1 while the embedded server's JetStream is enabled.")
-	m.storageWritable = f.gauge("storage_writable", "1 while the box's data dir is the one it started on and takes durable writes; 0 while it is stopped because it does not.")
+	m.storageWritable = f.gauge("storage_writable", "1 while the box's data dir is the one it started on and takes durable writes; 0 while it is stopped because it does not, its disk full included (see leafline_storage_full).")
 	m.initSecurity()
 	return m
 }
