@@ -252,6 +252,12 @@ func (s *ExecSink) Write(ctx context.Context, evs []Event) []error {
 			errs[i] = results[k]
 		}
 	}
+	for k := len(ids) - 1; k >= 0; k-- {
+		if results[k] == nil {
+			s.crashes.keep(ids[k], lines[k])
+			break
+		}
+	}
 	s.logOutcomes(ctx, pid, ids, results)
 	return errs
 }
@@ -268,6 +274,7 @@ func (s *ExecSink) deliver(ctx context.Context, ids []string, lines [][]byte) ([
 		left[k] = k
 	}
 	pid := 0
+	probed := false
 	for len(left) > 0 {
 		w, err := s.worker(ctx)
 		if err != nil {
@@ -277,6 +284,13 @@ func (s *ExecSink) deliver(ctx context.Context, ids []string, lines [][]byte) ([
 			break
 		}
 		pid = w.pid
+		if id, line, ok := s.crashes.probe(ids); ok && !probed {
+			// Its answer, whatever it is, confirms the crash; a crash on
+			// it drops the crash, and the next round takes a new worker.
+			probed = true
+			s.exchange(ctx, w, []string{id}, [][]byte{line}, []int{0})
+			continue
+		}
 		alone1, group, alone2 := s.crashes.plan(ids, left)
 		var sends [][]int
 		for _, k := range alone1 {

@@ -320,6 +320,15 @@ func (s *HTTPSink) Write(ctx context.Context, evs []Event) []error {
 		items = append(items, httpItem{id: ev.ID, body: body, at: j})
 	}
 
+	if id, body, ok := s.crashes.probe(ids); ok {
+		// Its answer, whatever it is, confirms the crash; a reset drops it.
+		it := httpItem{id: id, body: body}
+		if s.single {
+			s.postOne(ctx, it)
+		} else {
+			s.postBatch(ctx, []httpItem{it})
+		}
+	}
 	var results []error
 	if s.single {
 		results = make([]error, len(items))
@@ -336,6 +345,12 @@ func (s *HTTPSink) Write(ctx context.Context, evs []Event) []error {
 	}
 	for k, it := range items {
 		distinct[it.at] = results[k]
+	}
+	for k := len(items) - 1; k >= 0; k-- {
+		if results[k] == nil {
+			s.crashes.keep(items[k].id, items[k].body)
+			break
+		}
 	}
 
 	for i := range evs {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,31 +99,29 @@ func startHTTPResetter(t *testing.T, mode string, poison ...string) (*httpResett
 }
 
 // A target that resets the connection on one event every time: the event
-// is a poison event after three resets in a row, and the events sent with
-// it are done.
+// is a poison event after three resets in a row, also when it is
+// redelivered alone, and the events sent with it are done.
 func TestHTTPSink_PoisonEvent(t *testing.T) {
 	for _, mode := range []string{"batch", "single"} {
 		t.Run(mode, func(t *testing.T) {
-			evs := sinktest.Events(24)
+			evs := sinktest.Events(12)
 			poison := evs[4]
 			h, s, counts := startHTTPResetter(t, mode, poison.ID)
 			httpCheckOutcome(t, "an event before", httpWriteAll(t, s, evs[:1])[0], httpOK)
 			// A delivery of the poison event among others, then the
-			// runner's redeliveries of it, each in a batch with new events,
-			// until its outcome is permanent.
+			// runner's redeliveries of it alone until its outcome is
+			// permanent, then more events.
 			res := map[string]error{}
-			batch := evs[1:8]
-			for next := 8; next+4 <= len(evs); next += 4 {
-				for i, err := range httpWriteAll(t, s, batch) {
-					res[batch[i].ID] = err
-				}
-				batch = slices.Clone(evs[next : next+4])
-				if !sink.IsPermanent(res[poison.ID]) {
-					batch = append(batch, poison)
+			for i, err := range httpWriteAll(t, s, evs[1:8]) {
+				res[evs[1+i].ID] = err
+			}
+			for range 6 {
+				if res[poison.ID] = httpWriteAll(t, s, []sink.Event{poison})[0]; sink.IsPermanent(res[poison.ID]) {
+					break
 				}
 			}
-			for i, err := range httpWriteAll(t, s, batch) {
-				res[batch[i].ID] = err
+			for i, err := range httpWriteAll(t, s, evs[8:]) {
+				res[evs[8+i].ID] = err
 			}
 			for _, ev := range evs[1:] {
 				err := res[ev.ID]

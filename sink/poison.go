@@ -46,6 +46,13 @@ func poisonAfter(path string, v int) (int, error) {
 // unconfirmed, until the next answer (it then counts) or the next crash
 // (it is dropped).
 //
+// A crash that stays unconfirmed because nothing else is sent (a poison
+// event redelivered alone) would never count: so the sink keeps the last
+// event the target answered ok (keep), and sends it once more, as a probe,
+// before the events of a Write while a crash is unconfirmed (probe). The
+// target absorbs the repeat by event_id; its answer confirms the crash,
+// and a crash on the probe drops it.
+//
 // Each round sends (see plan): first, alone, the events one crash short of
 // poison whose last crash counted (an exec worker restarted after a crash
 // answers its first event unless that event is what crashes it); then the
@@ -61,6 +68,8 @@ type crashTracker struct {
 	events      map[string]*crashCount
 	unconfirmed []string // the events of the unconfirmed crash, if any
 	answered    bool     // some event was answered since the last crash (or lapse)
+	probeID     string   // the last event answered ok, and its request
+	probeReq    []byte
 }
 
 // crashCount is what a crashTracker holds for one suspect event.
@@ -117,6 +126,26 @@ func (c *crashTracker) lapse() {
 	defer c.mu.Unlock()
 	c.dropUnconfirmedLocked()
 	c.answered = false
+}
+
+// keep records that the target answered id ok, with req the request
+// that carried it alone (see probe).
+func (c *crashTracker) keep(id string, req []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.probeID, c.probeReq = id, req
+}
+
+// probe returns the event to send first, alone, to confirm an unconfirmed
+// crash: ok is false when no crash waits for confirmation, no event was
+// kept, or the kept one is among ids (it would be sent anyway).
+func (c *crashTracker) probe(ids []string) (id string, req []byte, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.unconfirmed) == 0 || c.probeID == "" || slices.Contains(ids, c.probeID) {
+		return "", nil, false
+	}
+	return c.probeID, c.probeReq, true
 }
 
 // poisoned reports whether id is a poison event. If it is, its count is
