@@ -355,7 +355,7 @@ func (a *App) startEdge(ctx context.Context) error {
 	case a.opts.txSink != nil:
 		ro.TxSink = a.opts.txSink
 	default:
-		if a.opened, err = sink.Open(cfg.Sink, sink.Deps{NC: a.nc, Log: a.log}); err != nil {
+		if a.opened, err = sink.Open(cfg.Sink, sink.Deps{NC: a.nc, Log: a.log, Count: a.metrics.sink()}); err != nil {
 			return err
 		}
 		ro.Sink, ro.TxSink = a.opened.Sink, a.opened.TxSink

@@ -25,6 +25,7 @@ type Metrics struct {
 	relayPublished, relayErrors                                 prometheus.Counter
 	dlqPublishErrors                                            prometheus.Counter
 	eventIDReused                                               prometheus.Counter
+	poisonEvents, sinkTargetCrashes, sinkWorkerRestarts         prometheus.Counter
 	sinkSeconds, pubAckSeconds                                  prometheus.Histogram
 
 	ackConfAttempts, ackConfSuccesses, ackConfTimeouts prometheus.Counter
@@ -73,6 +74,9 @@ func newMetrics(site, role string) *Metrics {
 	m.relayErrors = f.counter("relay_errors_total", "Outbox relay publish attempts that failed.")
 	m.dlqPublishErrors = f.counter("dlq_publish_errors_total", "DLQ records that were not PubAck'ed.")
 	m.eventIDReused = f.counter("event_id_reused_total", "Messages whose event_id was receipted before for another payload (the first outcome stands; logged at WARN).")
+	m.poisonEvents = f.counter("poison_events_total", "Events dead-lettered as worker_crash: in flight at sink.exec.poison_after (or sink.http.poison_after) crashes of the sink's target in a row.")
+	m.sinkTargetCrashes = f.counter("sink_target_crashes_total", "Crashes of the sink's target: an exec worker that exited by itself, an http target that reset or closed a request's connection before its answer.")
+	m.sinkWorkerRestarts = f.counter("sink_worker_restarts_total", "Exec sink workers started again after one ended.")
 	m.sinkSeconds = f.histogram("sink_write_seconds", "Time to write one batch through the sink.")
 	m.pubAckSeconds = f.histogram("receipt_puback_seconds", "Time from a receipt batch publish to its last PubAck.")
 	m.ackConfAttempts = f.counter("ack_confirmation_attempts_total", "Messages for which confirmed ACK was attempted.")

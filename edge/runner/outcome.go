@@ -55,6 +55,9 @@ func (r *Runner) finish(ctx context.Context, items []item) {
 		case it.dead:
 			if it.newDead {
 				m.DeadLettered.Inc()
+				if errors.Is(it.err, sink.ErrWorkerCrash) {
+					m.PoisonEvents.Inc()
+				}
 			}
 			r.logDeadLetter(it)
 			if r.cfg.DeadLetter.AckTermAfterPub {

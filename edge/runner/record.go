@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/edge/eventid"
+	"github.com/leafline/leafline/sink"
 )
 
 // DLQVersion is the version of the DLQRecord format.
@@ -36,7 +37,7 @@ type DLQRecord struct {
 	// Delivered is the delivery count of the dead-lettered delivery.
 	Delivered uint64 `json:"delivered"`
 	// ErrorType is a stable, low-cardinality class ("no_event_id",
-	// "oversize", "sink_permanent", "max_deliver").
+	// "oversize", "sink_permanent", "max_deliver", "worker_crash").
 	ErrorType string `json:"error_type"`
 	// Error is the safe reason (only with include_error).
 	Error string `json:"error,omitempty"`
@@ -113,6 +114,8 @@ func errorType(err error) string {
 		return "oversize"
 	case errors.Is(err, errMaxDeliver):
 		return "max_deliver"
+	case errors.Is(err, sink.ErrWorkerCrash):
+		return "worker_crash"
 	default:
 		return "sink_permanent"
 	}

@@ -2,9 +2,12 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/leafline/leafline/sink"
 )
 
 func validDLQRecord() DLQRecord {
@@ -73,4 +76,20 @@ func FuzzDecodeDLQRecord(f *testing.F) {
 			t.Fatalf("re-decode: %v", err)
 		}
 	})
+}
+
+func TestErrorType(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("exec sink: %w: in flight at 3 crashes", sink.ErrWorkerCrash), "worker_crash"},
+		{sink.Permanent(errors.New("refused")), "sink_permanent"},
+		{fmt.Errorf("%w: big", ErrOversize), "oversize"},
+		{fmt.Errorf("%w: %w", errMaxDeliver, errors.New("retry")), "max_deliver"},
+	} {
+		if got := errorType(tc.err); got != tc.want {
+			t.Errorf("errorType(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
 }

@@ -80,11 +80,14 @@ type Hooks struct {
 }
 
 // Metrics are the counters the runner adds to. A nil field counts nowhere.
+// PoisonEvents counts the events dead-lettered as worker_crash (see
+// sink.ErrWorkerCrash), each once, when its DLQ record is PubAck'ed.
 type Metrics struct {
 	Fetched, Processed, Acked, Nacked, Terminated, DeadLettered prometheus.Counter
 	PermanentUnacked, Redeliveries, MaxDeliverExhausted         prometheus.Counter
 	ReceiptsPublished, ReceiptPublishErrors, DLQPublishErrors   prometheus.Counter
 	EventIDReused                                               prometheus.Counter
+	PoisonEvents                                                prometheus.Counter
 	AckConfAttempts, AckConfSuccesses                           prometheus.Counter
 	AckConfTimeouts, AckConfFailures                            prometheus.Counter
 	SinkSeconds, PubAckSeconds, AckConfSeconds                  prometheus.Observer
@@ -94,7 +97,7 @@ type Metrics struct {
 func (m *Metrics) setDefaults() {
 	for _, c := range []*prometheus.Counter{&m.Fetched, &m.Processed, &m.Acked, &m.Nacked, &m.Terminated,
 		&m.DeadLettered, &m.PermanentUnacked, &m.Redeliveries, &m.MaxDeliverExhausted, &m.ReceiptsPublished,
-		&m.ReceiptPublishErrors, &m.DLQPublishErrors, &m.EventIDReused, &m.AckConfAttempts,
+		&m.ReceiptPublishErrors, &m.DLQPublishErrors, &m.EventIDReused, &m.PoisonEvents, &m.AckConfAttempts,
 		&m.AckConfSuccesses, &m.AckConfTimeouts, &m.AckConfFailures} {
 		if *c == nil {
 			*c = prometheus.NewCounter(prometheus.CounterOpts{Name: "unused"})
