@@ -311,6 +311,15 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	if !res.OK() {
+		if res.Lost > 0 {
+			fmt.Fprintf(stderr, "leafline demo: %d events lost: not completed at L1, and no longer anywhere they could complete from\n", res.Lost)
+		}
+		if res.Incomplete > 0 {
+			fmt.Fprintf(stderr, "leafline demo: %d events incomplete: still on their way (unprocessed in the edge's stream, or their receipt not yet at L1) when --timeout %s ran out\n", res.Incomplete, *timeout)
+		}
+		if res.DuplicateCompletions > 0 {
+			fmt.Fprintf(stderr, "leafline demo: %d completions applied twice at L1\n", res.DuplicateCompletions)
+		}
 		return exitFailure
 	}
 	return exitOK

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,7 +26,7 @@ func demoOK(t *testing.T, args ...string) string {
 	defer cancel()
 	var out, errb bytes.Buffer
 	code := dispatch(ctx, append([]string{"demo", "--events", "60", "--cut", "500ms", "--timeout", "90s"}, args...), &out, &errb)
-	if code != exitOK || !strings.Contains(out.String(), "processed=60 completed=60 duplicate_completions=0 lost=0") {
+	if code != exitOK || !strings.Contains(out.String(), "processed=60 completed=60 duplicate_completions=0 incomplete=0 lost=0") {
 		t.Fatalf("demo %v: exit %d\nstdout: %s\nstderr: %s", args, code, out.String(), errb.String())
 	}
 	return errb.String()
@@ -112,5 +113,51 @@ func TestBench_Command(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "bench sinks store_eps=") || !strings.Contains(out.String(), " http_eps=") {
 		t.Fatalf("bench output has no bench line:\n%s", out.String())
+	}
+}
+
+// buildCrashWorker builds the exec worker of internal/demo/testdata,
+// which exits every N events (see its doc).
+func buildCrashWorker(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs three boxes; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "crashworker")
+	out, err := exec.Command("go", "build", "-o", bin, "../../internal/demo/testdata/crashworker").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build the crash worker: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// A worker that exits every 97 events costs restarts, not events: the
+// demo completes all 1000.
+func TestDemo_ExecWorkerCrashEvery97(t *testing.T) {
+	bin := buildCrashWorker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := dispatch(ctx, []string{"demo", "--events", "1000", "--timeout", "4m", "--sink", "exec",
+		"--sink-command", bin + " -crash-every 97 " + t.TempDir()}, &out, &errb)
+	if code != exitOK || !strings.Contains(out.String(), "processed=1000 completed=1000 duplicate_completions=0 incomplete=0 lost=0") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+}
+
+// Events a broken worker never takes are still in the edge's stream when
+// the demo gives up: incomplete, not lost, and the exit says so.
+func TestDemo_IncompleteIsNotLost(t *testing.T) {
+	bin := buildCrashWorker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := dispatch(ctx, []string{"demo", "--events", "20", "--cut", "200ms", "--timeout", "3s", "--sink", "exec",
+		"--sink-command", bin + " -crash-every 1 " + t.TempDir()}, &out, &errb)
+	if code != exitFailure || !strings.Contains(out.String(), "completed=0 duplicate_completions=0 incomplete=20 lost=0") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(errb.String(), "20 events incomplete") || strings.Contains(errb.String(), "lost:") {
+		t.Errorf("the exit message does not say the events are incomplete:\n%s", errb.String())
 	}
 }
