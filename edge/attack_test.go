@@ -666,9 +666,11 @@ func TestAttack_ClientListenerNeedsAuth(t *testing.T) {
 
 // TestLint_StockHubConfig (attack 7): the lint reads a stock hub's
 // nats-server configuration with the server's own parser. The one `leafline
-// topology render` writes passes; a sync interval other than always, a
-// JetStream domain other than the site's and a link user's permissions
-// widened beyond its link are each reported. Provision refuses a server
+// topology render` writes passes, with its nkey seed's variable unset (it
+// is named) and set; five planted mistakes are each reported: a sync
+// interval other than always, a JetStream domain other than the site's, a
+// link user's publish and subscribe permissions widened beyond its link,
+// and a link user that cannot connect as a leafnode. Provision refuses a server
 // whose domain is not the site's, where it would otherwise exit 0 and
 // leave every event pending.
 func TestLint_StockHubConfig(t *testing.T) {
@@ -682,30 +684,47 @@ func TestLint_StockHubConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed, err := os.ReadFile(ls.Credentials.Sites["hub"].NkeySeedFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(render.SeedEnv("hub"), strings.TrimSpace(string(seed)))
+	var unset []string
 	lintConf := func(conf string) []topology.Warning {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), "hub.conf")
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		ws, err := ServerConfigWarnings(hubCfg, path)
+		ws, u, err := ServerConfigWarnings(hubCfg, path)
 		if err != nil {
 			t.Fatal(err)
 		}
+		unset = u
 		return ws
 	}
+	// The operator's shell does not hold the hub's nkey seed: the lint
+	// reads the file as if it did, and names the variable.
+	t.Setenv(render.SeedEnv("hub"), "")
+	os.Unsetenv(render.SeedEnv("hub"))
 	if ws := lintConf(conf); len(ws) != 0 {
-		t.Fatalf("the rendered configuration: %v", ws)
+		t.Fatalf("the rendered configuration, its seed unset: %v", ws)
+	}
+	if want := []string{render.SeedEnv("hub")}; !slices.Equal(unset, want) {
+		t.Fatalf("unset variables %v, want %v", unset, want)
+	}
+	if _, set := os.LookupEnv(render.SeedEnv("hub")); set {
+		t.Fatalf("the lint left its stand-in for $%s in the environment", render.SeedEnv("hub"))
+	}
+	seed, err := os.ReadFile(ls.Credentials.Sites["hub"].NkeySeedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(render.SeedEnv("hub"), strings.TrimSpace(string(seed)))
+	if ws := lintConf(conf); len(ws) != 0 || len(unset) != 0 {
+		t.Fatalf("the rendered configuration: warnings %v, unset %v", ws, unset)
 	}
 	for _, tt := range []struct{ name, from, to, want string }{
 		{"sync interval", "sync_interval: always", `sync_interval: "2m"`, "jetstream.sync_interval: is 2m0s, not always"},
 		{"domain", `domain: "hub"`, `domain: "hub2"`, `jetstream.domain: is "hub2", site "hub" has "hub"`},
 		{"widened permissions", "publish: {allow: [", `publish: {allow: [">", `, `site "edge1"'s leafnode user may publish >, beyond what its link needs`},
+		{"widened subscriptions", "subscribe: {allow: [", `subscribe: {allow: ["events.>", `, `site "edge1"'s leafnode user may subscribe events.>, beyond what its link needs`},
+		{"no leafnode user", `allowed_connection_types: ["LEAFNODE"]`, `allowed_connection_types: ["STANDARD"]`, `(site edge1): missing: site "edge1" cannot authenticate`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if !strings.Contains(conf, tt.from) {

@@ -41,17 +41,19 @@ func checkDomain(ctx context.Context, js jetstream.JetStream, site *topology.Sit
 // loses acknowledged events and receipts), a JetStream domain other than
 // the site's, a downstream site without its own leafnode user, and a
 // user's permissions wider than its link needs. The file is read with
-// nats-server's own parser, so the environment variables and files it
-// references must be there, as where the server runs.
-func ServerConfigWarnings(cfg *topology.Config, path string) ([]topology.Warning, error) {
+// nats-server's own parser, so the files it references must be there, as
+// where the server runs. An environment variable it references that is
+// not set here is linted as if it were set (see readConfig): unset names
+// those variables, so that the caller can say so.
+func ServerConfigWarnings(cfg *topology.Config, path string) (ws []topology.Warning, unset []string, err error) {
 	t := cfg.Topology
 	site, ok := t.Site(cfg.Site)
 	if !ok {
-		return nil, fmt.Errorf("edge: site %q is not in the topology", cfg.Site)
+		return nil, nil, fmt.Errorf("edge: site %q is not in the topology", cfg.Site)
 	}
-	opts, err := server.ProcessConfigFile(path)
+	opts, unset, err := readConfig(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, err
 	}
 	var out []topology.Warning
 	if !opts.JetStream {
@@ -88,7 +90,7 @@ func ServerConfigWarnings(cfg *topology.Config, path string) ([]topology.Warning
 		}
 		out = append(out, t.LintLinkPermissions(d.Name, upath, pub, sub)...)
 	}
-	return out, nil
+	return out, unset, nil
 }
 
 func syncInterval(o *server.Options) string {

@@ -33,10 +33,14 @@ func cmdProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if !ok {
 			return exitUsage
 		}
-		ws, err := edge.ServerConfigWarnings(cfg, *serverConfig)
+		ws, unset, err := edge.ServerConfigWarnings(cfg, *serverConfig)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: --server-config: %v\n", fs.Name(), err)
 			return exitUsage
+		}
+		for _, name := range unset {
+			fmt.Fprintf(stdout, "%s: note: %s references $%s, which is not set here: linted as if it were (set it where the server runs)\n",
+				fs.Name(), *serverConfig, name)
 		}
 		confWarnings = ws
 	}
