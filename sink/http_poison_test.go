@@ -136,14 +136,20 @@ func TestHTTPSink_PoisonEvent(t *testing.T) {
 					t.Errorf("event %s answered ok but not stored", ev.ID)
 				}
 			}
-			// In mode single, the client's transport sends a request with
-			// an Idempotency-Key again by itself when a reused connection
-			// is reset: one crash, more sends.
-			if n := h.sends(poison.ID); n < 3 || mode == "batch" && n != 3 {
-				t.Errorf("the poison event was sent %d times, want 3", n)
+			// A reset counts against the events in flight only once the
+			// target has answered since the reset before; the events sent
+			// with the poison event go concurrently, so whether its second
+			// reset comes before or after their answers decides whether
+			// one more send is needed to confirm its third: 3 or 4 resets.
+			// In mode single, the client's transport also sends a request
+			// with an Idempotency-Key again by itself when a reused
+			// connection is reset: one reset, more sends.
+			crashes := counts.crashes.Load()
+			if crashes < 3 || crashes > 4 {
+				t.Errorf("%d resets counted, want 3 or 4", crashes)
 			}
-			if n := counts.crashes.Load(); n != 3 {
-				t.Errorf("%d crashes counted, want 3", n)
+			if n := h.sends(poison.ID); n < int(crashes) || mode == "batch" && n != int(crashes) {
+				t.Errorf("the poison event was sent %d times, with %d resets counted", n, crashes)
 			}
 		})
 	}
