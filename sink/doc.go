@@ -24,6 +24,13 @@
 //     the same event_id twice: the target absorbs a repeat by event_id.
 //   - Nothing is logged of a payload, a DSN or a header value.
 //
+// The http, exec and nats sinks send an event_id that appears more than
+// once in a batch once, with the event at its first position, and give
+// every position that one result. Their Close returns only once no Write
+// is in flight, and a Write after Close fails temporarily, wrapping
+// net.ErrClosed: http and nats cancel the requests in flight; exec first
+// gives its worker ExecCloseGrace to answer and exit.
+//
 // # Poison events
 //
 // An event that crashes the target whenever it gets it must not hold the

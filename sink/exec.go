@@ -150,11 +150,11 @@ type ExecSink struct {
 	cur     *execWorker   // the running worker, or the one that just ended; nil while a restart is pending
 	down    bool          // waiting out a restart delay
 	startAt time.Time     // when that delay ends
-	changed chan struct{} // closed and replaced when cur, down or closed change
-	closed  bool
+	changed chan struct{} // closed and replaced when cur or down change, and at Close
 
-	stop      chan struct{} // closed by Close
-	stopOnce  sync.Once
+	// gate refuses Writes after Close, which waits for those in flight
+	// once the worker has stopped; gate.done() is closed by Close.
+	gate      *writeGate
 	superDone chan struct{} // closed when the supervisor has returned
 }
 
@@ -198,7 +198,7 @@ func newExec(cfg topology.ExecSinkConfig, log *slog.Logger, count Counters) (*Ex
 		crashes:   newCrashTracker(after, count.TargetCrash),
 		count:     count,
 		changed:   make(chan struct{}),
-		stop:      make(chan struct{}),
+		gate:      newWriteGate(),
 		superDone: make(chan struct{}),
 	}
 	w, err := s.start()
@@ -218,39 +218,39 @@ func (s *ExecSink) Write(ctx context.Context, evs []Event) []error {
 		return errs
 	}
 	if ctx.Err() != nil {
-		return execFill(errs, execCancelled(ctx))
+		return fill(errs, execCancelled(ctx))
 	}
+	if !s.gate.enter() {
+		return fill(errs, errExecClosed)
+	}
+	defer s.gate.leave()
 	select {
 	case s.turn <- struct{}{}:
 		defer func() { <-s.turn }()
 	case <-ctx.Done():
-		return execFill(errs, execCancelled(ctx))
+		return fill(errs, execCancelled(ctx))
 	}
 
-	// One line per distinct event_id; slot maps each position to its line.
-	first := make(map[string]int, len(evs))
-	slot := make([]int, len(evs))
+	// One line per distinct event_id that encodes; sent[k] is the index
+	// of the k-th line's event_id among the distinct ones.
+	b := distinctIDs(evs)
+	distinct := make([]error, len(b.ids))
 	var ids []string
 	var lines [][]byte
-	for i, ev := range evs {
-		if k, ok := first[ev.ID]; ok {
-			slot[i] = k
-			continue
-		}
-		b, err := EncodeEvent(ev)
+	var sent []int
+	for j, i := range b.first {
+		line, err := EncodeEvent(evs[i])
 		if err != nil {
-			slot[i], errs[i] = -1, err
+			distinct[j] = err
 			continue
 		}
-		first[ev.ID], slot[i] = len(ids), len(ids)
-		ids = append(ids, ev.ID)
-		lines = append(lines, append(b, '\n'))
+		ids = append(ids, b.ids[j])
+		lines = append(lines, append(line, '\n'))
+		sent = append(sent, j)
 	}
 	results, pid := s.deliver(ctx, ids, lines)
-	for i, k := range slot {
-		if k >= 0 {
-			errs[i] = results[k]
-		}
+	for k, j := range sent {
+		distinct[j] = results[k]
 	}
 	for k := len(ids) - 1; k >= 0; k-- {
 		if results[k] == nil {
@@ -259,7 +259,7 @@ func (s *ExecSink) Write(ctx context.Context, evs []Event) []error {
 		}
 	}
 	s.logOutcomes(ctx, pid, ids, results)
-	return errs
+	return b.spread(distinct)
 }
 
 // deliver sends the distinct events ids (each with its line) to the worker
@@ -416,10 +416,12 @@ func (s *ExecSink) worker(ctx context.Context) (*execWorker, error) {
 	defer limit.Stop()
 	for {
 		s.mu.Lock()
-		w, down, startAt, changed, closed := s.cur, s.down, s.startAt, s.changed, s.closed
+		w, down, startAt, changed := s.cur, s.down, s.startAt, s.changed
 		s.mu.Unlock()
+		// Close shuts the gate before it signals changed: a shut missed
+		// here wakes the wait below.
 		switch {
-		case closed:
+		case s.gate.isShut():
 			return nil, errExecClosed
 		case down:
 			left := time.Until(startAt)
@@ -443,17 +445,16 @@ func (s *ExecSink) worker(ctx context.Context) (*execWorker, error) {
 }
 
 // Close stops the worker: it closes the worker's stdin, waits up to
-// ExecCloseGrace for it to exit, then kills it. Later Writes fail
-// temporarily. Close is idempotent.
+// ExecCloseGrace for it to exit, then kills it; then it waits for the
+// Writes in flight to return. Later Writes fail temporarily. Close is
+// idempotent.
 func (s *ExecSink) Close() error {
-	s.stopOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		s.notifyLocked()
-		s.mu.Unlock()
-		close(s.stop)
-	})
+	s.gate.shut()
+	s.mu.Lock()
+	s.notifyLocked()
+	s.mu.Unlock()
 	<-s.superDone
+	s.gate.wait()
 	return nil
 }
 
@@ -479,7 +480,7 @@ func (s *ExecSink) supervise(w *execWorker) {
 	for {
 		select {
 		case <-w.exited:
-		case <-s.stop:
+		case <-s.gate.done():
 			s.shutdown(w)
 			return
 		}
@@ -504,7 +505,7 @@ func (s *ExecSink) supervise(w *execWorker) {
 				t := time.NewTimer(delay)
 				select {
 				case <-t.C:
-				case <-s.stop:
+				case <-s.gate.done():
 					t.Stop()
 					s.setState(nil, false, time.Time{})
 					return
@@ -512,7 +513,7 @@ func (s *ExecSink) supervise(w *execWorker) {
 			}
 			s.setState(nil, false, time.Time{})
 			select {
-			case <-s.stop:
+			case <-s.gate.done():
 				return
 			default:
 			}

@@ -344,7 +344,7 @@ func (w *execWorker) exchange(ctx context.Context, ids []string, lines []byte, e
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
-		return execFill(x.res, err), x.got
+		return fill(x.res, err), x.got
 	}
 	for k, id := range ids {
 		w.pending[id] = execCall{k: k, answers: x.answers}
@@ -574,11 +574,4 @@ func (w *execWorker) forget(ids []string, answers chan execAnswer) {
 
 func execCancelled(ctx context.Context) error {
 	return fmt.Errorf("%w: exec sink: %w", ErrUnavailable, context.Cause(ctx))
-}
-
-func execFill(errs []error, err error) []error {
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
 }

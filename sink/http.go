@@ -164,11 +164,8 @@ type HTTPSink struct {
 	// crashes finds the poison events.
 	crashes *crashTracker
 
-	// closed is done once Close was called; Close then waits for inflight.
-	closed   context.Context
-	close    context.CancelFunc
-	mu       sync.Mutex // guards inflight.Add against Close's Wait
-	inflight sync.WaitGroup
+	// gate refuses Writes after Close, which waits for those in flight.
+	gate *writeGate
 }
 
 // NewHTTP returns a sink that POSTs events as cfg says. It reads the TLS
@@ -239,7 +236,6 @@ func newHTTP(cfg topology.HTTPSinkConfig, log *slog.Logger, count Counters) (*HT
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	closed, cancel := context.WithCancel(context.Background())
 	return &HTTPSink{
 		url:     cfg.URL,
 		single:  single,
@@ -254,8 +250,7 @@ func newHTTP(cfg topology.HTTPSinkConfig, log *slog.Logger, count Counters) (*HT
 		log:     log.With("sink", "http"),
 		slots:   make(chan struct{}, maxc),
 		crashes: newCrashTracker(after, count.TargetCrash),
-		closed:  closed,
-		close:   cancel,
+		gate:    newWriteGate(),
 	}, nil
 }
 
@@ -274,38 +269,18 @@ func (s *HTTPSink) Write(ctx context.Context, evs []Event) []error {
 	if len(evs) == 0 {
 		return errs
 	}
-	s.mu.Lock()
-	if s.closed.Err() != nil {
-		s.mu.Unlock()
-		for i := range errs {
-			errs[i] = errHTTPClosed
-		}
-		return errs
-	}
-	s.inflight.Add(1)
-	s.mu.Unlock()
-	defer s.inflight.Done()
-
 	// Close cancels the requests in flight.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.closed, cancel)
-	defer stop()
+	ctx, leave, ok := s.gate.admit(ctx)
+	if !ok {
+		return fill(errs, errHTTPClosed)
+	}
+	defer leave()
 
-	first := make(map[string]int, len(evs)) // event_id → its index in distinct
-	at := make([]int, len(evs))
-	var ids []string     // the distinct event_ids, in order
-	var distinct []error // their results
+	b := distinctIDs(evs)
+	distinct := make([]error, len(b.ids)) // the results of the distinct events
 	var items []httpItem
-	for i, ev := range evs {
-		if j, dup := first[ev.ID]; dup {
-			at[i] = j
-			continue
-		}
-		j := len(distinct)
-		first[ev.ID], at[i] = j, j
-		ids = append(ids, ev.ID)
-		distinct = append(distinct, nil)
+	for j, i := range b.first {
+		ev := evs[i]
 		if ev.ID == "" {
 			// The target could not absorb its redelivery.
 			distinct[j] = Permanent(errors.New("http sink: event has no event_id"))
@@ -320,7 +295,7 @@ func (s *HTTPSink) Write(ctx context.Context, evs []Event) []error {
 		items = append(items, httpItem{id: ev.ID, body: body, at: j})
 	}
 
-	if id, body, ok := s.crashes.probe(ids); ok {
+	if id, body, ok := s.crashes.probe(b.ids); ok {
 		// Its answer, whatever it is, confirms the crash; a reset drops it.
 		it := httpItem{id: id, body: body}
 		if s.single {
@@ -353,11 +328,8 @@ func (s *HTTPSink) Write(ctx context.Context, evs []Event) []error {
 		}
 	}
 
-	for i := range evs {
-		errs[i] = distinct[at[i]]
-	}
-	s.logOutcomes(ctx, ids, distinct)
-	return errs
+	s.logOutcomes(ctx, b.ids, distinct)
+	return b.spread(distinct)
 }
 
 // logOutcomes logs each event's outcome, and one warning for the events
@@ -488,12 +460,6 @@ func (s *HTTPSink) postBatch(ctx context.Context, items []httpItem) []error {
 	body = append(body, "]}"...)
 
 	errs := make([]error, len(items))
-	fill := func(err error) []error {
-		for k := range errs {
-			errs[k] = err
-		}
-		return errs
-	}
 	ids := make([]string, len(items))
 	for k, it := range items {
 		ids[k] = it.id
@@ -503,7 +469,7 @@ func (s *HTTPSink) postBatch(ctx context.Context, items []httpItem) []error {
 	})
 	switch {
 	case err != nil:
-		return fill(err)
+		return fill(errs, err)
 	case a.code == http.StatusRequestEntityTooLarge && len(items) > 1:
 		s.log.Debug("http sink: target refused the batch as too large; splitting it", "events", len(items))
 		half := len(items) / 2
@@ -514,7 +480,7 @@ func (s *HTTPSink) postBatch(ctx context.Context, items []httpItem) []error {
 		wg.Wait()
 		return append(left, right...)
 	case !a.ok():
-		return fill(a.statusErr())
+		return fill(errs, a.statusErr())
 	case a.empty():
 		return errs
 	}
@@ -523,7 +489,7 @@ func (s *HTTPSink) postBatch(ctx context.Context, items []httpItem) []error {
 		Results []Result `json:"results"`
 	}
 	if err := json.Unmarshal(a.body, &ans); err != nil {
-		return fill(fmt.Errorf("http sink: %w: a 2xx body that is not {\"results\":[…]} (status %d)", ErrMalformed, a.code))
+		return fill(errs, fmt.Errorf("http sink: %w: a 2xx body that is not {\"results\":[…]} (status %d)", ErrMalformed, a.code))
 	}
 	index := make(map[string]int, len(items))
 	for k, it := range items {
@@ -678,7 +644,7 @@ func (s *HTTPSink) requestError(ctx context.Context, err error) error {
 		err = ue.Err // without the URL, whose query may carry a token
 	}
 	switch {
-	case ctx.Err() != nil && s.closed.Err() != nil:
+	case ctx.Err() != nil && s.gate.isShut():
 		return errHTTPClosed
 	case ctx.Err() != nil:
 		return fmt.Errorf("http sink: %w: %w", ErrUnavailable, context.Cause(ctx))
@@ -728,10 +694,7 @@ func httpCut(s string) string {
 // them to return, closes the idle connections, and makes later Writes fail
 // temporarily. Close is idempotent.
 func (s *HTTPSink) Close() error {
-	s.mu.Lock()
-	s.close()
-	s.mu.Unlock()
-	s.inflight.Wait()
+	s.gate.closeAndWait()
 	s.client.CloseIdleConnections()
 	return nil
 }

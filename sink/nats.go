@@ -111,11 +111,8 @@ type NATSSink struct {
 	// slots bounds the requests in flight across concurrent Writes.
 	slots chan struct{}
 
-	// closed is done once Close was called; Close then waits for inflight.
-	closed   context.Context
-	close    context.CancelFunc
-	mu       sync.Mutex // guards inflight.Add against Close's Wait
-	inflight sync.WaitGroup
+	// gate refuses Writes after Close, which waits for those in flight.
+	gate *writeGate
 }
 
 // errNATSClosed fails the events of a Write on a closed sink, and those
@@ -151,15 +148,13 @@ func NewNATS(nc *nats.Conn, cfg topology.NATSSinkConfig, log *slog.Logger) (*NAT
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	closed, cancel := context.WithCancel(context.Background())
 	return &NATSSink{
 		nc:      nc,
 		subject: cfg.Subject,
 		timeout: timeout,
 		log:     log.With("sink", "nats", "service_subject", cfg.Subject),
 		slots:   make(chan struct{}, maxc),
-		closed:  closed,
-		close:   cancel,
+		gate:    newWriteGate(),
 	}, nil
 }
 
@@ -191,56 +186,38 @@ func (s *NATSSink) Write(ctx context.Context, evs []Event) []error {
 	if len(evs) == 0 {
 		return errs
 	}
-	s.mu.Lock()
-	if s.closed.Err() != nil {
-		s.mu.Unlock()
-		for i := range errs {
-			errs[i] = errNATSClosed
-		}
-		return errs
-	}
-	s.inflight.Add(1)
-	s.mu.Unlock()
-	defer s.inflight.Done()
-
 	// Close cancels the requests in flight.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.closed, cancel)
-	defer stop()
+	ctx, leave, ok := s.gate.admit(ctx)
+	if !ok {
+		return fill(errs, errNATSClosed)
+	}
+	defer leave()
 
-	first := make(map[string]int, len(evs)) // event_id → its first position
+	b := distinctIDs(evs)
+	res := make([]error, len(b.ids))
 	var wg sync.WaitGroup
-	for i, ev := range evs {
-		if _, dup := first[ev.ID]; dup {
-			continue
-		}
-		first[ev.ID] = i
+	for j, i := range b.first {
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			errs[i] = s.notSent(ctx)
+			res[j] = s.notSent(ctx)
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-s.slots }()
-			errs[i] = s.request(ctx, ev)
-		}()
+			res[j] = s.request(ctx, evs[i])
+		})
 	}
 	wg.Wait()
+	errs = b.spread(res)
 
 	unavailable := 0
-	for i, ev := range evs {
-		if j := first[ev.ID]; j != i {
-			errs[i] = errs[j]
-		}
-		if errors.Is(errs[i], ErrUnavailable) {
+	for _, err := range errs {
+		if errors.Is(err, ErrUnavailable) {
 			unavailable++
 		}
 	}
-	if unavailable > 0 && s.closed.Err() == nil && ctx.Err() == nil {
+	if unavailable > 0 && !s.gate.isShut() && ctx.Err() == nil {
 		s.log.Warn("nats sink: the service did not answer", "events", unavailable, "batch", len(evs))
 	}
 	return errs
@@ -249,7 +226,7 @@ func (s *NATSSink) Write(ctx context.Context, evs []Event) []error {
 // notSent is the error of an event whose request was never sent because
 // ctx was done first.
 func (s *NATSSink) notSent(ctx context.Context) error {
-	if s.closed.Err() != nil {
+	if s.gate.isShut() {
 		return errNATSClosed
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, context.Cause(ctx))
@@ -286,7 +263,7 @@ func (s *NATSSink) request(ctx context.Context, ev Event) error {
 // ctx is the batch's context, without the per-request timeout.
 func (s *NATSSink) requestError(ctx context.Context, err error) error {
 	switch {
-	case ctx.Err() != nil && s.closed.Err() != nil:
+	case ctx.Err() != nil && s.gate.isShut():
 		return errNATSClosed
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: %w", ErrUnavailable, context.Cause(ctx))
@@ -354,9 +331,6 @@ func replyHeader(h nats.Header, name string) (string, bool) {
 // them to return, and makes later Writes fail temporarily. It does not
 // close the NATS connection, which the box owns. Close is idempotent.
 func (s *NATSSink) Close() error {
-	s.mu.Lock()
-	s.close()
-	s.mu.Unlock()
-	s.inflight.Wait()
+	s.gate.closeAndWait()
 	return nil
 }
