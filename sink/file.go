@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/leafline/leafline/internal/dirsync"
 	"github.com/leafline/leafline/internal/failpoint"
 )
 
@@ -53,7 +54,7 @@ func (s *FileSink) Write(ctx context.Context, evs []Event) []error {
 		wrote = wrote || errs[i] == nil
 	}
 	if wrote && !failpoint.Enabled(failpoint.SinkFileSkipDirSync) {
-		if err := syncDir(s.Dir); err != nil {
+		if err := dirsync.Sync(s.Dir); err != nil {
 			for i := range errs {
 				if errs[i] == nil {
 					errs[i] = err

@@ -6,6 +6,9 @@ import (
 	"github.com/leafline/leafline/internal/importcheck"
 )
 
-// TestImports: the sinks know their config and the failpoints of fault
-// runs, and nothing of the box that runs them.
-func TestImports(t *testing.T) { importcheck.Only(t, "internal/failpoint", "topology") }
+// TestImports: the sinks know their config, the failpoints of fault runs
+// and how to make a directory's names durable (internal/dirsync), and
+// nothing of the box that runs them.
+func TestImports(t *testing.T) {
+	importcheck.Only(t, "internal/dirsync", "internal/failpoint", "topology")
+}
