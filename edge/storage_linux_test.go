@@ -15,20 +15,9 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/smalldisk"
 	"github.com/leafline/leafline/topology"
 )
-
-// mountTmpfs mounts a size-limited tmpfs at dir, or skips the test.
-func mountTmpfs(t *testing.T, dir string, mib int) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: a full-disk test needs root to mount a size-limited tmpfs")
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%dm", mib)); err != nil {
-		t.Skipf("skipping: cannot mount a tmpfs at %s: %v", dir, err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-}
 
 // fillDisk writes a filler file until the filesystem is full, then gives
 // back leave bytes of it.
@@ -102,7 +91,7 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mountTmpfs(t, dir, 64)
+	smalldisk.Mount(t, dir, 64)
 	logs := &syncBuffer{}
 	var w io.Writer = logs
 	if testing.Verbose() {
@@ -219,7 +208,7 @@ func TestStorage_FileSinkDirFull(t *testing.T) {
 	if err := os.MkdirAll(sinkDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mountTmpfs(t, sinkDir, 16)
+	smalldisk.Mount(t, sinkDir, 16)
 	ls := testSystem(t, LocalOptions{
 		Configure: func(cfg *topology.Config) {
 			if cfg.Site == "edge1" {
