@@ -207,7 +207,7 @@ func (a *App) Run(ctx context.Context) error {
 		case err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)):
 			a.log.Info("leafline stopped")
 			return nil
-		case !isStorageFull(err) && !lowOnSpace(a.cfg.DataDir):
+		case errors.Is(err, ErrStorageLimits) || !isStorageFull(err) && !lowOnSpace(a.cfg.DataDir):
 			a.log.Error("stopping on fatal error", "err", err)
 			return err
 		}
@@ -287,13 +287,13 @@ func (a *App) start(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := reconcile(rctx, a.js, sitePlan(cfg, a.site)); err != nil {
-		return err
+		return a.storageLimitsError(ctx, err)
 	}
 	switch a.site.Role {
 	case topology.RoleEdge:
 		return a.startEdge(rctx)
 	case topology.RoleL1:
-		return a.startL1(rctx)
+		return a.storageLimitsError(ctx, a.startL1(rctx))
 	}
 	return nil
 }

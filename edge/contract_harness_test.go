@@ -244,9 +244,26 @@ const (
 // three-site topology (l1 and hub are never started).
 func contractConfig(t *testing.T, dir string, configure func(*topology.Config)) *topology.Config {
 	t.Helper()
+	return siteConfig(t, ctSite, dir, [2]int{7422, 7423}, func(cfg *topology.Config) {
+		// Fast defaults for tests; cases override them.
+		cfg.Delivery.Retry.Jitter = "none"
+		cfg.Delivery.Retry.Mode = "fixed"
+		cfg.Delivery.Retry.BackoffMS = 100
+		cfg.Delivery.Retry.BackoffMaxMS = 100
+		cfg.Delivery.BatchTimeoutMS = 20
+		if configure != nil {
+			configure(cfg)
+		}
+	})
+}
+
+// siteConfig is a validated config of site (l1, hub or edge1) of a
+// three-site topology whose l1 and hub take leafnodes on leafPorts.
+func siteConfig(t *testing.T, site, dir string, leafPorts [2]int, configure func(*topology.Config)) *topology.Config {
+	t.Helper()
 	top := &topology.Topology{Sites: []topology.Site{
-		{Name: "l1", Role: topology.RoleL1, Leafnode: topology.SiteLeafnode{Listen: "127.0.0.1:7422"}},
-		{Name: "hub", Role: topology.RoleHub, Upstream: "l1", Leafnode: topology.SiteLeafnode{Listen: "127.0.0.1:7423"}},
+		{Name: "l1", Role: topology.RoleL1, Leafnode: topology.SiteLeafnode{Listen: fmt.Sprintf("127.0.0.1:%d", leafPorts[0])}},
+		{Name: "hub", Role: topology.RoleHub, Upstream: "l1", Leafnode: topology.SiteLeafnode{Listen: fmt.Sprintf("127.0.0.1:%d", leafPorts[1])}},
 		{Name: ctSite, Role: topology.RoleEdge, Upstream: "hub"},
 	}}
 	top.SetDefaults()
@@ -255,18 +272,12 @@ func contractConfig(t *testing.T, dir string, configure func(*topology.Config)) 
 	}
 	cfg := &topology.Config{
 		TopologyFile: "topology.json",
-		Site:         ctSite,
+		Site:         site,
 		DataDir:      dir,
 		NATS:         topology.NATSConfig{Listen: "127.0.0.1:0"},
 		Ops:          topology.OpsConfig{Listen: "127.0.0.1:0"},
 		Topology:     top,
 	}
-	// Fast defaults for tests; cases override them.
-	cfg.Delivery.Retry.Jitter = "none"
-	cfg.Delivery.Retry.Mode = "fixed"
-	cfg.Delivery.Retry.BackoffMS = 100
-	cfg.Delivery.Retry.BackoffMaxMS = 100
-	cfg.Delivery.BatchTimeoutMS = 20
 	if configure != nil {
 		configure(cfg)
 	}

@@ -160,6 +160,13 @@
 // and 256 MiB). The unACKed events are redelivered then, and each hop's
 // dedupe absorbs what comes twice.
 //
+// A disk too small for the streams' byte limits is not a full disk: the
+// box cannot create its streams, whose max_bytes nats-server reserves up
+// front (storage_limits.go). The start fails with an error wrapping
+// ErrStorageLimits that gives the free space found, what the limits add
+// up to and the setting to lower, with a value that fits; CheckStorage
+// (leafline check) says the same before the start.
+//
 // # Caveats
 //
 //   - Delivery is at least once. A sink must be idempotent by event_id; the

@@ -137,13 +137,7 @@ func TestPending_Unidentified(t *testing.T) {
 // problem; a missing config file is named as such.
 func TestCheck_WhatRunNeeds(t *testing.T) {
 	dir := t.TempDir()
-	topo, err := os.ReadFile("../../configs/topology.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "topology.json"), topo, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyTopology(t, dir)
 	if err := os.WriteFile(filepath.Join(dir, "afile"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -243,10 +243,18 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "%s: %s: %v\n", fs.Name(), *path, err)
 		return exitUsage
 	}
+	// The streams' byte limits must fit what nats-server allows on this
+	// disk, or the start fails creating them.
+	storage, storageWarnings, err := edge.CheckStorage(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s: %v\n", fs.Name(), *path, err)
+		return exitUsage
+	}
 	site, _ := cfg.Topology.Site(cfg.Site)
 	fmt.Fprintf(stdout, "%s: ok (site %s, role %s, domain %s, %d sites in topology)\n",
 		*path, site.Name, site.Role, site.Domain, len(cfg.Topology.Sites))
-	for _, w := range lintConfig(cfg) {
+	fmt.Fprintf(stdout, "%s: %s\n", *path, storage)
+	for _, w := range append(lintConfig(cfg), storageWarnings...) {
 		fmt.Fprintf(stdout, "%s: warning: %s\n", *path, w)
 	}
 	return exitOK
