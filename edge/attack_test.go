@@ -785,70 +785,103 @@ func TestLint_StockHubConfig(t *testing.T) {
 	}
 }
 
-// TestAttack_DirectConsumerReshaped (attack 8): a direct-mode edge may
-// create and update its own consumer on L1 (the links cannot look inside
-// the request), and edge1's box in the attacker's hands gives it an
-// inactive threshold, after which the server would delete it. L1 finds the
-// consumer altered, repairs it in place, counts it
-// (leafline_direct_consumer_altered_total) and logs it loudly; edge1 goes
-// on processing.
-func TestAttack_DirectConsumerReshaped(t *testing.T) {
-	logs := &syncBuffer{}
-	ls := directSystem(t, LocalOptions{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))},
-		map[string]string{"edge1": ""}, nil)
-	l1, _ := ls.Topology.Site("l1")
-	nc, err := nats.Connect(ls.App("edge1").ClientURL(), nats.CustomInboxPrefix(topology.DirectInboxPrefix("edge1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.NewWithDomain(nc, l1.Domain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stream, name := ls.Topology.Events.OriginStream, topology.DirectConsumerName("edge1")
-	c, err := js.Consumer(ctx, stream, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := c.CachedInfo().Config
-	cfg.InactiveThreshold = time.Hour
-	if _, err := js.CreateOrUpdateConsumer(ctx, stream, cfg); err != nil {
-		t.Fatalf("the edge's link refused the update: %v", err)
-	}
+// TestAttack_DirectConsumerLocked (attack 8): with edge1's certificate and nkey, a
+// hand-written leafnode client asks L1, through the hub, to re-create
+// edge1's own consumer on the origin stream with an inactive threshold
+// (the server would then delete it, and with it what edge1 has ACKed), to
+// update it, and to delete it. The hub refuses each request and counts it;
+// the consumer L1 created stays as it was, with its delivery state, and
+// the direct edge goes on working.
+func TestAttack_DirectConsumerLocked(t *testing.T) {
+	ls := directSystem(t, LocalOptions{}, map[string]string{"edge1": ""}, nil)
 	l1js := clientJS(t, ls.App("l1").ClientURL())
-	reg := ls.App("l1").Metrics().Registry()
-	check.For(t, 3*directGuardEvery, 50*time.Millisecond, func() error {
-		if got := registryValue(t, reg, "leafline_direct_consumer_altered_total", map[string]string{"edge": "edge1"}); got < 1 {
-			return fmt.Errorf("leafline_direct_consumer_altered_total{edge=edge1} = %v", got)
-		}
-		if len(logs.lines("l1", "DIRECT CONSUMER ALTERED", "repaired in place", "inactive_threshold")) == 0 {
-			return errors.New("no log line for the repair")
-		}
-		c, err := l1js.Consumer(ctx, stream, name)
-		if err != nil {
-			return err
-		}
-		if th := c.CachedInfo().Config.InactiveThreshold; th != 0 {
-			return fmt.Errorf("inactive threshold still %s", th)
+	ids := publishN(t, l1js, "before-attack", 5)
+	waitCompleted(t, ls, ids, "edge1")
+	stream, name := ls.Topology.Events.OriginStream, topology.DirectConsumerName("edge1")
+	var before *jetstream.ConsumerInfo
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
+		before = consumerInfo(t, l1js, stream, name)
+		if before.AckFloor.Stream < 5 || before.NumAckPending != 0 {
+			return fmt.Errorf("ack floor %d, %d pending", before.AckFloor.Stream, before.NumAckPending)
 		}
 		return nil
 	})
-	ids := publishN(t, l1js, "after-reshape", 5)
-	waitCompleted(t, ls, ids, "edge1")
+
+	reshaped := before.Config
+	reshaped.InactiveThreshold = 2 * time.Second
+	body, err := json.Marshal(map[string]any{"stream_name": stream, "config": reshaped, "action": "create"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update, err := json.Marshal(map[string]any{"stream_name": stream, "config": reshaped, "action": "update"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := topology.APIPrefix("l1") + ".CONSUMER."
+	attempts := []struct {
+		subject string
+		body    []byte
+	}{
+		{api + "CREATE." + stream + "." + name + "." + reshaped.FilterSubject, body},
+		{api + "CREATE." + stream + "." + name, body},
+		{api + "CREATE." + stream + "." + name + "." + reshaped.FilterSubject, update},
+		{api + "DURABLE.CREATE." + stream + "." + name, body},
+		{api + "DELETE." + stream + "." + name, nil},
+	}
+	hub := ls.App("hub").Metrics().Registry()
+	violations := func() float64 {
+		return registryValue(t, hub, "leafline_link_violations_total", map[string]string{"kind": violationPublish, "conn": "leafnode"})
+	}
+	for i, a := range attempts {
+		l := rawEdge1(t, ls)
+		if err := l.send(fmt.Sprintf("LMSG %s %s %d\r\n%s\r\n", a.subject, topology.DirectInboxPrefix("edge1")+".attack", len(a.body), a.body)); err != nil {
+			t.Fatal(err)
+		}
+		line, err := l.refusal(10 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", a.subject, err)
+		}
+		if !strings.Contains(line, "Permissions Violation") {
+			t.Fatalf("%s: the hub answered %q", a.subject, line)
+		}
+		check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
+			if got := violations(); got != float64(i+1) {
+				return fmt.Errorf("leafline_link_violations_total{kind=publish} = %v, want %d", got, i+1)
+			}
+			return nil
+		})
+	}
+
+	// The consumer is the one L1 created, with the same delivery state,
+	// and the edge goes on with it.
+	after := consumerInfo(t, l1js, stream, name)
+	if !after.Created.Equal(before.Created) || after.Config.InactiveThreshold != 0 || after.AckFloor.Stream < before.AckFloor.Stream {
+		t.Fatalf("the consumer changed: created %s (was %s), inactive threshold %s, ack floor %d (was %d)",
+			after.Created, before.Created, after.Config.InactiveThreshold, after.AckFloor.Stream, before.AckFloor.Stream)
+	}
+	more := publishN(t, l1js, "after-attack", 5)
+	waitCompleted(t, ls, append(ids, more...), "edge1")
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
+		info := consumerInfo(t, l1js, stream, name)
+		if !info.Created.Equal(before.Created) || info.AckFloor.Stream < before.AckFloor.Stream+5 {
+			return fmt.Errorf("created %s, ack floor %d", info.Created, info.AckFloor.Stream)
+		}
+		return nil
+	})
+	if got := registryValue(t, ls.App("l1").Metrics().Registry(), "leafline_direct_consumer_altered_total", map[string]string{"edge": "edge1"}); got != 0 {
+		t.Fatalf("leafline_direct_consumer_altered_total{edge=edge1} = %v", got)
+	}
 }
 
 func TestDirectConsumerProblems(t *testing.T) {
-	edge := &topology.Site{Name: "edge1", Role: topology.RoleEdge, Filter: "events.a.>"}
-	good := jetstream.ConsumerConfig{Durable: "leafline-sink-edge1", FilterSubject: "events.a.>", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if p, _, _ := directConsumerProblems(good, edge); len(p) != 0 {
-		t.Fatalf("the box's own shape: %v", p)
+	edge := &topology.Site{Name: "edge1", Role: topology.RoleEdge, Filter: "events.a.>", DeliveryMode: topology.DeliveryDirect}
+	good := directConsumerConfig(edge)
+	if p, _, _ := directConsumerProblems(good, good); len(p) != 0 {
+		t.Fatalf("L1's own shape: %v", p)
 	}
 	push := good
 	push.DeliverSubject, push.InactiveThreshold = "elsewhere", time.Second
-	p, fixed, repairable := directConsumerProblems(push, edge)
+	p, fixed, repairable := directConsumerProblems(push, good)
 	if len(p) != 2 || !repairable || fixed.InactiveThreshold != 0 || !strings.Contains(p[1], "cannot be changed in place") {
 		t.Fatalf("problems %q, repairable %v", p, repairable)
 	}

@@ -15,16 +15,18 @@ import (
 	"github.com/leafline/leafline/topology"
 )
 
-// Direct delivery mode (topology Site.DeliveryMode "direct"): the edge's sink runner consumes the origin stream on L1
-// itself, through both leafnode links, with L1's JetStream API prefix, and
-// ACKs the original delivery on L1. The receipt path is unchanged.
+// Direct delivery mode (topology Site.DeliveryMode "direct"): the edge's
+// sink runner consumes the origin stream on L1 itself, through both
+// leafnode links, with L1's JetStream API prefix, and ACKs the original
+// delivery on L1. L1 creates the consumer (direct_guard.go); the edge only
+// binds to it. The receipt path is unchanged.
 
 const (
 	// directStartWait is how long the box, starting, waits for L1 to answer
-	// before it goes on without its consumer (and reconciles it once L1
+	// before it goes on without its consumer (and binds to it once L1
 	// answers). Within it, an incompatible consumer stops the start.
 	directStartWait = 5 * time.Second
-	// directAPITimeout bounds one consumer lookup or create across the links.
+	// directAPITimeout bounds one consumer lookup across the links.
 	directAPITimeout = 3 * time.Second
 	// directRetryPause is how long a fetch waits after L1 could not be
 	// reached, so that a runner facing a dead link does not spin.
@@ -35,20 +37,42 @@ const (
 
 // ErrUpstreamUnreachable means that a direct-mode edge cannot reach its
 // consumer on the origin stream at L1: a link (edge–hub or hub–L1) is down,
-// L1 or its stream is not there, or the links' permissions do not carry
-// direct mode (a hub or L1 running a topology in which this edge is
-// sourced). The sink runner processes nothing meanwhile; it resumes by
-// itself when L1 answers.
+// L1 or its stream is not there, L1 has not created the edge's consumer
+// (yet), or the links' permissions do not carry direct mode (a hub or L1
+// running a topology in which this edge is sourced). The sink runner
+// processes nothing meanwhile; it resumes by itself when L1 answers.
 var ErrUpstreamUnreachable = errors.New("edge: direct mode: the origin stream on L1 is unreachable")
 
-// directConsumerConfig is a direct-mode edge's durable pull consumer on the
-// origin stream at L1: the sink runner's settings, with the name the link
-// permissions allow and the edge's filter.
-func directConsumerConfig(cfg *topology.Config, site *topology.Site) jetstream.ConsumerConfig {
-	c := sinkConsumerConfig(cfg)
-	c.Durable = topology.DirectConsumerName(site.Name)
-	c.Description = "leafline direct sink for " + site.Name
-	c.FilterSubject = site.Filter
+// directMaxRequestBatch is the largest pull request a direct consumer
+// takes: the bound of an edge's delivery.backlog_batch_size.
+const directMaxRequestBatch = 1000
+
+// errDirectConsumerMissing means that L1 has not created a direct-mode
+// edge's consumer (yet).
+var errDirectConsumerMissing = errors.New("L1 has not created this edge's consumer")
+
+// directConsumerConfig is the durable pull consumer that L1 creates for a
+// direct-mode edge on the origin stream: the name the link permissions
+// allow, the edge's filter, explicit ACK from the first event, no inactive
+// threshold, and the topology's Site.DirectConsumer settings. L1 and the
+// edge derive it from the same topology: L1 to create it, the edge to know
+// it before L1 answers.
+func directConsumerConfig(site *topology.Site) jetstream.ConsumerConfig {
+	dc := site.DirectConsumerSettings()
+	c := jetstream.ConsumerConfig{
+		Durable:         topology.DirectConsumerName(site.Name),
+		Description:     "leafline direct sink for " + site.Name,
+		DeliverPolicy:   jetstream.DeliverAllPolicy,
+		AckPolicy:       jetstream.AckExplicitPolicy,
+		AckWait:         dc.AckWait.D(),
+		MaxAckPending:   dc.MaxAckPending,
+		MaxDeliver:      -1,
+		MaxRequestBatch: directMaxRequestBatch,
+		FilterSubject:   site.Filter,
+	}
+	if dc.MaxDeliver > 0 {
+		c.MaxDeliver = dc.MaxDeliver
+	}
 	return c
 }
 
@@ -56,8 +80,9 @@ func directConsumerConfig(cfg *topology.Config, site *topology.Site) jetstream.C
 // connection the consumer uses (in process, with the edge's own inbox
 // prefix, which is all that the links let back to this edge), and waits up
 // to directStartWait for L1 to answer. It fails only when the consumer on
-// L1 is incompatible (ErrIncompatible); when L1 does not answer it returns
-// a consumer that reconciles itself on the first fetch that reaches L1.
+// L1 is incompatible (ErrIncompatible); when L1 does not answer, or has
+// not created the consumer yet, it returns a consumer that binds itself on
+// the first fetch that finds it.
 func (a *App) directSinkConsumer(ctx context.Context) (jetstream.Consumer, error) {
 	t := a.cfg.Topology
 	l1, ok := t.L1()
@@ -79,7 +104,7 @@ func (a *App) directSinkConsumer(ctx context.Context) (jetstream.Consumer, error
 		nc.Close()
 		return nil, err
 	}
-	want := directConsumerConfig(a.cfg, a.site)
+	want := directConsumerConfig(a.site)
 	d := &directConsumer{
 		js:     js,
 		nc:     nc,
@@ -109,10 +134,11 @@ func (a *App) directSinkConsumer(ctx context.Context) (jetstream.Consumer, error
 }
 
 // directConsumer is a jetstream.Consumer on the origin stream at L1 that
-// survives the links: it (re)creates the durable consumer when L1 answers,
-// and when L1 does not, turns each fetch into a pause and an empty batch,
-// logging the outage once (and again every directRemindEvery) instead of
-// once per fetch.
+// survives the links: it binds to the durable consumer that L1 created
+// when L1 answers, and when L1 does not (or has not created it yet), turns
+// each fetch into a pause and an empty batch, logging the outage once (and
+// again every directRemindEvery) instead of once per fetch. It never
+// creates, changes or deletes the consumer: the links do not let it.
 //
 // NOTE: only the sink runner's goroutine fetches; status readers may run
 // concurrently.
@@ -137,15 +163,14 @@ type directConsumer struct {
 
 type consumerBox struct{ c jetstream.Consumer }
 
-// current returns the consumer, looking it up and creating or updating it
-// on L1 when it is not known.
+// current returns the consumer, looking it up on L1 when it is not known.
 func (d *directConsumer) current(ctx context.Context) (jetstream.Consumer, error) {
 	if b := d.cons.Load(); b != nil {
 		return b.c, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, directAPITimeout)
 	defer cancel()
-	c, err := d.reconcile(ctx)
+	c, err := d.bind(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -154,34 +179,28 @@ func (d *directConsumer) current(ctx context.Context) (jetstream.Consumer, error
 	return c, nil
 }
 
-// reconcile looks the consumer up on L1, refuses an incompatible one, and
-// creates or updates it in place. It never deletes or recreates one.
-func (d *directConsumer) reconcile(ctx context.Context) (jetstream.Consumer, error) {
+// bind looks the consumer up on L1 and refuses one that direct mode
+// cannot use. A consumer L1 has not created yet is errDirectConsumerMissing
+// (wrapped in ErrUpstreamUnreachable: the runner waits for it).
+func (d *directConsumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 	name := d.want.Durable
 	where := fmt.Sprintf("consumer %s on stream %s in domain %s", name, d.stream, d.domain)
 	c, err := d.js.Consumer(ctx, d.stream, name)
 	switch {
 	case err == nil:
-		have := c.CachedInfo().Config
-		if have.AckPolicy != d.want.AckPolicy {
-			return nil, fmt.Errorf("%s: %w: ack policy is %s, direct mode needs %s", where, ErrIncompatible, have.AckPolicy, d.want.AckPolicy)
-		}
-		if have.DeliverPolicy != d.want.DeliverPolicy {
-			return nil, fmt.Errorf("%s: %w: deliver policy is %s, direct mode needs %s", where, ErrIncompatible, have.DeliverPolicy, d.want.DeliverPolicy)
-		}
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, fmt.Errorf("%w: %s: %w (L1 creates it for each direct-mode edge of its topology: is L1 running a topology in which this edge is direct?)", ErrUpstreamUnreachable, where, errDirectConsumerMissing)
 	case errors.Is(err, jetstream.ErrNotPullConsumer):
 		return nil, fmt.Errorf("%s: %w: it is a push consumer; direct mode needs a pull consumer", where, ErrIncompatible)
 	default:
 		return nil, d.unreachable(where, err)
 	}
-	c, err = d.js.CreateOrUpdateConsumer(ctx, d.stream, d.want)
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("%s: %w: %w", where, ErrIncompatible, err)
-		}
-		return nil, d.unreachable(where, err)
+	have := c.CachedInfo().Config
+	if have.AckPolicy != d.want.AckPolicy {
+		return nil, fmt.Errorf("%s: %w: ack policy is %s, direct mode needs %s", where, ErrIncompatible, have.AckPolicy, d.want.AckPolicy)
+	}
+	if have.DeliverPolicy != d.want.DeliverPolicy {
+		return nil, fmt.Errorf("%s: %w: deliver policy is %s, direct mode needs %s", where, ErrIncompatible, have.DeliverPolicy, d.want.DeliverPolicy)
 	}
 	return c, nil
 }
@@ -252,6 +271,10 @@ func (d *directConsumer) markDown(err error) {
 	now := time.Now()
 	d.lastErr = err.Error()
 	switch {
+	case (d.reachable || d.since.IsZero()) && errors.Is(err, errDirectConsumerMissing):
+		d.reachable, d.since, d.lastWarn = false, now, now
+		d.log.Warn("direct mode: L1 answers but has not created this edge's consumer on the origin stream; the sink runner processes nothing until it has (events wait on L1)",
+			"err", err)
 	case d.reachable || d.since.IsZero():
 		d.reachable, d.since, d.lastWarn = false, now, now
 		d.log.Warn("direct mode: cannot reach the origin stream on L1 through the leafnode links; the sink runner processes nothing until it can (events wait on L1; receipts already committed are still relayed)",
@@ -334,7 +357,7 @@ func (d *directConsumer) Info(ctx context.Context) (*jetstream.ConsumerInfo, err
 }
 
 // CachedInfo returns the consumer's last known info or, before L1 has
-// answered, the configuration the consumer will be created with.
+// answered, the configuration L1 creates it with.
 func (d *directConsumer) CachedInfo() *jetstream.ConsumerInfo {
 	if b := d.cons.Load(); b != nil {
 		return b.c.CachedInfo()

@@ -254,8 +254,8 @@ func TestDirect_UpstreamDown(t *testing.T) {
 }
 
 // TestDirect_StartWhileUnreachable: a direct-mode edge that starts while L1
-// cannot be reached starts anyway (after directStartWait), creates its
-// consumer on L1 when the link comes up, and processes.
+// cannot be reached starts anyway (after directStartWait), binds to the
+// consumer L1 created when the link comes up, and processes.
 func TestDirect_StartWhileUnreachable(t *testing.T) {
 	ls := directSystem(t, LocalOptions{}, map[string]string{"edge1": ""}, []string{"l1", "hub"})
 	ls.Links["edge1"].Cut()
@@ -274,8 +274,9 @@ func TestDirect_StartWhileUnreachable(t *testing.T) {
 	waitCompleted(t, ls, ids, "edge1")
 }
 
-// TestDirect_IncompatibleConsumer: an existing consumer on L1A under the
-// edge's name that direct mode cannot use stops the edge's start with
+// TestDirect_IncompatibleConsumer: a consumer on L1A under the edge's name
+// that direct mode cannot use (put there by a client of L1's account in
+// place of the one L1 created) stops the edge's start with
 // ErrIncompatible, and is left as it was.
 func TestDirect_IncompatibleConsumer(t *testing.T) {
 	ls := directSystem(t, LocalOptions{}, map[string]string{"edge1": ""}, []string{"l1", "hub"})
@@ -283,9 +284,14 @@ func TestDirect_IncompatibleConsumer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := topology.DirectConsumerName("edge1")
-	if _, err := l1js.CreateConsumer(ctx, "L1A", jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckNonePolicy}); err != nil {
-		t.Fatal(err)
-	}
+	// L1 may create its own again between the two calls: retry.
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if err := l1js.DeleteConsumer(ctx, "L1A", name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+		_, err := l1js.CreateConsumer(ctx, "L1A", jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckNonePolicy})
+		return err
+	})
 	_, err := ls.Start(ctx, "edge1")
 	if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "ack policy") {
 		t.Fatalf("start: %v", err)
@@ -297,8 +303,8 @@ func TestDirect_IncompatibleConsumer(t *testing.T) {
 
 // TestDirect_Security: with every link secured, a direct-mode edge reaches
 // its own consumer on L1 and nothing else: not another edge's consumer
-// (info, pull, create, delete, ACK, deliveries), not its own consumer with
-// a wider filter, not its deletion, not L1's streams; and replies reach it
+// (info, pull, create, delete, ACK, deliveries), not its own consumer's
+// creation (with any filter) or deletion, not L1's streams; and replies reach it
 // only under its own inbox prefix. The insecure control shows that the
 // same attempts otherwise succeed.
 func TestDirect_Security(t *testing.T) {
@@ -327,7 +333,7 @@ func directSecurity(t *testing.T, insecure bool) {
 	// of edge2's consumer.
 	e1name, e2name := topology.DirectConsumerName("edge1"), topology.DirectConsumerName("edge2")
 	e2site, _ := ls.Topology.Site("edge2")
-	e2cons, err := l1js.CreateOrUpdateConsumer(ctx, "L1A", directConsumerConfig(ls.Configs["edge2"], e2site))
+	e2cons, err := l1js.CreateOrUpdateConsumer(ctx, "L1A", directConsumerConfig(e2site))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,6 +426,7 @@ func directSecurity(t *testing.T, insecure bool) {
 		{"$JS.l1.API.CONSUMER.DELETE.L1A." + e2name, nil},
 		{"$JS.l1.API.CONSUMER.DELETE.L1A." + e1name, nil},
 		{"$JS.l1.API.CONSUMER.CREATE.L1A." + e1name + ".events.>", wide},
+		{"$JS.l1.API.CONSUMER.CREATE.L1A." + e1name + ".events.edge1.>", nil},
 		{"$JS.l1.API.CONSUMER.CREATE.L1A." + e1name, wide},
 		{"$JS.l1.API.CONSUMER.CREATE.L1A.leafline-intruder", nil},
 		{"$JS.l1.API.STREAM.INFO.L1A", nil},
@@ -500,8 +507,70 @@ func TestDirect_Plan(t *testing.T) {
 			t.Fatalf("RH sources %d edges, want 2", len(sc.Sources))
 		}
 	}
-	c := directConsumerConfig(ls.Configs["edge1"], e1)
-	if c.Durable != "leafline-sink-edge1" || c.FilterSubject != e1.Filter || c.AckPolicy != jetstream.AckExplicitPolicy || c.AckWait != ls.Configs["edge1"].Delivery.AckWait.D() {
+	e1.DirectConsumer = topology.DirectConsumer{AckWait: topology.Duration(time.Minute), MaxDeliver: 7}
+	c := directConsumerConfig(e1)
+	if c.Durable != "leafline-sink-edge1" || c.FilterSubject != e1.Filter || c.AckPolicy != jetstream.AckExplicitPolicy ||
+		c.AckWait != time.Minute || c.MaxAckPending != topology.DefaultDirectMaxAckPending || c.MaxDeliver != 7 || c.InactiveThreshold != 0 {
 		t.Fatalf("direct consumer config: %+v", c)
 	}
+}
+
+// TestDirect_L1RepairsItsConsumers: a client of L1's own account (the only
+// one that can) reshapes edge1's consumer and deletes edge2's; L1 puts the
+// first back in place and creates the second again, reports both, and both
+// edges then work.
+func TestDirect_L1RepairsItsConsumers(t *testing.T) {
+	logs := &syncBuffer{}
+	ls := directSystem(t, LocalOptions{Edges: 2, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))},
+		map[string]string{"edge1": "", "edge2": ""}, []string{"l1"})
+	l1js := clientJS(t, ls.App("l1").ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream := ls.Topology.Events.OriginStream
+	e1, e2 := topology.DirectConsumerName("edge1"), topology.DirectConsumerName("edge2")
+	var cfg jetstream.ConsumerConfig
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if _, err := l1js.Consumer(ctx, stream, e2); err != nil {
+			return err
+		}
+		c, err := l1js.Consumer(ctx, stream, e1)
+		if err != nil {
+			return err
+		}
+		cfg = c.CachedInfo().Config
+		return nil
+	})
+	cfg.InactiveThreshold = time.Hour
+	if _, err := l1js.UpdateConsumer(ctx, stream, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := l1js.DeleteConsumer(ctx, stream, e2); err != nil {
+		t.Fatal(err)
+	}
+	reg := ls.App("l1").Metrics().Registry()
+	check.For(t, 3*directGuardEvery, 50*time.Millisecond, func() error {
+		for _, e := range []string{"edge1", "edge2"} {
+			if got := registryValue(t, reg, "leafline_direct_consumer_altered_total", map[string]string{"edge": e}); got != 1 {
+				return fmt.Errorf("leafline_direct_consumer_altered_total{edge=%s} = %v", e, got)
+			}
+		}
+		if len(logs.lines("l1", "DIRECT CONSUMER ALTERED", "repaired in place", "inactive_threshold", "edge=edge1")) == 0 {
+			return errors.New("no log line for edge1's repair")
+		}
+		if len(logs.lines("l1", "DIRECT CONSUMER DELETED", "edge=edge2")) == 0 {
+			return errors.New("no log line for edge2's consumer created again")
+		}
+		if th := consumerInfo(t, l1js, stream, e1).Config.InactiveThreshold; th != 0 {
+			return fmt.Errorf("inactive threshold still %s", th)
+		}
+		_, err := l1js.Consumer(ctx, stream, e2)
+		return err
+	})
+	for _, s := range []string{"hub", "edge1", "edge2"} {
+		if _, err := ls.Start(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := publishN(t, l1js, "after-repair", 5)
+	waitCompleted(t, ls, ids, "edge1", "edge2")
 }

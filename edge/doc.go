@@ -106,22 +106,27 @@
 // An edge whose site has delivery_mode "direct" in the topology has no L2A,
 // and its hub serves no source on HA for it: the sink runner consumes L1A
 // at L1 itself, through both leafnode links, with a durable pull consumer
-// named leafline-sink-<site> (the site's filter, the box's delivery
-// settings) that the box creates or updates in place through L1's API
-// prefix and never recreates (ErrIncompatible). Its ACK is the ACK of the
-// original delivery on L1; the receipt path and the
-// commit-first rule are unchanged, and L1 still records completion from
-// receipts. The links carry exactly that consumer's lookups, creates, pull
-// requests and ACKs, and the replies under the edge's own inbox prefix
-// (topology.DirectPermissions), which only the consumer's connection uses.
+// named leafline-sink-<site>. L1 creates that consumer (the site's filter,
+// explicit ACK, no inactive threshold, the topology's
+// sites[].direct_consumer settings), checks it every 5s and puts back
+// what a client of its own account changed; the edge only binds to it
+// through L1's API prefix, and refuses one it cannot use
+// (ErrIncompatible). Its ACK is the ACK of the original delivery on L1;
+// the receipt path and the commit-first rule are unchanged, and L1 still
+// records completion from receipts. The links carry exactly that
+// consumer's lookups, pull requests and ACKs, and the replies under the
+// edge's own inbox prefix (topology.DirectPermissions), which only the
+// consumer's connection uses: an edge cannot create, change or delete its
+// consumer, so it cannot lose the record of what it has ACKed.
 //
 // The trade-off: a sourced edge goes on processing its own copy while a
 // link is down; a direct-mode edge processes nothing until both its link
 // and the hub's link to L1 are up. The events wait on L1; the runner makes
 // one attempt per second, logs the outage when it starts (and every minute
 // while it lasts, never per fetch), reports it in DirectStatus, and resumes
-// by itself. A box that starts while L1 is unreachable waits up to 5s, then
-// runs and creates its consumer when L1 answers. Every fetch and ACK
+// by itself. A box that starts while L1 is unreachable, or before L1 has
+// created its consumer, waits up to 5s, then runs and binds to the
+// consumer when L1 has it. Every fetch and ACK
 // crosses two links: AckWait must cover the batch plus the round trip, and
 // each fetch that ends on delivery.batch_timeout_ms is a pull request over
 // both links. In exchange, L1's consumer state shows what each edge has

@@ -18,7 +18,7 @@ type securityMetrics struct {
 	refusalsOnce sync.Once
 	violations   *prometheus.CounterVec // kind, conn
 	// directAltered counts the checks that found a direct edge's consumer
-	// on L1 not the shape its box creates (direct_guard.go).
+	// on L1 not the shape L1 creates, or deleted (direct_guard.go).
 	directAltered *prometheus.CounterVec // edge
 
 	last atomic.Pointer[LinkViolation]
@@ -48,7 +48,7 @@ func (m *Metrics) initSecurity() {
 		"Violations the box's server refused: a publish or subscription outside a connection's permissions, refused credentials or TLS (kind), on a leafnode link or a client connection (conn).",
 		"kind", "conn")
 	m.sec.directAltered = m.f.counterVec("direct_consumer_altered_total",
-		"Checks at L1 that found a direct-mode edge's consumer on the origin stream not the shape its box creates (repaired in place where the server allows).",
+		"Checks at L1 that found a direct-mode edge's consumer on the origin stream not the shape L1 creates (repaired in place where the server allows), or deleted (created again).",
 		"edge")
 	for _, k := range []string{violationPublish, violationSubscribe, violationAuth, violationTLS} {
 		for _, c := range []string{"leafnode", "client"} {

@@ -14,7 +14,9 @@
 // derived from it; a box's Config adds only what is local to the box (data
 // directory, listen addresses, sink, delivery tuning) and names its site.
 // An edge's delivery_mode "direct" replaces its sourced copy (L2A) with a
-// consumer of its own on L1A, reached through both links (Site.DeliveryMode).
+// consumer of its own on L1A, reached through both links (Site.DeliveryMode):
+// L1 creates it (Site.DirectConsumer), and the links let the edge only look
+// it up, pull and ACK (DirectPermissions).
 //
 // # Secure links
 //

@@ -549,26 +549,16 @@ func (t *Topology) sourcingPermissions(s, up *Site, fwd, rev string) LinkPermiss
 // edge on the origin stream at L1 needs on every link between the edge and
 // L1 (edge → hub, hub → L1), and nothing more:
 //
-//	toward L1   $JS.<l1>.API.CONSUMER.INFO.<origin>.leafline-sink-<edge>              look the consumer up
-//	            $JS.<l1>.API.CONSUMER.CREATE.<origin>.leafline-sink-<edge>.<filter>   create or update it, with the edge's filter only
-//	            $JS.<l1>.API.CONSUMER.MSG.NEXT.<origin>.leafline-sink-<edge>          pull requests
-//	            $JS.ACK.<l1>.*.<origin>.leafline-sink-<edge>.>                         ACK, NAK, InProgress, Term (v2 ACK subjects)
-//	toward edge leafline.direct.<edge>.>                                               API replies and deliveries (DirectInboxPrefix)
+//	toward L1   $JS.<l1>.API.CONSUMER.INFO.<origin>.leafline-sink-<edge>      look the consumer up
+//	            $JS.<l1>.API.CONSUMER.MSG.NEXT.<origin>.leafline-sink-<edge>  pull requests
+//	            $JS.ACK.<l1>.*.<origin>.leafline-sink-<edge>.>                 ACK, NAK, InProgress, Term (v2 ACK subjects)
+//	toward edge leafline.direct.<edge>.>                                       API replies and deliveries (DirectInboxPrefix)
 //
-// where <l1> is L1's JetStream domain and <filter> the edge's filter (the
-// CREATE subject has no filter token when the edge has none). The server
-// refuses a CREATE whose subject's filter differs from the request's, so
-// the edge cannot widen its consumer beyond its filter, and it can neither
-// delete its consumer nor reach any other consumer, stream or API of L1.
-//
-// NOTE: within that, the edge (and its hub) shapes its own consumer's
-// configuration: no permission looks inside a request. It could, say, give
-// the consumer an inactive threshold (the server then deletes it) or turn
-// it into a push consumer delivering its own filtered events elsewhere in
-// L1's account: that is the edge's entitlement re-routed, not another
-// site's data. A leafline L1 checks each direct edge's consumer against
-// the shape an edge's box creates, repairs in place what the server
-// allows, and reports the rest loudly (edge/direct_guard.go).
+// where <l1> is L1's JetStream domain. L1 creates the consumer (the shape
+// fixed by the topology, Site.DirectConsumer for its settings) and the edge
+// binds to it: no CREATE, UPDATE or DELETE subject crosses a link, so the
+// edge can neither change nor remove its consumer (and with it the record
+// of what it has ACKed), nor reach any other consumer, stream or API of L1.
 func (t *Topology) DirectPermissions(edge string) (LinkPermissions, error) {
 	e, ok := t.Site(edge)
 	if !ok || e.Role != RoleEdge {
@@ -580,14 +570,9 @@ func (t *Topology) DirectPermissions(edge string) (LinkPermissions, error) {
 	}
 	api := APIPrefix(l1.Domain)
 	stream, cons := t.Events.OriginStream, DirectConsumerName(e.Name)
-	create := api + ".CONSUMER.CREATE." + stream + "." + cons
-	if e.Filter != "" {
-		create += "." + e.Filter
-	}
 	return LinkPermissions{
 		Publish: []string{
 			api + ".CONSUMER.INFO." + stream + "." + cons,
-			create,
 			api + ".CONSUMER.MSG.NEXT." + stream + "." + cons,
 			"$JS.ACK." + l1.Domain + ".*." + stream + "." + cons + ".>",
 		},

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"strings"
+	"time"
 )
 
 // Role is what a site runs.
@@ -112,6 +113,12 @@ type Site struct {
 	// the topology, not of the box config, because the hub's and L1's link
 	// permissions and the hub's streams follow from it.
 	DeliveryMode string `json:"delivery_mode,omitempty"`
+	// DirectConsumer tunes the consumer that L1 creates on the origin
+	// stream for this edge in direct delivery mode (edge in direct mode
+	// only). L1 owns that consumer: the edge can neither create, change
+	// nor delete it (DirectPermissions), so its settings live here, where
+	// L1 reads them, and not in the edge's box config.
+	DirectConsumer DirectConsumer `json:"direct_consumer,omitzero"`
 	// Transport is the hop transport of this site's link to its upstream
 	// (hub and edge): "relay" or "sourcing". Zero value means
 	// Topology.Transport (LinkTransport).
@@ -125,6 +132,41 @@ const (
 	// DeliveryDirect: the edge consumes the origin stream on L1 directly.
 	DeliveryDirect = "direct"
 )
+
+// DirectConsumer is the box-local part of a direct-mode edge's consumer on
+// the origin stream at L1 (Site.DirectConsumer). Its shape is fixed: a
+// durable pull consumer named DirectConsumerName(site), explicit ACK,
+// delivering every event on the site's filter, with no inactive threshold.
+type DirectConsumer struct {
+	// AckWait is the consumer's AckWait: it must cover a batch's sink
+	// write plus the round trip across both links. Zero value means 30s
+	// (the edge box's delivery.ack_wait default); 1s..1h.
+	AckWait Duration `json:"ack_wait,omitempty"`
+	// MaxAckPending is the consumer's MaxAckPending: at least the edge's
+	// delivery.batch_size. Zero value means 4096; at most 1,000,000.
+	MaxAckPending int `json:"max_ack_pending,omitempty"`
+	// MaxDeliver is how often the server delivers one event before it
+	// stops (the edge's delivery.max_deliver_action leave). Zero value
+	// means unlimited, which an edge that dead-letters on its last
+	// delivery (max_deliver_action dead_letter) needs: it counts
+	// deliveries itself.
+	MaxDeliver int `json:"max_deliver,omitempty"`
+}
+
+// Defaults of DirectConsumer's zero values.
+const (
+	DefaultDirectAckWait       = 30 * time.Second
+	DefaultDirectMaxAckPending = 4096
+)
+
+// DirectConsumerSettings returns s.DirectConsumer with its zero values
+// replaced by their defaults.
+func (s *Site) DirectConsumerSettings() DirectConsumer {
+	dc := s.DirectConsumer
+	setDuration(&dc.AckWait, DefaultDirectAckWait)
+	setInt(&dc.MaxAckPending, DefaultDirectMaxAckPending)
+	return dc
+}
 
 // Direct reports whether s is an edge in direct delivery mode.
 func (s *Site) Direct() bool {

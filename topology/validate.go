@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 )
@@ -129,6 +130,7 @@ func (t *Topology) validateSites(p *problems) {
 		t.validateLeafnode(p, i)
 		t.validateFilter(p, i)
 		t.validateDeliveryMode(p, i)
+		t.validateDirectConsumer(p, i)
 		t.validateLinkSecurity(p, i)
 		t.validateReceiptKey(p, i)
 	}
@@ -331,6 +333,29 @@ func (t *Topology) validateDeliveryMode(p *problems, i int) {
 		return
 	}
 	p.oneOf(path, s.DeliveryMode, DeliverySourced, DeliveryDirect)
+}
+
+// validateDirectConsumer checks sites[i].direct_consumer.
+func (t *Topology) validateDirectConsumer(p *problems, i int) {
+	s := &t.Sites[i]
+	dc := s.DirectConsumer
+	if dc == (DirectConsumer{}) {
+		return
+	}
+	path := sitePath(i, "direct_consumer")
+	if !s.Direct() {
+		p.add(path, "only an edge with delivery_mode %q has a consumer on L1", DeliveryDirect)
+		return
+	}
+	if w := dc.AckWait.D(); w != 0 && (w < time.Second || w > time.Hour) {
+		p.add(path+".ack_wait", "must be 1s..1h, got %s", w)
+	}
+	if dc.MaxAckPending != 0 {
+		p.inRange(path+".max_ack_pending", dc.MaxAckPending, 1, 1_000_000)
+	}
+	if dc.MaxDeliver < 0 {
+		p.add(path+".max_deliver", "must be 0 (unlimited) or at least 1, got %d", dc.MaxDeliver)
+	}
 }
 
 // validateCycles reports each cycle in the upstream chain once, at its
@@ -600,6 +625,7 @@ func (c *Config) validateAgainst(p *problems, t *Topology) {
 	c.checkListenerClash(p, s)
 	c.validateSecurityAgainst(p, t, s)
 	c.validateSigningAgainst(p, s)
+	c.validateDirectAgainst(p, t, s)
 	if w := t.Events.DuplicateWindow; s.Role == RoleL1 && c.Completion.RedriveAfter <= w {
 		p.add("completion.redrive_after", "%s must exceed events.duplicate_window (%s): a copy published again inside the window is dropped as a duplicate", c.Completion.RedriveAfter, w)
 	}
@@ -693,4 +719,29 @@ func (p *problems) oneOf(path, v string, allowed ...string) bool {
 	}
 	p.add(path, "%q is not one of %s", v, strings.Join(allowed, ", "))
 	return false
+}
+
+// validateDirectAgainst checks a direct-mode edge's delivery settings
+// against the consumer that L1 creates for it (Site.DirectConsumer): the
+// box cannot change that consumer, so a setting of its own that differs
+// would have no effect, or would contradict it.
+func (c *Config) validateDirectAgainst(p *problems, t *Topology, s *Site) {
+	if !s.Direct() {
+		return
+	}
+	i := slices.IndexFunc(t.Sites, func(o Site) bool { return o.Name == s.Name })
+	where := "topology " + sitePath(i, "direct_consumer")
+	dc, d := s.DirectConsumerSettings(), c.Delivery
+	if d.AckWait != dc.AckWait {
+		p.add("delivery.ack_wait", "%s is not the AckWait of this direct-mode edge's consumer, which L1 creates (%s.ack_wait: %s): set it there", d.AckWait, where, dc.AckWait)
+	}
+	if d.MaxAckPending != dc.MaxAckPending {
+		p.add("delivery.max_ack_pending", "%d is not the MaxAckPending of this direct-mode edge's consumer, which L1 creates (%s.max_ack_pending: %d): set it there", d.MaxAckPending, where, dc.MaxAckPending)
+	}
+	switch {
+	case d.MaxDeliverAction == "dead_letter" && dc.MaxDeliver > 0:
+		p.add("delivery.max_deliver_action", "dead_letter needs the consumer that L1 creates for this direct-mode edge to deliver without limit (%s.max_deliver: 0), not stop after %d deliveries", where, dc.MaxDeliver)
+	case d.MaxDeliverAction != "dead_letter" && d.MaxDeliver != dc.MaxDeliver:
+		p.add("delivery.max_deliver", "%d is not the MaxDeliver of this direct-mode edge's consumer, which L1 creates (%s.max_deliver: %d): set it there", d.MaxDeliver, where, dc.MaxDeliver)
+	}
 }
