@@ -110,6 +110,9 @@ func (s *Service) handleBatch(ctx context.Context, b []laneItem) {
 	for i, it := range b {
 		s.finish(opCtx, it.msg, msgs[i], receivedAt)
 	}
+	// Before the next batch: a site past its bound of held receipts is
+	// brought back within it (held_limit.go).
+	s.limitHeld(ctx)
 }
 
 // consumeReceipts runs the receipts loop's pipeline on iter: batches

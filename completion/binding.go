@@ -40,12 +40,17 @@ const (
 	// RefusedOriginUnknown: held for an event whose origin was not seen
 	// within ServiceConfig.HoldFor (held.go).
 	RefusedOriginUnknown = "origin_unknown"
+	// RefusedHeldLimit: held for an event whose origin is unknown, the
+	// oldest of its site's when the site held more than its bound
+	// (ServiceConfig.HeldMaxPerSite, held_limit.go).
+	RefusedHeldLimit = "held_limit"
 )
 
 // RefusalReasons lists every refusal reason, in a fixed order.
 var RefusalReasons = []string{
 	RefusedMalformed, RefusedInvalid, RefusedSubjectMismatch, RefusedProcessorNotSite,
 	RefusedNotExpected, RefusedBadSignature, RefusedRejected, RefusedCorruptRecord, RefusedOriginUnknown,
+	RefusedHeldLimit,
 }
 
 // RefusalReason names the reason a receipt was quarantined for: err is the
@@ -71,7 +76,7 @@ func RefusalReason(err error) string {
 }
 
 // refusals counts quarantined receipts per reason.
-type refusals [9]atomic.Uint64
+type refusals [10]atomic.Uint64
 
 func (r *refusals) add(reason string) {
 	if i := slices.Index(RefusalReasons, reason); i >= 0 {
@@ -122,6 +127,9 @@ func (s *Service) countReleased(meta *jetstream.MsgMetadata, id string, hr recor
 	s.applied.Add(uint64(len(hr.Released)))
 	s.heldReleased.Add(uint64(len(hr.Released)))
 	s.heldRefused.Add(uint64(len(hr.Refused)))
+	if len(hr.Released)+len(hr.Refused) > 0 {
+		s.heldTally.forget(id)
+	}
 	if len(hr.Refused) > 0 {
 		s.log.Warn("receipts: held receipts refused: the event was not routed to their processors",
 			append(logAttrs(meta), "event_id", receipt.ShortQuote(id), "refusal", RefusedNotExpected, "processors", hr.Refused)...)

@@ -32,6 +32,10 @@ const (
 	DefaultOriginHeader       = "Nats-Msg-Id"
 	DefaultRedriveMax         = 1000
 	DefaultHoldFor            = 24 * time.Hour
+	// DefaultHeldMaxPerSite and DefaultHeldMaxBytesPerSite bound the
+	// receipts held for one site (ServiceConfig.HeldMaxPerSite).
+	DefaultHeldMaxPerSite      = 100_000
+	DefaultHeldMaxBytesPerSite = 32 << 20
 
 	// MaxStateBatch bounds ApplyBatch with an OpenState: a State other
 	// than the KV Store takes larger batches (it has no atomic batch limit).
@@ -170,6 +174,18 @@ type ServiceConfig struct {
 	// (refusal origin_unknown) and the record is removed. Zero =
 	// DefaultHoldFor. Used only with OriginStream.
 	HoldFor time.Duration
+	// HeldMaxPerSite bounds the receipts held for events whose origin is
+	// unknown, per site (the receipt's site): past it, the site's held
+	// events are quarantined oldest first (by their last receipt held),
+	// with every receipt held for each (refusal held_limit), and their
+	// records removed, until the site is within it again (held_limit.go).
+	// Zero = DefaultHeldMaxPerSite; -1 = no bound. Used only with
+	// OriginStream.
+	HeldMaxPerSite int
+	// HeldMaxBytesPerSite bounds the same receipts by their size (each
+	// receipt's encoding, as its quarantine record carries it), per site,
+	// in the same way. Zero = DefaultHeldMaxBytesPerSite; -1 = no bound.
+	HeldMaxBytesPerSite int64
 	// RedriveMax bounds the events redriven per round (every
 	// RedriveAfter/4); zero = DefaultRedriveMax.
 	RedriveMax int
@@ -195,6 +211,8 @@ func (c *ServiceConfig) setDefaults() {
 	setDefault(&c.OriginHeader, DefaultOriginHeader)
 	setDefault(&c.OverdueAfter, kvstore.DefaultOverdueAfter)
 	setDefault(&c.HoldFor, DefaultHoldFor)
+	setDefault(&c.HeldMaxPerSite, DefaultHeldMaxPerSite)
+	setDefault(&c.HeldMaxBytesPerSite, DefaultHeldMaxBytesPerSite)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -266,6 +284,12 @@ func (c *ServiceConfig) Validate() error {
 	}
 	if c.HoldFor < 0 {
 		add("HoldFor", "must not be negative")
+	}
+	if c.HeldMaxPerSite < -1 {
+		add("HeldMaxPerSite", "must be -1 (no bound) or at least 1, got %d", c.HeldMaxPerSite)
+	}
+	if c.HeldMaxBytesPerSite < -1 {
+		add("HeldMaxBytesPerSite", "must be -1 (no bound) or at least 1, got %d", c.HeldMaxBytesPerSite)
 	}
 	if c.RedriveAfter > 0 && c.OriginStream == "" {
 		add("RedriveAfter", "needs OriginStream")

@@ -30,6 +30,21 @@
 // expected processors and sets the others aside (Completion.Unexpected);
 // receipts held HoldFor with no origin are quarantined (refusal
 // origin_unknown) and their record removed.
+//
+// Held receipts are bounded per site (HeldMaxPerSite, HeldMaxBytesPerSite):
+// a site that sends receipts for events L1 never saw (a stolen edge forging
+// event ids) costs L1 at most that much held state. Past either bound the
+// site's oldest held events are quarantined (refusal held_limit, counted in
+// Stats.HeldLimited) with every receipt held for them, and their records
+// removed, before the receipts loop takes its next batch; a site is over
+// its bound by at most the receipts of the batches being applied
+// (4·ApplyBatch). As with HoldFor, the quarantine records are PubAck'ed
+// before the removal, which is a compare-and-set on the record read: a
+// crash in between leaves the receipts held and quarantines them again,
+// and an origin that arrives meanwhile keeps the record. The bound is on
+// what L1 holds, not on what it keeps: every receipt, held or not, stays in
+// the receipts stream and the completion log, and each one quarantined
+// adds a quarantine record (bounded by QuarantineMaxBytes).
 // Every refusal is quarantined, counted per reason (Service.Refusals) and
 // logged with its reason.
 //
@@ -106,6 +121,21 @@
 //     removed (held.go): an event that left L1A before the tracker read it
 //     loses its record that way too. The tracker starts at the beginning
 //     of the origin stream (DeliverAll).
+//   - The held bound evicts whole records: an event held for two sites,
+//     one of them over its bound, loses both sites' held receipts (the
+//     other's to quarantine, with the reason). A site can only do that to
+//     events L1 has not seen, whose ids it knows.
+//   - The held bound quarantines at the pace the quarantine stream stores
+//     records (one flush each under SyncAlways): a flood of receipts for
+//     unseen events is absorbed at that pace, and the receipts behind it
+//     wait in the receipts stream (docs/measurements has the figure).
+//     While the quarantine stream is full, nothing past the bound can be
+//     quarantined: those receipts stay held, and each round logs why.
+//   - The tally of held receipts per site is kept in memory by each
+//     instance and counted again from the State every expiry round: what
+//     another instance released or removed meanwhile still counts here
+//     until then, and can make this one quarantine a site's oldest held
+//     events early.
 //   - Overdue uses published_at (L1's clock); processed_at comes from the
 //     edge's clock and is informational.
 //   - Summary counts index entries one after another (no snapshot) and may

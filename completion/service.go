@@ -48,7 +48,11 @@ type Service struct {
 	lastReceipt  siteClock      // per processor, when this instance last recorded a receipt
 
 	held, heldReleased, heldRefused, heldExpired atomic.Uint64
+	heldLimited                                  atomic.Uint64
 	refused                                      refusals
+
+	heldTally   heldTally  // receipts held per site (held_limit.go)
+	heldLimitMu sync.Mutex // one limitHeld at a time
 }
 
 // NewService fills defaults into cfg, validates it, and returns a Service.
@@ -107,6 +111,7 @@ func (s *Service) Stats() record.Stats {
 		HeldReleased: s.heldReleased.Load(),
 		HeldRefused:  s.heldRefused.Load(),
 		HeldExpired:  s.heldExpired.Load(),
+		HeldLimited:  s.heldLimited.Load(),
 	}
 }
 
@@ -420,6 +425,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg, prep any) {
 		s.apply(opCtx, [][]unit{us}, receivedAt)
 	}
 	s.finish(opCtx, msg, us, receivedAt)
+	s.limitHeld(ctx)
 }
 
 // unit is one receipt of a message (a bundle holds several) on its way
@@ -565,6 +571,7 @@ func (s *Service) finishUnit(opCtx context.Context, msg jetstream.Msg, metadata 
 			s.log.Warn("receipts: conflicting status ignored", append(logAttrs(metadata()), "event_id", receipt.ShortQuote(r.EventID), "processor", r.Processor, "status", r.Status)...)
 		case record.Held:
 			s.held.Add(1)
+			s.noteHeld(r, receivedAt)
 			s.log.Warn("receipts: receipt held: its event's origin has not been seen", append(logAttrs(metadata()), "event_id", receipt.ShortQuote(r.EventID), "processor", r.Processor, "receipt_site", r.Site, "status", r.Status)...)
 		}
 		// ErrIndexIncomplete: redeliver so the repeat finishes the index.

@@ -425,6 +425,11 @@ func (a *App) startL1(ctx context.Context) error {
 		Expected:      completion.ExpectedByFilter(filters),
 		OverdueAfter:  cfg.Completion.OverdueAfter.D(),
 		RedriveAfter:  cfg.Completion.RedriveAfter.D(),
+		// A receipt for an event L1 has not seen is held: for hold_for at
+		// most, and within the bounds of its site.
+		HoldFor:             cfg.Completion.HoldFor.D(),
+		HeldMaxPerSite:      cfg.Completion.HeldMaxPerSite,
+		HeldMaxBytesPerSite: cfg.Completion.HeldMaxBytesPerSite,
 		// The state commits whatever is waiting as one log entry and one
 		// transaction: large batches make few, large commits.
 		ApplyBatch: state.ServiceApplyBatch,
@@ -442,6 +447,7 @@ func (a *App) startL1(ctx context.Context) error {
 	a.opsL1.Store(&l1Ops{svc: svc, status: status.NewHTTPHandler(svc)})
 	a.metrics.watchCompletions(svc.Stats)
 	a.metrics.watchRefusals(svc.Refusals)
+	a.metrics.watchHeld(svc.HeldBySite)
 	a.metrics.watchUnidentified(svc.UnidentifiedCount)
 	if err := a.startCleanup(svc); err != nil {
 		return err

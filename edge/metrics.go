@@ -49,7 +49,8 @@ type Metrics struct {
 	unidentified     atomic.Pointer[func(context.Context) (int64, error)]
 	unidentifiedOnce sync.Once
 
-	sec securityMetrics // see metrics_security.go
+	sec  securityMetrics // see metrics_security.go
+	held heldMetrics     // see metrics_held.go
 
 	cleanup cleanupMetrics // see cleanup.go
 }
@@ -121,6 +122,7 @@ func (m *Metrics) registerCompletions() {
 		{"completion_held_total", "Receipts held because L1 had not seen their event's origin (status origin_unknown); they count for nothing until it is seen.", func(s record.Stats) uint64 { return s.Held }},
 		{"completion_held_released_total", "Held receipts counted once the origin showed the event routed to their processor.", func(s record.Stats) uint64 { return s.HeldReleased }},
 		{"completion_held_refused_total", "Held receipts set aside once the origin showed the event not routed to their processor.", func(s record.Stats) uint64 { return s.HeldRefused }},
+		{"completion_held_limited_total", "Held receipts quarantined because their site held more than completion.held_max_per_site receipts or completion.held_max_bytes_per_site bytes for events L1 has not seen; the oldest go first (refusal held_limit).", func(s record.Stats) uint64 { return s.HeldLimited }},
 		{"completion_origin_unidentified_total", "Origin messages the tracker could not track (no usable event_id, or no valid expected set), redeliveries included; leafline_completion_origin_unidentified is the durable count of the first kind.", func(s record.Stats) uint64 { return s.OriginSkipped }},
 		{"completion_origin_reused_total", "Origin messages that reused a known event_id with another payload (the first publication stands; the event is marked a conflict).", func(s record.Stats) uint64 { return s.OriginReused }},
 	} {

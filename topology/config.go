@@ -300,6 +300,21 @@ type CompletionConfig struct {
 	// hop lost is repaired end to end (see receipts/redrive.go). It must
 	// exceed events.duplicate_window. Zero value means 10m.
 	RedriveAfter Duration `json:"redrive_after,omitempty"`
+	// HoldFor is how long L1 holds a receipt for an event whose origin it
+	// has not seen (status origin_unknown): past it, with no receipt held
+	// for the event more recently, the held receipts are quarantined
+	// (refusal origin_unknown). Zero value means 24h; at least 1s.
+	HoldFor Duration `json:"hold_for,omitempty"`
+	// HeldMaxPerSite bounds the receipts held for one site: past it, the
+	// site's oldest held events are quarantined (refusal held_limit)
+	// until it is within it again. It bounds what a site that reports
+	// events L1 never saw (a stolen edge forging ids) costs L1. Zero value
+	// means 100000; -1 means no bound.
+	HeldMaxPerSite int `json:"held_max_per_site,omitempty"`
+	// HeldMaxBytesPerSite bounds the same receipts by their size (each
+	// receipt's encoding), in the same way. Zero value means 32 MiB; -1
+	// means no bound; otherwise at least 64 KiB.
+	HeldMaxBytesPerSite int64 `json:"held_max_bytes_per_site,omitempty"`
 	// Cleanup deletes the origin messages of done events, with an audit
 	// record each (see CleanupConfig). Off by default.
 	Cleanup CleanupConfig `json:"cleanup,omitzero"`
@@ -370,6 +385,9 @@ func (c *Config) SetDefaults() {
 	setDuration(&co.OverdueAfter, 5*time.Minute)
 	setInt(&co.History, 1)
 	setDuration(&co.RedriveAfter, 10*time.Minute)
+	setDuration(&co.HoldFor, 24*time.Hour)
+	setInt(&co.HeldMaxPerSite, 100_000)
+	setInt64(&co.HeldMaxBytesPerSite, 32<<20)
 	c.Cluster.setDefaults(c.Site)
 	co.Cleanup.setDefaults()
 	setString(&c.Log.Level, "info")

@@ -80,6 +80,9 @@ func TestConfig_Validate_Bad(t *testing.T) {
 		{"quarantine subject in receipts", "l1", func(c *Config) { c.Completion.QuarantineSubject = "leafline.receipts" }, "completion.quarantine_subject", "overlaps the receipt subjects"},
 		{"completion history too high", "l1", func(c *Config) { c.Completion.History = 65 }, "completion.history", "must be 1..64 (revisions kept per key in the completion bucket), got 65"},
 		{"completion history negative", "l1", func(c *Config) { c.Completion.History = -1 }, "completion.history", "must be 1..64"},
+		{"hold for too short", "l1", func(c *Config) { c.Completion.HoldFor = Duration(time.Millisecond) }, "completion.hold_for", "must be at least 1s, got 1ms"},
+		{"held max per site", "l1", func(c *Config) { c.Completion.HeldMaxPerSite = -2 }, "completion.held_max_per_site", "must be -1 (no bound) or at least 1, got -2"},
+		{"held max bytes per site", "l1", func(c *Config) { c.Completion.HeldMaxBytesPerSite = 1000 }, "completion.held_max_bytes_per_site", "must be -1 (no bound) or at least 65536 (64 KiB), got 1000"},
 		{"cleanup grace", "l1", func(c *Config) { c.Completion.Cleanup.Grace = -1 }, "completion.cleanup.grace", "negative"},
 		{"cleanup max per pass", "l1", func(c *Config) { c.Completion.Cleanup.MaxPerPass = 1_000_001 }, "completion.cleanup.max_per_pass", "outside 1..1000000"},
 		{"cleanup audit stream name", "l1", func(c *Config) { c.Completion.Cleanup.AuditStream = "A.B" }, "completion.cleanup.audit_stream", `contains "."`},
@@ -124,6 +127,7 @@ func TestConfig_Validate_Good(t *testing.T) {
 		{"edge settings ignored on hub", "hub", func(c *Config) { c.Delivery.BatchSize = 16 }},
 		{"upstream url override", "edge1", func(c *Config) { c.Leafnode.UpstreamURL = "tls://proxy.local:7422" }},
 		{"completion history max", "l1", func(c *Config) { c.Completion.History = 64 }},
+		{"held receipts unbounded", "l1", func(c *Config) { c.Completion.HeldMaxPerSite, c.Completion.HeldMaxBytesPerSite = -1, -1 }},
 		{"cleanup on", "l1", func(c *Config) {
 			c.Completion.Cleanup = CleanupConfig{Enabled: true, Grace: Duration(time.Minute), AllowDeadLettered: true, MaxPerPass: 1}
 		}},

@@ -595,6 +595,15 @@ func (c *Config) validateCompletion(p *problems) {
 	if co.RedriveAfter <= 0 {
 		p.add("completion.redrive_after", "must be positive")
 	}
+	if co.HoldFor < Duration(time.Second) {
+		p.add("completion.hold_for", "must be at least 1s, got %s", co.HoldFor)
+	}
+	if co.HeldMaxPerSite < -1 || co.HeldMaxPerSite == 0 {
+		p.add("completion.held_max_per_site", "must be -1 (no bound) or at least 1, got %d", co.HeldMaxPerSite)
+	}
+	if b := co.HeldMaxBytesPerSite; b != -1 && b < 64<<10 {
+		p.add("completion.held_max_bytes_per_site", "must be -1 (no bound) or at least 65536 (64 KiB), got %d", b)
+	}
 	if co.History < 1 || co.History > 64 {
 		p.add("completion.history", "must be 1..64 (revisions kept per key in the completion bucket), got %d", co.History)
 	}

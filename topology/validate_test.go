@@ -190,6 +190,9 @@ func TestConfig_SetDefaults(t *testing.T) {
 		{"completion.overdue_after", c.Completion.OverdueAfter.String(), "5m0s"},
 		{"completion.redrive_after", c.Completion.RedriveAfter.String(), "10m0s"},
 		{"completion.history", c.Completion.History, 1},
+		{"completion.hold_for", c.Completion.HoldFor.String(), "24h0m0s"},
+		{"completion.held_max_per_site", c.Completion.HeldMaxPerSite, 100000},
+		{"completion.held_max_bytes_per_site", c.Completion.HeldMaxBytesPerSite, int64(32 << 20)},
 		{"log.level", c.Log.Level, "info"},
 		{"log.format", c.Log.Format, "text"},
 	}

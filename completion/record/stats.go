@@ -41,4 +41,8 @@ type Stats struct {
 	// HeldExpired counts held receipts quarantined because their event's
 	// origin was not seen within HoldFor.
 	HeldExpired uint64 `json:"held_expired,omitempty"`
+	// HeldLimited counts held receipts quarantined because their site
+	// held more than its bound (ServiceConfig.HeldMaxPerSite,
+	// HeldMaxBytesPerSite).
+	HeldLimited uint64 `json:"held_limited,omitempty"`
 }
