@@ -447,7 +447,7 @@ func (a *App) startL1(ctx context.Context) error {
 	a.opsL1.Store(&l1Ops{svc: svc, status: status.NewHTTPHandler(svc)})
 	a.metrics.watchCompletions(svc.Stats)
 	a.metrics.watchRefusals(svc.Refusals)
-	a.metrics.watchHeld(svc.HeldBySite)
+	a.metrics.watchHeld(svc.HeldBySite, sites)
 	a.metrics.watchUnidentified(svc.UnidentifiedCount)
 	if err := a.startCleanup(svc); err != nil {
 		return err

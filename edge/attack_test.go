@@ -314,6 +314,9 @@ func TestAttack_DeadLetterFromElsewhere(t *testing.T) {
 	if got := registryValue(t, l1.Metrics().Registry(), "leafline_completion_held_total", nil); got != 1 {
 		t.Errorf("leafline_completion_held_total = %v", got)
 	}
+	if got := registryValue(t, l1.Metrics().Registry(), "leafline_completion_held_receipts", map[string]string{"edge": "edge1"}); got != 1 {
+		t.Errorf("leafline_completion_held_receipts{edge=edge1} = %v", got)
+	}
 	if len(logs.lines("l1", "receipt held", "never-published")) == 0 {
 		t.Error("no log line for the held receipt")
 	}

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -14,16 +15,19 @@ import (
 // completion.held_max_per_site and held_max_bytes_per_site.
 type heldMetrics struct {
 	source atomic.Pointer[func() map[string]completion.HeldUsage]
+	edges  atomic.Pointer[[]string] // always exported, 0 while they hold nothing
 	once   sync.Once
 	// receipts and bytes describe leafline_completion_held_receipts{site}
 	// and leafline_completion_held_bytes{site}.
 	receipts, bytes *prometheus.Desc
 }
 
-// watchHeld exports the completion service's held receipts per site; like
-// watchCompletions, a later call replaces the source.
-func (m *Metrics) watchHeld(bySite func() map[string]completion.HeldUsage) {
+// watchHeld exports the completion service's held receipts per site, for
+// each of edges and any other site that holds some; like watchCompletions,
+// a later call replaces the source.
+func (m *Metrics) watchHeld(bySite func() map[string]completion.HeldUsage, edges []string) {
 	m.held.source.Store(&bySite)
+	m.held.edges.Store(&edges)
 	m.held.once.Do(func() {
 		m.held.receipts = prometheus.NewDesc(namespace+"_completion_held_receipts",
 			"Receipts L1 holds for events it has not seen (status origin_unknown), by the edge site that sent them; bounded by completion.held_max_per_site.",
@@ -47,7 +51,14 @@ func (h *heldMetrics) Collect(ch chan<- prometheus.Metric) {
 	if src == nil {
 		return
 	}
-	for site, u := range (*src)() {
+	usage := (*src)()
+	sites := maps.Clone(usage)
+	if edges := h.edges.Load(); edges != nil {
+		for _, e := range *edges {
+			sites[e] = usage[e]
+		}
+	}
+	for site, u := range sites {
 		ch <- prometheus.MustNewConstMetric(h.receipts, prometheus.GaugeValue, float64(u.Receipts), site)
 		ch <- prometheus.MustNewConstMetric(h.bytes, prometheus.GaugeValue, float64(u.Bytes), site)
 	}
