@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,16 +15,6 @@ import (
 	"github.com/leafline/leafline/sink/sinktest"
 	"github.com/leafline/leafline/topology"
 )
-
-// crashCounts counts what a sink reports through sink.Counters.
-type crashCounts struct{ crashes, restarts atomic.Int64 }
-
-func (c *crashCounts) counters() sink.Counters {
-	return sink.Counters{
-		TargetCrash:   func() { c.crashes.Add(1) },
-		WorkerRestart: func() { c.restarts.Add(1) },
-	}
-}
 
 // openCounted opens x's sink as a box does (sink.Open), counting into c.
 func (x *execTarget) openCounted(t *testing.T, c *crashCounts) sink.Sink {
