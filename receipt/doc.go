@@ -23,8 +23,10 @@
 //	 "reason":"...",                       // optional
 //	 "payload_sha256":"9f86d0…"}            // optional
 //
-// status is "processed" or "dead_lettered"; reason is a short, safe text for
-// dead-lettered events (never the payload); payload_sha256 is PayloadDigest
+// status is "processed", "dead_lettered" or "expired" (the event was older
+// than its expiry when the processor reached it and was never handed to
+// the sink; see Deadline); reason is a short, safe text for dead-lettered
+// and expired events (never the payload); payload_sha256 is PayloadDigest
 // of the payload the processor received (see Receipt.PayloadSHA256). See
 // Receipt.Validate for every rule. Decode is strict: unknown or duplicate
 // keys, wrong types, null, missing fields and trailing data are errors
@@ -35,6 +37,9 @@
 // decoder that predates it quarantines the receipts that carry it: upgrade
 // L1 before its edges (a quarantined receipt's event stays pending, and
 // L1's redrive has it receipted again once L1 understands it).
+// The same holds for a status value: "expired" is accepted by version 1
+// decoders of this release; an older L1 refuses it in Validate ("status:
+// must be …") and quarantines the receipt with that reason.
 //
 // # Message id
 //

@@ -36,11 +36,16 @@ const (
 	// StatusDeadLettered: the processor gave up on the event and wrote a
 	// dead-letter record for it.
 	StatusDeadLettered Status = "dead_lettered"
+	// StatusExpired: the event was older than its expiry when the
+	// processor reached it, so it was never handed to the sink (see
+	// Deadline). Like dead_lettered it is terminal: the event will not be
+	// processed.
+	StatusExpired Status = "expired"
 )
 
 // Valid reports whether s is one of the defined statuses.
 func (s Status) Valid() bool {
-	return s == StatusProcessed || s == StatusDeadLettered
+	return s == StatusProcessed || s == StatusDeadLettered || s == StatusExpired
 }
 
 // Receipt is a processor's durable statement that it reached a terminal
@@ -54,7 +59,7 @@ type Receipt struct {
 	Site         string    `json:"site"`
 	Status       Status    `json:"status"`
 	ProcessedAt  time.Time `json:"processed_at"`
-	Reason       string    `json:"reason,omitempty"` // safe reason for dead_lettered; never a payload
+	Reason       string    `json:"reason,omitempty"` // safe reason for dead_lettered or expired; never a payload
 	// PayloadSHA256 is PayloadDigest of the event's payload as the
 	// processor received it (optional): a processor that finds its receipt
 	// for the event_id already stored with another digest knows the id was
@@ -117,7 +122,7 @@ func (r Receipt) Validate() error {
 		}
 	}
 	if !r.Status.Valid() {
-		add("status: must be %q or %q", StatusProcessed, StatusDeadLettered)
+		add("status: must be %q, %q or %q", StatusProcessed, StatusDeadLettered, StatusExpired)
 	}
 	if r.ProcessedAt.IsZero() {
 		add("processed_at: must be set")
