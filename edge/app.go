@@ -60,6 +60,10 @@ type App struct {
 
 	cleaner *cleanup.Cleaner // L1 with completion.cleanup enabled
 
+	// held are the sources of links switched from the relay to sourcing
+	// that wait to be positioned (switch.go).
+	held []heldSource
+
 	// opened is the sink the config names, when the box opened it (not
 	// one given with WithSink or WithTxSink, which the caller owns).
 	opened sink.Opened
@@ -286,7 +290,11 @@ func (a *App) start(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := reconcile(rctx, a.js, sitePlan(cfg, a.site)); err != nil {
+	p := sitePlan(cfg, a.site)
+	if a.held, err = holdSwitchedSources(rctx, a.js, cfg, a.site, &p); err != nil {
+		return err
+	}
+	if err := reconcile(rctx, a.js, p); err != nil {
 		return a.storageLimitsError(ctx, err)
 	}
 	switch a.site.Role {
@@ -557,6 +565,9 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 		}
 	}
 	g.Go(func() error { a.trimStreams(ctx); return nil })
+	if held := a.held; len(held) > 0 {
+		g.Go(func() error { a.positionSources(ctx, held); return nil })
+	}
 	a.startFleetLoops(ctx, g) // see fleet.go
 	if err := a.startHopRelays(ctx, g); err != nil {
 		g.Go(func() error { return err })

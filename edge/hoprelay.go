@@ -50,13 +50,17 @@ func takerName(t *topology.Topology, site, down *topology.Site) string {
 }
 
 // relayConsumerConfig is the durable pull consumer that a relay link's
-// downstream site pulls through the link.
+// downstream site pulls through the link. Its ACK policy is all: the relay
+// ACKs a batch with one message instead of one per message, which halves
+// the messages crossing the link. A consumer created with explicit ACKs
+// keeps them (reconcile; the server cannot change a policy in place), and
+// the relay ACKs it message by message.
 func relayConsumerConfig(down *topology.Site, filter string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:         topology.RelayConsumerName(down.Name),
 		Description:     "leafline relay for " + down.Name,
 		DeliverPolicy:   jetstream.DeliverAllPolicy,
-		AckPolicy:       jetstream.AckExplicitPolicy,
+		AckPolicy:       jetstream.AckAllPolicy,
 		AckWait:         relayAckWait,
 		MaxAckPending:   relayBatch,
 		MaxRequestBatch: relayBatch,
@@ -76,18 +80,38 @@ func relayInto(c *jetstream.StreamConfig, site *topology.Site) {
 	c.AllowAtomicPublish = true
 }
 
-// relaySpec is one relay link that a site runs, as the downstream end.
+// relaySpec is one link on which a site is the taker (the downstream end):
+// by the relay, which the site runs, or by stream sourcing.
 type relaySpec struct {
 	from        *topology.Site // the upstream end's site
 	stream      string         // the stream taken, at from
 	localStream string         // the stream filled, at this site
 	subject     func(string) string
 	marks       []string // subjects of localStream that hold only this link's messages
+	relay       bool     // the link's transport is the relay
+}
+
+// linkName is the name of the relay of sp at site (hop.Link.Name, and the
+// hop.HeaderLink of what it stores).
+func (sp relaySpec) linkName(site *topology.Site) string {
+	return sp.from.Name + "-" + sp.stream + "-" + site.Name
 }
 
 // relaySpecs lists the relay links that site runs: one per link of its
 // own whose transport is relay and on which it is the taker.
 func relaySpecs(cfg *topology.Config, site *topology.Site) []relaySpec {
+	var out []relaySpec
+	for _, sp := range takenLinks(cfg, site) {
+		if sp.relay {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// takenLinks lists the links on which site is the taker, by either
+// transport.
+func takenLinks(cfg *topology.Config, site *topology.Site) []relaySpec {
 	t := cfg.Topology
 	ev, rc := t.Events, t.Receipts
 	ingest := func(local string) func(string) string {
@@ -99,23 +123,15 @@ func relaySpecs(cfg *topology.Config, site *topology.Site) []relaySpec {
 	switch site.Role {
 	case topology.RoleL1:
 		for _, hub := range t.Downstream(site.Name) {
-			if !relayed(t, site, hub) {
-				continue
-			}
 			var marks []string
 			for _, e := range t.Downstream(hub.Name) {
 				marks = append(marks, t.ReceiptFilter(e.Name))
 			}
-			out = append(out, relaySpec{hub, rc.HubStream, rc.L1Stream, ingest(rc.L1Stream), marks})
+			out = append(out, relaySpec{hub, rc.HubStream, rc.L1Stream, ingest(rc.L1Stream), marks, relayed(t, site, hub)})
 		}
 	case topology.RoleHub:
-		if relayed(t, site, up) {
-			out = append(out, relaySpec{up, ev.OriginStream, ev.HubStream, ingest(ev.HubStream), []string{">"}})
-		}
+		out = append(out, relaySpec{up, ev.OriginStream, ev.HubStream, ingest(ev.HubStream), []string{">"}, relayed(t, site, up)})
 		for _, e := range t.Downstream(site.Name) {
-			if !relayed(t, site, e) {
-				continue
-			}
 			// The edge's link carries only its own receipts
 			// (topology.ReceiptBinding): the site token is rewritten.
 			in, prefix := ingest(rc.HubStream), rc.SubjectPrefix+"."
@@ -126,11 +142,11 @@ func relaySpecs(cfg *topology.Config, site *topology.Site) []relaySpec {
 				}
 				return in(s)
 			}
-			out = append(out, relaySpec{e, rc.EdgeStream, rc.HubStream, bind, []string{t.ReceiptFilter(e.Name)}})
+			out = append(out, relaySpec{e, rc.EdgeStream, rc.HubStream, bind, []string{t.ReceiptFilter(e.Name)}, relayed(t, site, e)})
 		}
 	case topology.RoleEdge:
-		if !site.Direct() && relayed(t, site, up) {
-			out = append(out, relaySpec{up, ev.HubStream, ev.EdgeStream, ingest(ev.EdgeStream), []string{">"}})
+		if !site.Direct() {
+			out = append(out, relaySpec{up, ev.HubStream, ev.EdgeStream, ingest(ev.EdgeStream), []string{">"}, relayed(t, site, up)})
 		}
 	}
 	return out
@@ -160,7 +176,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 		if err != nil {
 			return err
 		}
-		name := sp.from.Name + "-" + sp.stream + "-" + a.site.Name
+		name := sp.linkName(a.site)
 		r, err := hop.New(hop.Link{
 			Name: name, Upstream: up, Stream: sp.stream, Consumer: topology.RelayConsumerName(a.site.Name),
 			Local: local, LocalStream: sp.localStream, Subject: sp.subject, Marks: sp.marks,
@@ -174,10 +190,11 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 	return nil
 }
 
-// keepRelayMarks sets, in each plan of a stream that relay links fill,
-// the links' mark subjects.
+// keepRelayMarks sets, in each plan of a stream that links fill, the
+// links' mark subjects, whichever their transport: the newest message of
+// a link gives its mark to a relay that takes the link over (switchLinks).
 func keepRelayMarks(cfg *topology.Config, site *topology.Site, plans []trimPlan) []trimPlan {
-	for _, sp := range relaySpecs(cfg, site) {
+	for _, sp := range takenLinks(cfg, site) {
 		for i := range plans {
 			if plans[i].stream == sp.localStream {
 				plans[i].keep = append(plans[i].keep, sp.marks...)

@@ -25,6 +25,12 @@ type plan struct {
 type consumerPlan struct {
 	stream string
 	cfg    jetstream.ConsumerConfig
+	// eitherAck lets an existing consumer with explicit ACKs keep them
+	// where cfg asks for ACK policy all: its user handles both.
+	eitherAck bool
+	// replaces is the consumer that the link's other transport takes the
+	// stream with (switchLinks).
+	replaces string
 }
 
 // sitePlan derives the streams and consumers of one site from the topology.
@@ -83,10 +89,11 @@ func sitePlan(cfg *topology.Config, site *topology.Site) plan {
 	// for a downstream site.
 	serve := func(stream string, down *topology.Site, filter string) {
 		if relayed(t, site, down) {
-			p.consumers = append(p.consumers, consumerPlan{stream: stream, cfg: relayConsumerConfig(down, filter)})
+			p.consumers = append(p.consumers, consumerPlan{stream: stream, cfg: relayConsumerConfig(down, filter),
+				eitherAck: true, replaces: topology.SourceConsumerName(down.Name)})
 			return
 		}
-		p.consumers = append(p.consumers, consumerPlan{stream: stream, cfg: jetstream.ConsumerConfig{
+		p.consumers = append(p.consumers, consumerPlan{stream: stream, replaces: topology.RelayConsumerName(down.Name), cfg: jetstream.ConsumerConfig{
 			Durable:        topology.SourceConsumerName(down.Name),
 			Description:    "leafline durable source for " + down.Name,
 			DeliverPolicy:  jetstream.DeliverAllPolicy,
@@ -204,7 +211,9 @@ func sinkConsumerConfig(cfg *topology.Config) jetstream.ConsumerConfig {
 var ErrIncompatible = errors.New("existing JetStream asset is incompatible with the configuration")
 
 // reconcile creates the plan's streams and consumers, or updates them in
-// place. It never deletes, recreates or purges anything.
+// place. It never recreates or purges anything, and deletes only the
+// consumer of a link's other transport once the link's own exists
+// (switchLinks): no stream, and no message.
 func reconcile(ctx context.Context, js jetstream.JetStream, p plan) error {
 	for _, want := range p.streams {
 		if err := reconcileStream(ctx, js, want); err != nil {
@@ -212,11 +221,83 @@ func reconcile(ctx context.Context, js jetstream.JetStream, p plan) error {
 		}
 	}
 	for _, c := range p.consumers {
-		if _, err := js.CreateOrUpdateConsumer(ctx, c.stream, c.cfg); err != nil {
-			return fmt.Errorf("consumer %s on stream %s: %w", c.cfg.Durable, c.stream, refused(err))
+		if err := reconcileConsumer(ctx, js, c); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// reconcileConsumer creates c's consumer or updates it in place. An
+// existing consumer keeps what the server cannot change in place and its
+// user handles either way: explicit ACKs (eitherAck), and the start
+// sequence it was created with. A taker consumer created while the
+// consumer of the link's other transport exists starts after that one's
+// ACK floor, which is then deleted (switchLinks).
+func reconcileConsumer(ctx context.Context, js jetstream.JetStream, c consumerPlan) error {
+	cfg := c.cfg
+	if c.eitherAck || c.replaces != "" {
+		have, err := anyConsumerInfo(ctx, js, c.stream, cfg.Durable)
+		switch {
+		case err == nil:
+			hc := have.Config
+			if c.eitherAck && hc.AckPolicy == jetstream.AckExplicitPolicy {
+				cfg.AckPolicy = jetstream.AckExplicitPolicy
+			}
+			if hc.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+				cfg.DeliverPolicy, cfg.OptStartSeq = hc.DeliverPolicy, hc.OptStartSeq
+			}
+		case errors.Is(err, jetstream.ErrConsumerNotFound) && c.replaces != "":
+			floor, err := ackFloor(ctx, js, c.stream, c.replaces)
+			if err != nil {
+				return err
+			}
+			if floor > 0 {
+				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
+			}
+		case !errors.Is(err, jetstream.ErrConsumerNotFound):
+			return fmt.Errorf("consumer %s on stream %s: %w", cfg.Durable, c.stream, err)
+		}
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, c.stream, cfg); err != nil {
+		return fmt.Errorf("consumer %s on stream %s: %w", cfg.Durable, c.stream, refused(err))
+	}
+	if c.replaces == "" {
+		return nil
+	}
+	if err := js.DeleteConsumer(ctx, c.stream, c.replaces); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("remove consumer %s of the link's other transport from stream %s: %w", c.replaces, c.stream, err)
+	}
+	return nil
+}
+
+// ackFloor is the ACK floor's stream sequence of the named consumer, or 0
+// if it does not exist.
+func ackFloor(ctx context.Context, js jetstream.JetStream, stream, name string) (uint64, error) {
+	old, err := anyConsumerInfo(ctx, js, stream, name)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("consumer %s on stream %s: %w", name, stream, err)
+	}
+	return old.AckFloor.Stream, nil
+}
+
+// anyConsumerInfo is the info of the named consumer, pull or push.
+func anyConsumerInfo(ctx context.Context, js jetstream.JetStream, stream, name string) (*jetstream.ConsumerInfo, error) {
+	c, err := js.Consumer(ctx, stream, name)
+	if errors.Is(err, jetstream.ErrNotPullConsumer) {
+		pc, err := js.PushConsumer(ctx, stream, name)
+		if err != nil {
+			return nil, err
+		}
+		return pc.CachedInfo(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.CachedInfo(), nil
 }
 
 func reconcileStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {

@@ -222,3 +222,55 @@ func TestReconcile_RaisesSinkConsumerRequestBatch(t *testing.T) {
 			info.Config.MaxRequestBatch, info.Created, created.CachedInfo().Created)
 	}
 }
+
+// A relay consumer is created with ACK policy all; one that exists with
+// explicit ACKs keeps them, since the server cannot change a policy in
+// place and the relay ACKs either way.
+func TestReconcile_RelayConsumerAckPolicy(t *testing.T) {
+	ctx := context.Background()
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Configure: func(c *topology.Config) {
+		c.Topology.Transport = topology.TransportRelay
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	cfg := ls.Configs["edge1"]
+	site, _ := cfg.Topology.Site("edge1")
+	p := sitePlan(cfg, site)
+	var relay *consumerPlan
+	for i := range p.consumers {
+		if p.consumers[i].cfg.Durable == topology.RelayConsumerName("hub") {
+			relay = &p.consumers[i]
+		}
+	}
+	if relay == nil || relay.cfg.AckPolicy != jetstream.AckAllPolicy {
+		t.Fatalf("edge1's relay consumer for the hub: %+v, want one with ACK policy all", relay)
+	}
+	for _, explicit := range []bool{false, true} {
+		js := standaloneJS(t)
+		for _, s := range p.streams {
+			if _, err := js.CreateStream(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := jetstream.AckAllPolicy
+		if explicit {
+			old := relay.cfg
+			old.AckPolicy, want = jetstream.AckExplicitPolicy, jetstream.AckExplicitPolicy
+			if _, err := js.CreateConsumer(ctx, relay.stream, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := reconcile(ctx, js, p); err != nil {
+			t.Fatalf("reconcile (existing explicit consumer: %v): %v", explicit, err)
+		}
+		cons, err := js.Consumer(ctx, relay.stream, relay.cfg.Durable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cons.CachedInfo().Config.AckPolicy; got != want {
+			t.Errorf("existing explicit consumer %v: ACK policy %s after reconcile, want %s", explicit, got, want)
+		}
+	}
+}

@@ -26,8 +26,8 @@ type trimPlan struct {
 	stream    string
 	consumers []string
 	// keep are subjects whose newest message is never trimmed: those of
-	// the relay links into the stream, whose newest message holds the
-	// link's high-water mark (package hop).
+	// the links into the stream, whose newest message holds the link's
+	// high-water mark (package hop).
 	keep []string
 }
 

@@ -50,7 +50,7 @@ func BenchmarkHop(b *testing.B) {
 	for _, transport := range []string{"sourcing", "relay"} {
 		b.Run(transport, func(b *testing.B) {
 			for range b.N {
-				p := startPairOpts(b, time.Minute, true)
+				p := startPairOpts(b, time.Minute, true, jetstream.AckAllPolicy)
 				preload(b, p, n)
 				ctx := context.Background()
 				f0, t0 := diskFlushes(), time.Now()

@@ -9,7 +9,9 @@
 // stream (through the link, with the upstream domain's API prefix), stores
 // each fetched batch in the downstream stream with ONE atomic batch publish
 // (one fsync per batch under SyncAlways), and ACKs the batch only after
-// the batch's PubAck.
+// the batch's PubAck. A consumer with ACK policy all (the one a leafline
+// site creates) gets one ACK per batch, of its newest message, which the
+// prefix below makes exact; one with explicit ACKs gets one per message.
 //
 // # What is kept
 //
@@ -32,6 +34,21 @@
 // On start the mark is read back from the downstream stream: the last
 // message on the link's subjects (Link.Marks). The trim of a relayed
 // stream therefore keeps the newest message of each link (see KeepNewest).
+// A message that stream sourcing stored there, before the link moved to
+// the relay, gives the mark by its Nats-Stream-Source header.
+//
+// # Starting from the mark
+//
+// When the relay looks its consumer up (a run's start, or the link back
+// after a failure) and whenever a batch shows a delivery lost in flight,
+// it resets the consumer to the sequence after the mark (the server's
+// consumer reset). The consumer then counts everything up to the mark as
+// ACKed and delivers again from there: a restored link moves at once
+// instead of waiting out the AckWait of what the cut swallowed, and a
+// consumer that is new, or that the other transport left, starts exactly
+// after what is stored, so switching a link's transport copies nothing.
+// An upstream that refuses the reset (a server without it) costs only
+// time: the redeliveries are absorbed as below.
 //
 // The prefix holds because a batch is stored only when no earlier message
 // of the link can be missing. Normally each new message is a first
@@ -45,7 +62,7 @@
 // delivery once that one's AckWait expires; the consumer's MaxAckPending
 // must be at most Batch so that they fit in one fetch. The relay needs
 // on the upstream only its own consumer: pull requests, ACKs, and its
-// consumer's info.
+// consumer's info and reset.
 //
 // # A refused store
 //

@@ -24,6 +24,10 @@ const (
 	HeaderSeq = "Leafline-Relay-Seq"
 )
 
+// headerStreamSource is the header the server gives a message it stores by
+// stream sourcing: "<source> <upstream sequence> <filter> <destination> <subject>".
+const headerStreamSource = "Nats-Stream-Source"
+
 // errDuplicateInBatch is the server's refusal of an atomic batch that holds
 // a Nats-Msg-Id already in the stream's duplicate window.
 const errDuplicateInBatch jetstream.ErrorCode = 10201
@@ -37,9 +41,9 @@ type Link struct {
 	// (jetstream.NewWithDomain). Required.
 	Upstream jetstream.JetStream
 	// Stream and Consumer name the upstream stream and the durable pull
-	// consumer that the upstream site created for this link: explicit
-	// ACK, and MaxAckPending at most Batch (so that every unACKed message
-	// fits in one fetch; see the package doc). Required.
+	// consumer that the upstream site created for this link: ACK policy
+	// all or explicit, and MaxAckPending at most Batch (so that every
+	// unACKed message fits in one fetch; see the package doc). Required.
 	Stream, Consumer string
 	// Local is the downstream site's JetStream and LocalStream the stream
 	// the messages are stored in (it must allow atomic publish). Required.
@@ -68,7 +72,10 @@ type Mover struct {
 	mark   uint64 // upstream sequence of the newest message stored
 	loaded bool   // mark was read from the downstream stream
 	cons   jetstream.Consumer
-	prev   *jetstream.MsgMetadata // the newest delivery stored in this run
+	// cumulative is set when cons ACKs by policy all: one ACK of a
+	// batch's newest message stands for the whole batch.
+	cumulative bool
+	prev       *jetstream.MsgMetadata // the newest delivery stored in this run
 	// single is set after an atomic batch failed: the next store, after
 	// the mark was read again, goes one message at a time, so that a batch
 	// the server keeps refusing or answering badly cannot hold the link.
@@ -120,11 +127,14 @@ func (r *Mover) Mark() uint64 { return r.mark }
 
 // Run moves messages until ctx ends and returns nil then. A failing step
 // (link down, store refused) is logged and retried; it never ACKs a
-// message that is not stored. A step that fails waits a second before the
-// next; a store that the downstream stream refuses (a full disk, a stream
-// limit) waits twice as long as the one refused before it, up to
-// maxStoreBackoff, so that a link whose store stays refused costs one
-// fetch and one refused store per maxStoreBackoff, not a loop.
+// message that is not stored. A step that failed because the link is down
+// is retried after linkRetry, so that a restored link is used at once; a
+// request across it costs nothing while it is down (the local server
+// answers that no one can). Another failing step waits a second; a store
+// that the downstream stream refuses (a full disk, a stream limit) waits
+// twice as long as the one refused before it, up to maxStoreBackoff, so
+// that a link whose store stays refused costs one fetch and one refused
+// store per maxStoreBackoff, not a loop.
 func (r *Mover) Run(ctx context.Context) error {
 	failing := ""
 	for ctx.Err() == nil {
@@ -138,16 +148,28 @@ func (r *Mover) Run(ctx context.Context) error {
 				r.l.Log.Warn("relay step failed; retrying", "link", r.l.Name, "err", err)
 				failing = s
 			}
-			wait := time.Second
-			if errors.Is(err, errStoreRefused) {
-				wait = storeBackoff(r.refused)
-			}
-			sleep(ctx, wait)
+			sleep(ctx, r.retryWait(err))
 			continue
 		}
 		failing = ""
 	}
 	return nil
+}
+
+// linkRetry is the wait after a step that failed because the link is down.
+const linkRetry = 100 * time.Millisecond
+
+// retryWait is how long Run waits after a step that failed with err.
+func (r *Mover) retryWait(err error) time.Duration {
+	switch {
+	case errors.Is(err, errStoreRefused):
+		return storeBackoff(r.refused)
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		// Down, or a request lost in a cut: its timeout was the wait.
+		return linkRetry
+	}
+	return time.Second
 }
 
 // maxStoreBackoff bounds the wait after a refused store.
@@ -189,11 +211,17 @@ func (r *Mover) step(ctx context.Context) error {
 		r.mark, r.loaded = m, true
 	}
 	if r.cons == nil {
-		c, err := r.l.Upstream.Consumer(ctx, r.l.Stream, r.l.Consumer)
+		cctx, cancel := context.WithTimeout(ctx, r.l.Expiry)
+		c, err := r.l.Upstream.Consumer(cctx, r.l.Stream, r.l.Consumer)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("consumer %s on %s: %w", r.l.Consumer, r.l.Stream, err)
 		}
 		r.cons = c
+		r.cumulative = c.CachedInfo().Config.AckPolicy == jetstream.AckAllPolicy
+		// A run's start, or the link back after a failure: deliveries
+		// may have been lost in flight.
+		r.reposition(ctx)
 	}
 	// Take what is there at once; if nothing is, wait up to Expiry for
 	// the first message and then take what followed it: a pull request
@@ -244,25 +272,66 @@ func (r *Mover) loadMark(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var mark uint64
-	for _, subj := range r.l.Marks {
+	mark, _, err := ReadMark(ctx, s, r.l.Name, r.l.Marks)
+	return mark, err
+}
+
+// ReadMark reads the high-water mark of the link named link from the
+// downstream stream s: the highest upstream sequence among the newest
+// messages on the link's subjects marks, stored by the relay or by stream
+// sourcing (the package doc). byRelay reports whether one of those
+// newest messages was stored by the relay.
+func ReadMark(ctx context.Context, s jetstream.Stream, link string, marks []string) (mark uint64, byRelay bool, err error) {
+	for _, subj := range marks {
 		m, err := s.GetLastMsgForSubject(ctx, subj)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("last message on %s: %w", subj, err)
+			return 0, false, fmt.Errorf("last message on %s: %w", subj, err)
 		}
-		if m.Header.Get(HeaderLink) != r.l.Name {
-			continue
-		}
-		seq, err := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
+		seq, relayed, ok, err := markOf(m.Header, link)
 		if err != nil {
-			return 0, fmt.Errorf("message %d on %s: bad %s header: %w", m.Sequence, subj, HeaderSeq, err)
+			return 0, false, fmt.Errorf("message %d on %s: %w", m.Sequence, subj, err)
 		}
-		mark = max(mark, seq)
+		if ok {
+			mark, byRelay = max(mark, seq), byRelay || relayed
+		}
 	}
-	return mark, nil
+	return mark, byRelay, nil
+}
+
+// markOf returns the upstream sequence of a message stored on the
+// subjects of the link named link: HeaderSeq of one the relay stored
+// (relayed), or the sequence in the
+// server's Nats-Stream-Source header of one that stream sourcing stored
+// while the link used the other transport (its second field). ok is false
+// for a message that carries neither (published downstream directly).
+// The mark counts every message of the link at or below it as stored:
+// both transports store a link's messages in upstream order.
+func markOf(h nats.Header, link string) (seq uint64, relayed, ok bool, err error) {
+	if l := h.Get(HeaderLink); l != "" {
+		if l != link {
+			return 0, false, false, nil
+		}
+		seq, err := strconv.ParseUint(h.Get(HeaderSeq), 10, 64)
+		if err != nil {
+			return 0, false, false, fmt.Errorf("bad %s header: %w", HeaderSeq, err)
+		}
+		return seq, true, true, nil
+	}
+	src := h.Get(headerStreamSource)
+	if src == "" {
+		return 0, false, false, nil
+	}
+	// A form this does not know (the server's own, of versions before
+	// 2.10) gives no mark: what it holds may then come again, never less.
+	f := strings.Fields(src)
+	if len(f) < 2 {
+		return 0, false, false, nil
+	}
+	seq, err = strconv.ParseUint(f[1], 10, 64)
+	return seq, false, err == nil, nil
 }
 
 type delivery struct {
@@ -299,9 +368,14 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	if len(take) > 0 && !chained {
 		whole, err := r.holdsAllPending(ctx, len(ds))
+		if err == nil && !whole && r.reposition(ctx) {
+			// A delivery before these was lost in flight: store
+			// nothing; they come again with it, from the mark on.
+			return nil
+		}
 		if err != nil || !whole {
-			// A delivery before these may be lost in flight: store
-			// nothing, and let them come again with it.
+			// Without a reset, they come again once the lost
+			// delivery's AckWait has passed.
 			r.prev = nil
 			nakAll(ds)
 			if err == nil {
@@ -315,7 +389,7 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 			// The store may have happened: read the mark again first.
 			r.loaded, r.prev = false, nil
 			r.refused++
-			ackAll(old)
+			r.ack(old)
 			return fmt.Errorf("%w: store %d messages: %w", errStoreRefused, len(take), err)
 		}
 		r.mark, r.prev, r.refused = take[len(take)-1].meta.Sequence.Stream, prev, 0
@@ -325,8 +399,7 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 			}
 		}
 	}
-	ackAll(old)
-	ackAll(take)
+	r.ack(append(old, take...))
 	return nil
 }
 
@@ -335,6 +408,32 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 // message of its filter lies between them.
 func follows(a, b *jetstream.MsgMetadata) bool {
 	return a != nil && a.NumDelivered == 1 && b.NumDelivered == 1 && b.Sequence.Consumer == a.Sequence.Consumer+1
+}
+
+// reposition asks the upstream to reset the consumer to just after the
+// mark, and reports whether it did. The consumer then forgets what it has
+// delivered and not had ACKed, counts everything up to the mark as ACKed
+// (all of it is stored downstream), and delivers again from the mark on:
+// a delivery lost in flight (a cut link, a pull request that expired on
+// the way) comes at once rather than after the consumer's AckWait, and a
+// consumer that is new, or that another transport left behind, starts
+// exactly after what the downstream stream holds. An upstream server
+// without the consumer reset API, or a link that went down meanwhile,
+// refuses it; the relay then works as without it, absorbing redeliveries
+// at or below the mark and waiting out lost ones.
+func (r *Mover) reposition(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, r.l.Expiry)
+	defer cancel()
+	// A consumer created to start after its predecessor's ACK floor
+	// (a link whose other transport moved it that far) counts what is
+	// before its start as taken.
+	seq := max(r.mark+1, r.cons.CachedInfo().Config.OptStartSeq)
+	if _, err := r.l.Upstream.ResetConsumerToSequence(cctx, r.l.Stream, r.l.Consumer, seq); err != nil {
+		r.l.Log.Debug("relay: consumer reset refused; waiting for redeliveries instead", "link", r.l.Name, "err", err)
+		return false
+	}
+	r.prev = nil
+	return true
 }
 
 // holdsAllPending reports whether the n deliveries in hand are every
@@ -358,7 +457,7 @@ func (r *Mover) holdsAllPending(ctx context.Context, n int) (bool, error) {
 // into an action on the downstream stream.
 func batchHeader(k string) bool {
 	switch k {
-	case "Nats-Stream-Source", "Nats-Rollup", "Nats-TTL", "Nats-Marker-Reason":
+	case headerStreamSource, "Nats-Rollup", "Nats-TTL", "Nats-Marker-Reason":
 		return true
 	}
 	return strings.HasPrefix(k, "Nats-Batch-") || strings.HasPrefix(k, "Nats-Expected-") ||
@@ -422,10 +521,23 @@ func nakAll(ds []delivery) {
 	}
 }
 
-func ackAll(ds []delivery) {
+// ack ACKs ds, every one of them at or below the mark. A consumer with
+// ACK policy all gets one ACK, of the newest of them: the server then
+// drops every message it has delivered at or below it, and each of those
+// is stored (the stored messages are a prefix of the link). A lost ACK is
+// absorbed: the message comes again and is at or below the mark.
+func (r *Mover) ack(ds []delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	if r.cumulative {
+		newest := slices.MaxFunc(ds, func(a, b delivery) int {
+			return cmp.Compare(a.meta.Sequence.Stream, b.meta.Sequence.Stream)
+		})
+		_ = newest.m.Ack()
+		return
+	}
 	for _, d := range ds {
-		// A lost ACK is absorbed: the message comes again and is at or
-		// below the mark.
 		_ = d.m.Ack()
 	}
 }

@@ -30,11 +30,16 @@ type pair struct {
 
 func startPair(t *testing.T, window time.Duration) *pair {
 	t.Helper()
-	return startPairOpts(t, window, false)
+	return startPairOpts(t, window, false, jetstream.AckAllPolicy)
 }
 
-// startPairOpts is startPair, with both servers under SyncAlways if sync.
-func startPairOpts(t testing.TB, window time.Duration, sync bool) *pair {
+// ackPolicies are the relay consumers' ACK policies: all, as a site
+// creates them, and explicit, as a site created them before.
+var ackPolicies = []jetstream.AckPolicy{jetstream.AckAllPolicy, jetstream.AckExplicitPolicy}
+
+// startPairOpts is startPair, with both servers under SyncAlways if sync,
+// and the relay consumer's ACK policy ack.
+func startPairOpts(t testing.TB, window time.Duration, sync bool, ack jetstream.AckPolicy) *pair {
 	t.Helper()
 	dir := t.TempDir()
 	upOpts := &server.Options{ServerName: "up", Host: "127.0.0.1", Port: -1, JetStream: true,
@@ -68,7 +73,7 @@ func startPairOpts(t testing.TB, window time.Duration, sync bool) *pair {
 		t.Fatal(err)
 	}
 	if _, err := p.upJS.CreateOrUpdateConsumer(ctx, "UP", jetstream.ConsumerConfig{Durable: "relay-down",
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: 200,
+		AckPolicy: ack, AckWait: 2 * time.Second, MaxAckPending: 200,
 		DeliverPolicy: jetstream.DeliverAllPolicy, MaxRequestBatch: 1000}); err != nil {
 		t.Fatal(err)
 	}
@@ -189,14 +194,18 @@ func exactlyOnce(t *testing.T, msgs []*jetstream.RawStreamMsg, n int) {
 }
 
 func TestRelay_MovesEveryMessageOnce(t *testing.T) {
-	p := startPair(t, time.Minute)
-	p.publish(t, 0, 1100)
-	r, err := hop.New(p.link())
-	if err != nil {
-		t.Fatal(err)
+	for _, ack := range ackPolicies {
+		t.Run("ack "+ack.String(), func(t *testing.T) {
+			p := startPairOpts(t, time.Minute, false, ack)
+			p.publish(t, 0, 1100)
+			r, err := hop.New(p.link())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.run(t, r)
+			exactlyOnce(t, p.settled(t, 1100), 1100)
+		})
 	}
-	p.run(t, r)
-	exactlyOnce(t, p.settled(t, 1100), 1100)
 }
 
 // A crash after the store and before the ACK, and a restart after the
@@ -231,23 +240,27 @@ func TestRelay_CrashBeforeAck_AfterDuplicateWindow(t *testing.T) {
 // nothing behind a lost one, and after the restore every message is stored
 // once, in order.
 func TestRelay_LinkCutAndRestore(t *testing.T) {
-	p := startPair(t, 200*time.Millisecond)
-	r, err := hop.New(p.link())
-	if err != nil {
-		t.Fatal(err)
+	for _, ack := range ackPolicies {
+		t.Run("ack "+ack.String(), func(t *testing.T) {
+			p := startPairOpts(t, 200*time.Millisecond, false, ack)
+			r, err := hop.New(p.link())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.run(t, r)
+			total := 0
+			for range 3 {
+				p.publish(t, total, 400)
+				total += 400
+				p.proxy.Cut()
+				p.publish(t, total, 200)
+				total += 200
+				time.Sleep(300 * time.Millisecond) // a cut of some length
+				p.proxy.Restore()
+			}
+			exactlyOnce(t, p.settled(t, total), total)
+		})
 	}
-	p.run(t, r)
-	total := 0
-	for range 3 {
-		p.publish(t, total, 400)
-		total += 400
-		p.proxy.Cut()
-		p.publish(t, total, 200)
-		total += 200
-		time.Sleep(300 * time.Millisecond) // a cut of some length
-		p.proxy.Restore()
-	}
-	exactlyOnce(t, p.settled(t, total), total)
 }
 
 func TestNew_ReportsEveryMissingField(t *testing.T) {
@@ -420,4 +433,72 @@ func TestRelay_RefusedStoreBacksOffAndResumes(t *testing.T) {
 	start := time.Now()
 	exactlyOnce(t, p.settled(t, 100), 100)
 	t.Logf("moved the rest %s after the stream took writes again", time.Since(start).Round(100*time.Millisecond))
+}
+
+// A link that moves from stream sourcing to the relay, while messages
+// flow: the relay's mark comes from the sourced messages' headers, its
+// consumer is reset to just after it, and every message is downstream
+// once, in order.
+func TestRelay_TakesOverFromSourcingWithoutCopies(t *testing.T) {
+	// A short duplicate window, passed before the relay starts: a copy
+	// would be stored, not dropped by its Nats-Msg-Id.
+	p := startPair(t, 100*time.Millisecond)
+	ctx := context.Background()
+	s, err := p.downJS.Stream(ctx, "DOWN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	sourcing := cfg
+	sourcing.Sources = []*jetstream.StreamSource{{Name: "UP",
+		External: &jetstream.ExternalStream{APIPrefix: "$JS.up.API"}}}
+	if _, err := p.downJS.UpdateStream(ctx, sourcing); err != nil {
+		t.Fatal(err)
+	}
+	p.publish(t, 0, 400)
+	check.For(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if n := storedCount(t, p); n < 150 {
+			return fmt.Errorf("sourced %d", n)
+		}
+		return nil
+	})
+	// The switch: the source goes, and more is published meanwhile.
+	if _, err := p.downJS.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	sourced := storedCount(t, p)
+	p.publish(t, 400, 200)
+	time.Sleep(200 * time.Millisecond)
+	r, err := hop.New(p.link())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.run(t, r)
+	msgs := p.settled(t, 600)
+	if len(msgs) != 600 {
+		t.Fatalf("downstream holds %d messages, want 600 (%d sourced before the switch)", len(msgs), sourced)
+	}
+	relayed := 0
+	for i, m := range msgs {
+		if got, want := m.Header.Get(jetstream.MsgIDHeader), fmt.Sprintf("id-%d", i); got != want {
+			t.Fatalf("message %d has id %q, want %q", i+1, got, want)
+		}
+		if m.Header.Get(hop.HeaderLink) != "" {
+			relayed++
+		}
+	}
+	if relayed == 0 || relayed == 600 {
+		t.Fatalf("%d of 600 relayed: the test did not switch mid-stream", relayed)
+	}
+	t.Logf("%d sourced, %d relayed", 600-relayed, relayed)
+}
+
+// storedCount is how many messages the downstream stream holds.
+func storedCount(t *testing.T, p *pair) uint64 {
+	t.Helper()
+	s, err := p.downJS.Stream(context.Background(), "DOWN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CachedInfo().State.Msgs
 }

@@ -81,15 +81,17 @@ func RelayInboxPrefix(site string) string { return "leafline.relay." + site + ".
 //
 //	site → upstream   $JS.<up>.API.CONSUMER.INFO.<fwd>.leafline-relay-<site>       the consumer's info
 //	                  $JS.<up>.API.CONSUMER.MSG.NEXT.<fwd>.leafline-relay-<site>   pull requests
+//	                  $JS.<up>.API.CONSUMER.RESET.<fwd>.leafline-relay-<site>      deliver again after what is stored
 //	                  $JS.ACK.<up>.*.<fwd>.leafline-relay-<site>.>                  ACKs and NAKs
 //	                  leafline.relay.<up>.inbox.>                                   replies and deliveries to the upstream's relay
-//	upstream → site   the same three for rev, leafline-relay-<up> and <site>, and leafline.relay.<site>.inbox.>
+//	upstream → site   the same four for rev, leafline-relay-<up> and <site>, and leafline.relay.<site>.inbox.>
 func relayPermissions(site, up *Site, fwd, rev string, forward bool) LinkPermissions {
 	pull := func(dom, stream, cons string) []string {
 		api := APIPrefix(dom)
 		return []string{
 			api + ".CONSUMER.INFO." + stream + "." + cons,
 			api + ".CONSUMER.MSG.NEXT." + stream + "." + cons,
+			api + ".CONSUMER.RESET." + stream + "." + cons,
 			"$JS.ACK." + dom + ".*." + stream + "." + cons + ".>",
 		}
 	}

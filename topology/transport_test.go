@@ -57,7 +57,7 @@ func TestTopology_LinkTransport(t *testing.T) {
 	}
 }
 
-// A relay link's permissions carry the relay's pull, ACK and inbox
+// A relay link's permissions carry the relay's pull, reset, ACK and inbox
 // subjects and none of sourcing's.
 func TestLinkPermissions_Relay(t *testing.T) {
 	tp := exampleTopology(t)
@@ -76,6 +76,8 @@ func TestLinkPermissions_Relay(t *testing.T) {
 	for _, want := range []string{
 		APIPrefix(hub.Domain) + ".CONSUMER.MSG.NEXT." + got.Events.HubStream + "." + RelayConsumerName(edge.Name),
 		APIPrefix(edge.Domain) + ".CONSUMER.MSG.NEXT." + got.Receipts.EdgeStream + "." + RelayConsumerName(hub.Name),
+		APIPrefix(hub.Domain) + ".CONSUMER.RESET." + got.Events.HubStream + "." + RelayConsumerName(edge.Name),
+		APIPrefix(edge.Domain) + ".CONSUMER.RESET." + got.Receipts.EdgeStream + "." + RelayConsumerName(hub.Name),
 		RelayInboxPrefix(edge.Name) + ".>",
 		RelayInboxPrefix(hub.Name) + ".>",
 	} {
