@@ -28,6 +28,12 @@ const (
 // than the origin stream would store.
 const expectedStreamHeader = "Nats-Expected-Stream"
 
+// PublishedAtHeader carries each event's publish time (RFC 3339, UTC): the
+// edge measures an event's age from it when the topology or the event
+// sets an expiry (the same name as receipt.PublishedAtHeader). An event
+// that already carries it keeps its own.
+const PublishedAtHeader = "Leafline-Published-At"
+
 // ErrNotStored is wrapped by every error of Publish that leaves events
 // not stored.
 var ErrNotStored = errors.New("publish: events not stored")
@@ -209,10 +215,14 @@ func (p *Publisher) publishEach(ctx context.Context, evs []Event) ([]Result, []s
 // headers to the messages it sends).
 func (p *Publisher) msgs(evs []Event) []*nats.Msg {
 	out := make([]*nats.Msg, len(evs))
+	now := time.Now().UTC().Format(time.RFC3339Nano)
 	for i, ev := range evs {
 		m := nats.NewMsg(ev.Subject)
 		for k, vs := range ev.Header {
 			m.Header[k] = append([]string(nil), vs...)
+		}
+		if m.Header.Get(PublishedAtHeader) == "" {
+			m.Header.Set(PublishedAtHeader, now)
 		}
 		m.Header.Set(jetstream.MsgIDHeader, ev.ID)
 		m.Header.Set(expectedStreamHeader, p.cfg.Stream)

@@ -53,6 +53,11 @@ type Events struct {
 	// Receipts.DuplicateWindow). The streams that only source (hub and
 	// edge events, hub and L1 receipts) keep no window. Zero means 2m.
 	DuplicateWindow Duration `json:"duplicate_window,omitempty"`
+	// ExpireAfter are the expiry rules by subject: an event older than its
+	// rule's After when an edge's runner reaches it is not processed; it
+	// gets an expired receipt (see ExpiryFor). Zero value means no event
+	// expires unless it carries its own expiry header.
+	ExpireAfter []ExpireRule `json:"expire_after,omitempty"`
 }
 
 // Receipts describes the return path edge → hub → L1.

@@ -102,6 +102,7 @@ func (t *Topology) validateEvents(p *problems) {
 	if o := t.ExpectedOutage.D(); o < time.Second {
 		p.add("expected_outage", "%s is below 1s", o)
 	}
+	t.validateExpiry(p)
 }
 
 func (t *Topology) validateReceipts(p *problems) {
