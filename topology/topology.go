@@ -35,6 +35,10 @@ type Topology struct {
 	// "relay" or "sourcing" (TransportRelay, TransportSourcing). Zero
 	// value means the default (LinkTransport).
 	Transport string `json:"transport,omitempty"`
+	// Compression is the leafnode compression of every link whose site
+	// names none: off, accept, s2_auto, s2_fast, s2_better or s2_best
+	// (CompressionOff…). Zero value means s2_auto, nats-server's default.
+	Compression string `json:"compression,omitempty"`
 }
 
 // Events describes the forward path L1 → hub → edge.
@@ -128,6 +132,12 @@ type Site struct {
 	// (hub and edge): "relay" or "sourcing". Zero value means
 	// Topology.Transport (LinkTransport).
 	Transport string `json:"transport,omitempty"`
+	// Compression is the leafnode compression of this site's link to its
+	// upstream (hub and edge), one of Topology.Compression's values. This
+	// site asks for it when it dials; the upstream's listener follows
+	// (ListenerCompression). Zero value means Topology.Compression
+	// (LinkCompression).
+	Compression string `json:"compression,omitempty"`
 }
 
 // Edge delivery modes (Site.DeliveryMode).

@@ -23,6 +23,7 @@ func (t *Topology) validate(p *problems) {
 	t.validateReceipts(p)
 	t.validateSites(p)
 	t.validateTransports(p)
+	t.validateCompression(p)
 }
 
 // namedStream is a stream name with the path it is configured at.

@@ -24,17 +24,27 @@ func writeLeafnodes(w *confWriter, t *topology.Topology, s *topology.Site, local
 	w.open("leafnodes")
 	if listen != "" {
 		writeLeafnodeListener(w, s, local, listen, files)
+		writeCompression(w, t.ListenerCompression(s))
 	}
 	if local != nil {
 		w.kv("reconnect", q(local.Leafnode.ReconnectInterval.String()))
 	}
 	if hasUp {
-		if err := writeRemote(w, s, up, local, files); err != nil {
+		if err := writeRemote(w, s, up, local, files, t.LinkCompression(s)); err != nil {
 			return err
 		}
 	}
 	w.close()
 	return nil
+}
+
+// writeCompression writes a leafnode compression mode (topology
+// LinkCompression, ListenerCompression); nats-server spells it as the
+// topology does.
+func writeCompression(w *confWriter, mode string) {
+	if mode != "" {
+		w.kv("compression", mode)
+	}
 }
 
 // placeholderFiles are the certificate files of site in the layout
@@ -74,8 +84,8 @@ func writeLeafnodeListener(w *confWriter, s *topology.Site, local *topology.Conf
 }
 
 // writeRemote writes the remote through which site s dials its upstream
-// up: its URLs, its credentials and its TLS.
-func writeRemote(w *confWriter, s, up *topology.Site, local *topology.Config, placeholder topology.TLSFiles) error {
+// up: its URLs, its credentials, its TLS and its compression.
+func writeRemote(w *confWriter, s, up *topology.Site, local *topology.Config, placeholder topology.TLSFiles, compression string) error {
 	us, err := upstreamURLs(s, local)
 	if err != nil {
 		return err
@@ -89,6 +99,7 @@ func writeRemote(w *confWriter, s, up *topology.Site, local *topology.Config, pl
 	if up.Leafnode.TLS == topology.TLSOn || up.Leafnode.TLS == topology.TLSMutual || topology.TLSScheme(us[0].Scheme) {
 		writeRemoteTLS(w, up, local, placeholder)
 	}
+	writeCompression(w, compression)
 	w.close()
 	w.closeList()
 	return nil

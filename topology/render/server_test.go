@@ -162,6 +162,10 @@ func checkOptions(t *testing.T, tp *topology.Topology, site string, o *server.Op
 		}
 	}
 	down := tp.Downstream(site)
+	if got, want := o.LeafNode.Compression.Mode, tp.ListenerCompression(s); got != want {
+		t.Fatalf("leafnode listener compression %q, want %q", got, want)
+	}
+	down = tp.Downstream(site)
 	if len(down) > 0 {
 		if o.NoAuthUser != topology.LocalUser || o.LeafNode.TLSConfig == nil || o.LeafNode.TLSConfig.ClientCAs == nil {
 			t.Fatalf("no_auth_user %q, leafnode tls %v", o.NoAuthUser, o.LeafNode.TLSConfig)
@@ -201,6 +205,9 @@ func checkOptions(t *testing.T, tp *topology.Topology, site string, o *server.Op
 		t.Fatalf("%d remotes", len(o.LeafNode.Remotes))
 	}
 	r := o.LeafNode.Remotes[0]
+	if got, want := r.Compression.Mode, tp.LinkCompression(s); got != want {
+		t.Fatalf("remote compression %q, want %q", got, want)
+	}
 	if r.TLSConfig == nil || len(r.TLSConfig.Certificates) != 1 || r.TLSConfig.RootCAs == nil || !r.IgnoreDiscoveredServers {
 		t.Fatalf("remote tls %v ignore_discovered %v", r.TLSConfig, r.IgnoreDiscoveredServers)
 	}
@@ -262,5 +269,58 @@ func TestServerConfig_Direct(t *testing.T) {
 		if strings.Contains(conf, "leafline-sink-edge2") {
 			t.Fatalf("%s's rendered config lets edge2 (sourced) consume directly", site)
 		}
+	}
+}
+
+// A link's compression reaches the dialling site's remote, and the
+// listener follows its links: their common mode, or accept when they differ.
+func TestServerConfig_Compression(t *testing.T) {
+	tests := []struct {
+		name        string
+		def, edge1  string
+		hubListener string
+	}{
+		{"one mode", topology.CompressionS2Best, "", topology.CompressionS2Best},
+		{"links differ", topology.CompressionOff, topology.CompressionS2Fast, topology.CompressionAccept},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tp := renderTopology(t)
+			tp.Compression = tt.def
+			tp.Sites[2].Compression = tt.edge1
+			// Without TLS: no certificate files to make.
+			tp.Sites[0].Leafnode.TLS, tp.Sites[1].Leafnode.TLS = topology.TLSOff, topology.TLSOff
+			t.Setenv(render.SeedEnv("hub"), hubSeed)
+			t.Setenv(render.SeedEnv("edge1"), edge1Seed)
+			t.Setenv(render.UpstreamURLEnv("edge2"), "nats-leaf://edge2:pw-3f9c7e@127.0.0.1:17423")
+			if err := tp.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			work := t.TempDir()
+			load := func(site string) *server.Options {
+				conf, err := render.ServerConfig(tp, site, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				path := filepath.Join(work, site+".conf")
+				if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				opts, err := server.ProcessConfigFile(path)
+				if err != nil {
+					t.Fatalf("nats-server cannot load %s: %v", site, err)
+				}
+				return opts
+			}
+			if g := load("hub").LeafNode.Compression.Mode; g != tt.hubListener {
+				t.Errorf("hub listener compression %q, want %q", g, tt.hubListener)
+			}
+			for _, site := range []string{"edge1", "edge2"} {
+				s, _ := tp.Site(site)
+				if g, w := load(site).LeafNode.Remotes[0].Compression.Mode, tp.LinkCompression(s); g != w {
+					t.Errorf("%s remote compression %q, want %q", site, g, w)
+				}
+			}
+		})
 	}
 }
