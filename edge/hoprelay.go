@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -171,6 +173,10 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 	if err != nil {
 		return err
 	}
+	watch := newLeafWatch()
+	if a.srv != nil {
+		g.Go(func() error { watch.run(ctx, a.srv); return nil })
+	}
 	for _, sp := range specs {
 		up, err := jetstream.NewWithDomain(nc, sp.from.Domain)
 		if err != nil {
@@ -180,7 +186,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 		r, err := hop.New(hop.Link{
 			Name: name, Upstream: up, Stream: sp.stream, Consumer: topology.RelayConsumerName(a.site.Name),
 			Local: local, LocalStream: sp.localStream, Subject: sp.subject, Marks: sp.marks,
-			Batch: relayBatch, Log: a.log.With("component", "hop-relay", "link", name),
+			Batch: relayBatch, LinkUp: watch.next, Log: a.log.With("component", "hop-relay", "link", name),
 		})
 		if err != nil {
 			return err
@@ -229,4 +235,56 @@ func stockServerTakes(cfg *topology.Config, site *topology.Site) error {
 			site.Name, sp.stream, sp.from.Name, topology.TransportRelay, site.Name, topology.TransportSourcing)
 	}
 	return nil
+}
+
+// leafWatchEvery is how often a box looks for new leafnode connections.
+const leafWatchEvery = 10 * time.Millisecond
+
+// leafWatch tells a box's relays when one of its leafnode connections
+// comes up: a pull request sent before a cut was lost with the link, and
+// a relay waiting on it asks again at once rather than at its expiry
+// (hop.Link.LinkUp).
+type leafWatch struct {
+	mu sync.Mutex
+	up chan struct{} // closed, and replaced, at each new connection
+}
+
+func newLeafWatch() *leafWatch { return &leafWatch{up: make(chan struct{})} }
+
+// next returns a channel closed at the next new leafnode connection.
+func (w *leafWatch) next() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.up
+}
+
+// run looks at srv's leafnode connections every leafWatchEvery until ctx
+// is done; a connection it has not seen before wakes the waiters.
+func (w *leafWatch) run(ctx context.Context, srv *server.Server) {
+	t := time.NewTicker(leafWatchEvery)
+	defer t.Stop()
+	var seen map[uint64]bool
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		lz, err := srv.Leafz(nil)
+		if err != nil {
+			continue
+		}
+		now, fresh := make(map[uint64]bool, len(lz.Leafs)), false
+		for _, l := range lz.Leafs {
+			now[l.ID] = true
+			fresh = fresh || (seen != nil && !seen[l.ID])
+		}
+		seen = now
+		if fresh {
+			w.mu.Lock()
+			close(w.up)
+			w.up = make(chan struct{})
+			w.mu.Unlock()
+		}
+	}
 }

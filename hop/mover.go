@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,8 +61,13 @@ type Link struct {
 	// most 1000 (the server's atomic batch limit).
 	Batch int
 	// Expiry bounds each pull request, and so how long a restored link
-	// waits before the next request reaches the upstream. Zero means 2s.
+	// waits before the next request reaches the upstream, unless LinkUp
+	// says it is back. Zero means 2s.
 	Expiry time.Duration
+	// LinkUp, if set, returns a channel that is closed when the link next
+	// comes up (a new leafnode connection): a relay waiting on a pull
+	// request, which a cut may have swallowed, then asks again at once.
+	LinkUp func() <-chan struct{}
 	// Log receives the relay's log lines (never payloads). Nil discards.
 	Log *slog.Logger
 }
@@ -75,7 +81,10 @@ type Mover struct {
 	// cumulative is set when cons ACKs by policy all: one ACK of a
 	// batch's newest message stands for the whole batch.
 	cumulative bool
-	prev       *jetstream.MsgMetadata // the newest delivery stored in this run
+	// woken is set when LinkUp ended a pull request: the link was cut
+	// meanwhile, and the next step repositions the consumer first.
+	woken atomic.Bool
+	prev  *jetstream.MsgMetadata // the newest delivery stored in this run
 	// single is set after an atomic batch failed: the next store, after
 	// the mark was read again, goes one message at a time, so that a batch
 	// the server keeps refusing or answering badly cannot hold the link.
@@ -128,16 +137,21 @@ func (r *Mover) Mark() uint64 { return r.mark }
 // Run moves messages until ctx ends and returns nil then. A failing step
 // (link down, store refused) is logged and retried; it never ACKs a
 // message that is not stored. A step that failed because the link is down
-// is retried after linkRetry, so that a restored link is used at once; a
-// request across it costs nothing while it is down (the local server
-// answers that no one can). Another failing step waits a second; a store
+// is retried after linkRetryFirst, then less and less often up to
+// linkRetry, and at once when LinkUp says the link is back. Another
+// failing step waits a second; a store
 // that the downstream stream refuses (a full disk, a stream limit) waits
 // twice as long as the one refused before it, up to maxStoreBackoff, so
 // that a link whose store stays refused costs one fetch and one refused
 // store per maxStoreBackoff, not a loop.
 func (r *Mover) Run(ctx context.Context) error {
 	failing := ""
+	down := 0 // steps in a row that found the link down
 	for ctx.Err() == nil {
+		var up <-chan struct{}
+		if r.l.LinkUp != nil {
+			up = r.l.LinkUp()
+		}
 		err := r.step(ctx)
 		var crash *crashError
 		if errors.As(err, &crash) {
@@ -148,16 +162,46 @@ func (r *Mover) Run(ctx context.Context) error {
 				r.l.Log.Warn("relay step failed; retrying", "link", r.l.Name, "err", err)
 				failing = s
 			}
-			sleep(ctx, r.retryWait(err))
+			wait := r.retryWait(err)
+			if wait != linkRetry {
+				sleep(ctx, wait)
+				continue
+			}
+			// The link is down: retry soon, then less and less often,
+			// and at once when LinkUp says it is back (its
+			// subscriptions may take a moment to cross it).
+			if wakeOrSleep(ctx, up, min(linkRetryFirst<<min(down, 10), linkRetry)) {
+				down = 0
+			} else {
+				down++
+			}
 			continue
 		}
-		failing = ""
+		failing, down = "", 0
 	}
 	return nil
 }
 
-// linkRetry is the wait after a step that failed because the link is down.
-const linkRetry = 100 * time.Millisecond
+// A step that found the link down is retried after linkRetryFirst, twice
+// as long after each such step in a row, up to linkRetry.
+const (
+	linkRetryFirst = 10 * time.Millisecond
+	linkRetry      = time.Second
+)
+
+// wakeOrSleep waits d, until up is closed, or until ctx is done, and
+// reports whether up was closed.
+func wakeOrSleep(ctx context.Context, up <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-up:
+		return true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
+}
 
 // retryWait is how long Run waits after a step that failed with err.
 func (r *Mover) retryWait(err error) time.Duration {
@@ -222,14 +266,18 @@ func (r *Mover) step(ctx context.Context) error {
 		// A run's start, or the link back after a failure: deliveries
 		// may have been lost in flight.
 		r.reposition(ctx)
+		r.woken.Store(false)
+	}
+	if r.woken.Swap(false) {
+		r.reposition(ctx)
 	}
 	// Take what is there at once; if nothing is, wait up to Expiry for
 	// the first message and then take what followed it: a pull request
 	// for a whole batch would wait for the batch to fill.
-	msgs, err := r.fetch(r.l.Batch, true)
+	msgs, err := r.fetch(ctx, r.l.Batch, true)
 	if err == nil && len(msgs) == 0 {
-		if msgs, err = r.fetch(1, false); err == nil && len(msgs) > 0 {
-			more, err2 := r.fetch(r.l.Batch-1, true)
+		if msgs, err = r.fetch(ctx, 1, false); err == nil && len(msgs) > 0 {
+			more, err2 := r.fetch(ctx, r.l.Batch-1, true)
 			msgs, err = append(msgs, more...), err2
 		}
 	}
@@ -244,14 +292,29 @@ func (r *Mover) step(ctx context.Context) error {
 }
 
 // fetch asks the consumer for up to n messages, without waiting when
-// noWait, else for up to Expiry. A timeout is not an error.
-func (r *Mover) fetch(n int, noWait bool) ([]jetstream.Msg, error) {
+// noWait, else for up to Expiry, or until the link comes up again
+// (Link.LinkUp): a pull request sent before a cut was lost with it. A
+// timeout is not an error.
+func (r *Mover) fetch(ctx context.Context, n int, noWait bool) ([]jetstream.Msg, error) {
 	var b jetstream.MessageBatch
 	var err error
 	if noWait {
 		b, err = r.cons.FetchNoWait(n)
 	} else {
-		b, err = r.cons.Fetch(n, jetstream.FetchMaxWait(r.l.Expiry))
+		fctx, cancel := context.WithTimeout(ctx, r.l.Expiry)
+		defer cancel()
+		if r.l.LinkUp != nil {
+			up := r.l.LinkUp()
+			go func() {
+				select {
+				case <-up:
+					r.woken.Store(true)
+					cancel()
+				case <-fctx.Done():
+				}
+			}()
+		}
+		b, err = r.cons.Fetch(n, jetstream.FetchContext(fctx))
 	}
 	if err != nil {
 		return nil, err
@@ -260,7 +323,14 @@ func (r *Mover) fetch(n int, noWait bool) ([]jetstream.Msg, error) {
 	for m := range b.Messages() {
 		msgs = append(msgs, m)
 	}
-	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+	err = b.Error()
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if ctx.Err() != nil {
+			return msgs, ctx.Err()
+		}
+		err = nil // the wait ended, or the link came back
+	}
+	if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
 		return msgs, err
 	}
 	return msgs, nil

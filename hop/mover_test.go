@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -501,4 +502,43 @@ func storedCount(t *testing.T, p *pair) uint64 {
 		t.Fatal(err)
 	}
 	return s.CachedInfo().State.Msgs
+}
+
+// A relay told when the link is back (Link.LinkUp) gives up the pull
+// request the cut swallowed and asks again: every message still arrives
+// once, in order.
+func TestRelay_LinkUpEndsTheLostPullRequest(t *testing.T) {
+	p := startPair(t, 200*time.Millisecond)
+	var mu sync.Mutex
+	up := make(chan struct{})
+	l := p.link()
+	l.Expiry = time.Minute // without LinkUp, a lost request would hold the link this long
+	l.LinkUp = func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return up }
+	r, err := hop.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.run(t, r)
+	total := 0
+	for range 3 {
+		p.publish(t, total, 100)
+		total += 100
+		p.settled(t, total)
+		p.proxy.Cut()
+		time.Sleep(200 * time.Millisecond)
+		p.proxy.Restore()
+		check.For(t, 10*time.Second, 10*time.Millisecond, func() error {
+			if p.down.NumLeafNodes() != 1 {
+				return errors.New("leafnode not back")
+			}
+			return nil
+		})
+		mu.Lock()
+		close(up)
+		up = make(chan struct{})
+		mu.Unlock()
+		p.publish(t, total, 100)
+		total += 100
+	}
+	exactlyOnce(t, p.settled(t, total), total)
 }
