@@ -62,6 +62,9 @@ func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 		// Downstream leafs must dial exactly the address they were given
 		// (proxies, NAT); never advertise other addresses to them.
 		opts.LeafNode.NoAdvertise = true
+		// One mode for every link this listener accepts: the links' own
+		// when they agree, else accept, which follows each dialling site.
+		opts.LeafNode.Compression.Mode = listenerCompression(cfg, site)
 		if err := listenSecurity(opts, cfg, site); err != nil {
 			return nil, err
 		}
@@ -92,12 +95,24 @@ func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 			// discovered through it.
 			IgnoreDiscoveredServers: true,
 		}
+		if cfg.Topology != nil {
+			remote.Compression.Mode = cfg.Topology.LinkCompression(site)
+		}
 		if err := upstreamSecurity(remote, cfg, site); err != nil {
 			return nil, err
 		}
 		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
 	}
 	return opts, nil
+}
+
+// listenerCompression is the compression mode of site's leafnode listener
+// (topology ListenerCompression); "" leaves nats-server's default.
+func listenerCompression(cfg *topology.Config, site *topology.Site) string {
+	if cfg.Topology == nil {
+		return ""
+	}
+	return cfg.Topology.ListenerCompression(site)
 }
 
 func splitHostPort(hp string) (string, int, error) {
