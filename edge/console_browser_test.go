@@ -129,7 +129,8 @@ func TestConsole_Browser(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	do("load", chromedp.Navigate(url), wait(site("edge1", "online"), 30*time.Second), wait(site("edge2", "online"), 30*time.Second))
+	do("load", chromedp.Navigate(url), wait(site("edge1", "online"), 30*time.Second), wait(site("edge2", "online"), 30*time.Second),
+		wait(`tr.site[data-site="edge1"] small.bytes span.down`, 5*time.Second))
 
 	poison := publishN(t, l1js, "poison", 1)[0]
 	do("dead-lettered event shown", wait(chromedp.CSS(fmt.Sprintf(`#dead_lettered a.evlink[data-id=%q]`, poison)), 20*time.Second),

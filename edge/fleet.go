@@ -26,6 +26,7 @@ func WithConsoleSampleEvery(d time.Duration) Option {
 // server of its own and so sends no beats, like a stock nats-server hub:
 // its sites show as unknown.
 func (a *App) startFleetLoops(ctx context.Context, g *errgroup.Group) {
+	a.metrics.watchLinks(a.opsSrv.Load)
 	switch a.site.Role {
 	case topology.RoleHub:
 		if a.srv == nil {
@@ -92,7 +93,8 @@ func (a *App) consoleHandler() http.Handler {
 
 // publishLinkBeats tells L1, every console.BeatInterval, which of the
 // hub's downstream sites have their leafnode link up (a leafnode's name is
-// its box's site name). A beat lost on the way is replaced by the next.
+// its box's site name), and the bytes each link has moved. A beat lost on
+// the way is replaced by the next.
 func (a *App) publishLinkBeats(ctx context.Context) {
 	var down []string
 	for _, s := range a.cfg.Topology.Downstream(a.site.Name) {
@@ -110,7 +112,14 @@ func (a *App) publishLinkBeats(ctx context.Context) {
 				}
 			}
 		}
-		b, _ := json.Marshal(w.Observe(connected, time.Now()))
+		beat := w.Observe(connected, time.Now())
+		totals := a.metrics.linkTotals(a.srv)
+		for i := range beat.Sites {
+			l := &beat.Sites[i]
+			t := totals[l.Site]
+			l.BytesIn, l.BytesOut = t.In, t.Out
+		}
+		b, _ := json.Marshal(beat)
 		_ = a.nc.Publish(console.LinkSubject(a.site.Name), b)
 		select {
 		case <-ctx.Done():

@@ -49,8 +49,9 @@ type Metrics struct {
 	unidentified     atomic.Pointer[func(context.Context) (int64, error)]
 	unidentifiedOnce sync.Once
 
-	sec  securityMetrics // see metrics_security.go
-	held heldMetrics     // see metrics_held.go
+	sec   securityMetrics // see metrics_security.go
+	held  heldMetrics     // see metrics_held.go
+	links linkMetrics     // see metrics_links.go
 
 	cleanup cleanupMetrics // see cleanup.go
 }
@@ -60,6 +61,7 @@ func newMetrics(site, role string) *Metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := factory{reg: reg, labels: prometheus.Labels{"site": site, "role": role}}
 	m := &Metrics{reg: reg, f: f}
+	m.links.bytes = newLinkBytes()
 	m.fetched = f.counter("messages_fetched_total", "Messages fetched from the edge events stream.")
 	m.processed = f.counter("messages_processed_total", "Messages durably processed and receipted.")
 	m.acked = f.counter("messages_acked_total", "Messages ACKed after their durable commit and receipt PubAck.")

@@ -18,10 +18,10 @@ func TestLinkWatcher_SinceIsTheLastChange(t *testing.T) {
 		connected map[string]bool
 		want      map[string]SiteLink
 	}{
-		{map[string]bool{}, map[string]SiteLink{"edge1": {"edge1", false, t0}, "edge2": {"edge2", false, t0}}},
-		{map[string]bool{"edge1": true, "edge2": true}, map[string]SiteLink{"edge1": {"edge1", true, t0.Add(time.Second)}, "edge2": {"edge2", true, t0.Add(time.Second)}}},
-		{map[string]bool{"edge1": true, "other": true}, map[string]SiteLink{"edge1": {"edge1", true, t0.Add(time.Second)}, "edge2": {"edge2", false, t0.Add(2 * time.Second)}}},
-		{map[string]bool{"edge1": true}, map[string]SiteLink{"edge1": {"edge1", true, t0.Add(time.Second)}, "edge2": {"edge2", false, t0.Add(2 * time.Second)}}},
+		{map[string]bool{}, map[string]SiteLink{"edge1": {Site: "edge1", Connected: false, Since: t0}, "edge2": {Site: "edge2", Connected: false, Since: t0}}},
+		{map[string]bool{"edge1": true, "edge2": true}, map[string]SiteLink{"edge1": {Site: "edge1", Connected: true, Since: t0.Add(time.Second)}, "edge2": {Site: "edge2", Connected: true, Since: t0.Add(time.Second)}}},
+		{map[string]bool{"edge1": true, "other": true}, map[string]SiteLink{"edge1": {Site: "edge1", Connected: true, Since: t0.Add(time.Second)}, "edge2": {Site: "edge2", Connected: false, Since: t0.Add(2 * time.Second)}}},
+		{map[string]bool{"edge1": true}, map[string]SiteLink{"edge1": {Site: "edge1", Connected: true, Since: t0.Add(time.Second)}, "edge2": {Site: "edge2", Connected: false, Since: t0.Add(2 * time.Second)}}},
 	}
 	for i, st := range steps {
 		b := w.Observe(st.connected, t0.Add(time.Duration(i)*time.Second))
@@ -43,10 +43,15 @@ func TestLinkTracker_States(t *testing.T) {
 	if l := lt.link("edge1", "hub", time.Now(), start, 5*time.Second); l.State != "unknown" || !l.Since.Equal(start) {
 		t.Errorf("never heard: %+v", l)
 	}
-	lt.beats["hub"] = LinkBeat{Hub: "hub", Sites: []SiteLink{{"edge1", true, start}, {"edge2", false, down}}}
+	lt.beats["hub"] = LinkBeat{Hub: "hub", Sites: []SiteLink{
+		{Site: "edge1", Connected: true, Since: start, BytesIn: 300, BytesOut: 4000},
+		{Site: "edge2", Connected: false, Since: down},
+	}}
 	lt.heard["hub"] = time.Now()
 	for site, want := range map[string]Link{
-		"edge1": {"online", start, "hub"}, "edge2": {"offline", down, "hub"}, "edge9": {"unknown", start, "hub"},
+		"edge1": {State: "online", Since: start, Via: "hub", Down: 4000, Up: 300},
+		"edge2": {State: "offline", Since: down, Via: "hub"},
+		"edge9": {State: "unknown", Since: start, Via: "hub"},
 	} {
 		if got := lt.link(site, "hub", time.Now(), start, 5*time.Second); got != want {
 			t.Errorf("%s: %+v, want %+v", site, got, want)
@@ -109,6 +114,7 @@ func TestHandler_Routes(t *testing.T) {
 		{"GET", "/console/", 200, `data-site="edge1"`},
 		{"GET", "/console/", 200, "completion service is not running"},
 		{"GET", "/console/sites", 200, `data-link="unknown"`},
+		{"GET", "/console/sites", 200, `↓ <span class="down">0 B</span>`},
 		{"GET", "/console/events?status=dead_lettered", 200, "completion service is not running"},
 		{"GET", "/console/events?status=complete", 400, "must be overdue or dead_lettered"},
 		{"GET", "/console/event?id=", 200, "event_id"},
@@ -138,3 +144,11 @@ func TestHandler_EscapesEventIDs(t *testing.T) {
 }
 
 var t0ctx = context.Background()
+
+func TestSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.0 kB", 12345: "12.3 kB", 4_100_000: "4.1 MB", 7e15: "7000.0 TB"} {
+		if got := size(n); got != want {
+			t.Errorf("size(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -25,6 +25,7 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 	"ago":       ago,
 	"stamp":     stamp,
 	"sparkline": sparkline,
+	"size":      size,
 }).ParseFS(assets, "assets/*.html"))
 
 // pageSize is the number of events per page of a list.
@@ -196,6 +197,21 @@ func ago(t time.Time) string {
 		return fmt.Sprintf("%dh%02dm ago", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// size writes a byte count in decimal units: 0 B, 950 B, 12.3 kB, 4.1 MB.
+func size(n int64) string {
+	if n < 1000 {
+		return fmt.Sprintf("%d B", n)
+	}
+	f := float64(n)
+	for _, u := range []string{"kB", "MB", "GB", "TB"} {
+		f /= 1000
+		if f < 1000 || u == "TB" {
+			return fmt.Sprintf("%.1f %s", f, u)
+		}
+	}
+	return ""
 }
 
 func stamp(t time.Time) string {

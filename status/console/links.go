@@ -30,6 +30,11 @@ type SiteLink struct {
 	Site      string    `json:"site"`
 	Connected bool      `json:"connected"`
 	Since     time.Time `json:"since"`
+	// BytesIn and BytesOut are the message bytes the link has moved since
+	// the hub's box started: in from the site (receipts up), out to it
+	// (events down). Headers and payload, before compression.
+	BytesIn  int64 `json:"bytes_in,omitempty"`
+	BytesOut int64 `json:"bytes_out,omitempty"`
 }
 
 // LinkWatcher tracks a hub's downstream links across beats: Observe is
@@ -95,6 +100,10 @@ type Link struct {
 	State string    `json:"state"` // online, offline or unknown
 	Since time.Time `json:"since"`
 	Via   string    `json:"via"` // the hub
+	// Down and Up are the message bytes the link has moved to the site
+	// and from it, as its hub last said (SiteLink); zero when unknown.
+	Down int64 `json:"bytes_down"`
+	Up   int64 `json:"bytes_up"`
 }
 
 // link says what L1 knows of site's link through hub at now. A hub that
@@ -107,17 +116,21 @@ func (lt *linkTracker) link(site, hub string, now, start time.Time, offlineAfter
 	if !ok {
 		return Link{State: "unknown", Since: start, Via: hub}
 	}
+	for _, l := range b.Sites {
+		if l.Site != site {
+			continue
+		}
+		if now.Sub(heard) > offlineAfter {
+			return Link{State: "unknown", Since: heard, Via: hub, Down: l.BytesOut, Up: l.BytesIn}
+		}
+		st := "offline"
+		if l.Connected {
+			st = "online"
+		}
+		return Link{State: st, Since: l.Since, Via: hub, Down: l.BytesOut, Up: l.BytesIn}
+	}
 	if now.Sub(heard) > offlineAfter {
 		return Link{State: "unknown", Since: heard, Via: hub}
-	}
-	for _, l := range b.Sites {
-		if l.Site == site {
-			st := "offline"
-			if l.Connected {
-				st = "online"
-			}
-			return Link{State: st, Since: l.Since, Via: hub}
-		}
 	}
 	return Link{State: "unknown", Since: start, Via: hub}
 }
