@@ -44,6 +44,9 @@ phases (--only, comma-separated; default all of them):
   F  fleet: one hub, --fleet-edges edges, --fleet-events each published
      while every edge link is cut for --fleet-cut; drain time, process
      CPU per 1k receipts, disk flushes per receipt
+  wire  bytes on the edge link per event down and per receipt up, with
+     compression off, s2_fast and s2_best (--wire events each, on the
+     first --transport)
   r  peak RSS of an edge run as a separate leafline process
   sinks  each sink side by side (--sinks, --events); only when named,
          or when --sinks is given without --only
@@ -55,7 +58,7 @@ f, e, l and F run once per --transport. The leafline phases need Linux.
 type benchFlags struct {
 	only, transport, ids, profile, dir           string
 	backlog, size, file, naive, e2e, drain, prob int
-	rss, batch, backlogBatch                     int
+	rss, batch, backlogBatch, wire               int
 	l1Events, l1Tracked                          int
 	cuts, rate, fleetEdges, fleetEvents          int
 	cutFor, fleetCut                             time.Duration
@@ -81,6 +84,7 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.drain, "drain", 20_000, "receipts accumulated during the cut (f)")
 	fs.IntVar(&f.prob, "probe", 10_000, "events for the publish and sourcing probe (s)")
 	fs.IntVar(&f.rss, "rss", 100_000, "backlog of the separate-process edge (r)")
+	fs.IntVar(&f.wire, "wire", 2000, "events per compression mode (wire)")
 	fs.IntVar(&f.l1Events, "l1-events", 100_000, "events L1 applies alone (l1)")
 	fs.IntVar(&f.l1Tracked, "l1-tracked", 1_000_000, "events tracked for l1's flat cost and summary")
 	fs.IntVar(&f.cuts, "cuts", 20, "link cuts (l)")
@@ -149,7 +153,7 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 	o := bench.Options{
 		Phases: phases, Transports: list(f.transport),
 		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
-		Probe: f.prob, RSS: f.rss, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
+		Probe: f.prob, RSS: f.rss, Wire: f.wire, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
 		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
 		Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,

@@ -48,6 +48,7 @@ func TestBench_BadFlags(t *testing.T) {
 		{[]string{"--only", "e", "--ids", "sequential"}, `ids "sequential"`},
 		{[]string{"--only", "F", "--fleet-edges", "500"}, "fleet-edges must be 0..200"},
 		{[]string{"--only", "l", "--cut-for", "-1s"}, "cut-for must be 0..1h"},
+		{[]string{"--only", "wire", "--wire", "-5"}, "wire must be 0..10000000"},
 	} {
 		var out, errb bytes.Buffer
 		if code := dispatch(context.Background(), append([]string{"bench"}, tc.args...), &out, &errb); code != exitUsage || !strings.Contains(errb.String(), tc.want) {
@@ -91,6 +92,34 @@ func TestBench_RestoreAndFleetPrintParsableLine(t *testing.T) {
 	for _, row := range []string{"\nl ", "\nF "} {
 		if !strings.Contains(out.String(), row) {
 			t.Errorf("no %q row:\n%s", strings.TrimSpace(row), out.String())
+		}
+	}
+}
+
+// TestBench_WirePrintsParsableLine runs `leafline bench --only wire` at a
+// tiny size and checks that the line carries its four figures; the
+// figures themselves are not checked.
+func TestBench_WirePrintsParsableLine(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the leafline phases read /proc and /sys: Linux only")
+	}
+	var out, errb bytes.Buffer
+	args := []string{"bench", "--only", "wire", "--wire", "50", "--insecure", "--unsigned", "--dir", t.TempDir()}
+	if code := dispatch(context.Background(), args, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, errb.String(), out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	figs, err := bench.ParseLine(lines[len(lines)-1])
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	got := map[string]float64{}
+	for _, f := range figs {
+		got[f.Name] = f.Value
+	}
+	for _, name := range []string{"wire_bytes_down_per_event", "wire_bytes_down_per_event_s2", "wire_bytes_up_per_receipt", "wire_bytes_up_per_receipt_s2"} {
+		if got[name] <= 0 {
+			t.Errorf("%s missing or zero in %q", name, lines[len(lines)-1])
 		}
 	}
 }

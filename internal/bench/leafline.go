@@ -12,7 +12,7 @@ import (
 )
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
-var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "r"}
+var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "r"}
 
 // Transports are the link transports SetTransport knows.
 var Transports = []string{topology.TransportSourcing, topology.TransportRelay}
@@ -83,6 +83,16 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	   is cut for FleetCut; then every link is restored at once and the
 //	   drain is timed until every event is completed at L1.
 //
+// Then, on the first transport, a system of l1, a hub and one edge per
+// compression (off, s2_fast, s2_best on every link):
+//
+//	wire  Wire events published at L1 until L1 has applied every receipt;
+//	      the bytes the edge link carried each way (counted by its proxy:
+//	      TLS records and compressed frames as sent) per event down and per
+//	      receipt up, ACKs, flow control and heartbeats included; beside
+//	      them the message bytes of leafline_link_bytes_total, which do
+//	      not see compression.
+//
 // And last:
 //
 //	r  peak RSS of an edge run as a separate `leafline run` process
@@ -101,6 +111,7 @@ type Options struct {
 	Drain   int // receipts accumulated during the cut for f (20000)
 	Probe   int // events for the SyncAlways probe s (10000)
 	RSS     int // backlog of the separate-process run r (100000)
+	Wire    int // events per compression mode for wire (2000)
 
 	// L1Events and L1Tracked shape l1: the events applied (100000) and the
 	// events tracked for the flat cost and the summary (1000000).
@@ -159,6 +170,7 @@ func (o *Options) setDefaults() {
 	def(&o.Drain, 20_000)
 	def(&o.Probe, 10_000)
 	def(&o.RSS, 100_000)
+	def(&o.Wire, 2000)
 	def(&o.L1Events, 100_000)
 	def(&o.L1Tracked, 1_000_000)
 	def(&o.Cuts, 20)
@@ -204,7 +216,7 @@ func (o *Options) Validate() error {
 		v    int
 	}{{"backlog", o.Backlog}, {"size", o.Size}, {"file", o.File}, {"naive", o.Naive}, {"e2e", o.E2E},
 		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"l1-events", o.L1Events}, {"l1-tracked", o.L1Tracked}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch},
-		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}} {
+		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}, {"wire", o.Wire}} {
 		if s.v < 0 || s.v > 10_000_000 {
 			errs = append(errs, fmt.Sprintf("%s must be 0..10000000, got %d", s.name, s.v))
 		}

@@ -108,6 +108,7 @@ type run struct {
 	fleets     []fleetRes
 	rss        *benchRow
 	l1         *l1Res
+	wires      []wireRes
 }
 
 // feRows are the drain and end-to-end rows of one transport.
@@ -223,6 +224,9 @@ func (r *run) phases() (figs []Figure, err error) {
 		if r.o.on("F") {
 			r.fleet(t)
 		}
+	}
+	if r.o.on("wire") {
+		r.wire(o.Transports[0])
 	}
 	if r.o.on("r") {
 		row := benchRSSRun(r.tb, o.RSS, r.payload)

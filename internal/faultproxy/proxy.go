@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Proxy forwards TCP connections from its listener to a target address.
@@ -20,6 +21,9 @@ type Proxy struct {
 	cut   bool
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
+
+	count                atomic.Bool
+	toTarget, fromTarget atomic.Int64
 }
 
 // Listen starts a proxy on addr (e.g. "127.0.0.1:0") forwarding to target.
@@ -36,6 +40,20 @@ func Listen(addr, target string) (*Proxy, error) {
 
 // Addr is the proxy's listen address.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// CountBytes makes the proxy count the bytes of the connections it
+// accepts from now on (see Bytes). It is off by default: counting copies
+// through a buffer, where an uncounted connection is spliced in the
+// kernel.
+func (p *Proxy) CountBytes() { p.count.Store(true) }
+
+// Bytes returns the bytes the proxy has forwarded so far over the
+// connections it counts (CountBytes): toTarget from the dialling side to
+// the target, fromTarget back. They are the bytes on the wire of the link
+// it carries (TLS records and compressed frames as they are).
+func (p *Proxy) Bytes() (toTarget, fromTarget int64) {
+	return p.toTarget.Load(), p.fromTarget.Load()
+}
 
 // Cut drops every connection and refuses new ones until Restore.
 func (p *Proxy) Cut() {
@@ -118,14 +136,31 @@ func (p *Proxy) serve(c net.Conn) {
 	}
 	defer p.untrack(u)
 	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
+	counted := p.count.Load()
+	pipe := func(dst, src net.Conn, n *atomic.Int64) {
+		if counted {
+			io.Copy(countWriter{dst, n}, src)
+		} else {
+			io.Copy(dst, src)
+		}
 		dst.Close()
 		src.Close()
 		done <- struct{}{}
 	}
-	go pipe(u, c)
-	go pipe(c, u)
+	go pipe(u, c, &p.toTarget)
+	go pipe(c, u, &p.fromTarget)
 	<-done
 	<-done
+}
+
+// countWriter adds what it writes to n.
+type countWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countWriter) Write(b []byte) (int, error) {
+	k, err := c.w.Write(b)
+	c.n.Add(int64(k))
+	return k, err
 }
