@@ -24,7 +24,7 @@ const maxHTTPPath = 3*receipt.MaxEventIDLen + 64
 // *StatusClient):
 //
 //	GET /v1/events/{event_id}   the completion record; 404 if unknown
-//	GET /v1/events?status=pending|overdue|dead_lettered|conflict[&site=S][&limit=N][&after=CURSOR]
+//	GET /v1/events?status=pending|overdue|dead_lettered|expired|conflict[&site=S][&limit=N][&after=CURSOR]
 //	                            {"items":[...],"next":"CURSOR"} ("next" absent on the last page)
 //	GET /v1/summary             Summary
 //

@@ -78,7 +78,7 @@ func StartMicro(nc *nats.Conn, src record.StatusSource, cfg MicroConfig) (micro.
 		h          func(context.Context, micro.Request)
 	}{
 		{"get", "body: event_id; answer: the completion record", m.get},
-		{"list", `body: {"status":"pending|overdue|dead_lettered|conflict","site":"","limit":100,"after":""}`, m.list},
+		{"list", `body: {"status":"pending|overdue|dead_lettered|expired|conflict","site":"","limit":100,"after":""}`, m.list},
 		{"summary", "answer: counts per status and per site", m.summary},
 		{"unidentified", `body: {"limit":100,"after":""}; answer: origin messages without a usable event_id`, m.unidentified},
 	} {

@@ -38,6 +38,7 @@ const (
 	kindPending  idxKind = "p"
 	kindDead     idxKind = "d"
 	kindConflict idxKind = "c"
+	kindExpired  idxKind = "x"
 	// eventLevel is the site token of an event's own entry.
 	eventLevel = "="
 )
@@ -70,7 +71,7 @@ func parseIndexKey(key string) (idxKey, string, error) {
 	}
 	k := idxKey{kind: idxKind(parts[0]), site: parts[1]}
 	switch k.kind {
-	case kindPending, kindDead, kindConflict:
+	case kindPending, kindDead, kindExpired, kindConflict:
 	default:
 		return bad("unknown kind")
 	}
@@ -99,6 +100,8 @@ func indexKeys(c *record.Completion) []idxKey {
 		out = append(out, eventKey(kindPending))
 	case record.EventDeadLettered:
 		out = append(out, eventKey(kindDead))
+	case record.EventExpired:
+		out = append(out, eventKey(kindExpired))
 	}
 	if c.Conflict {
 		out = append(out, eventKey(kindConflict))
@@ -109,6 +112,9 @@ func indexKeys(c *record.Completion) []idxKey {
 	for name, p := range c.Processors {
 		if p.Status == receipt.StatusDeadLettered {
 			out = append(out, siteKey(kindDead, name))
+		}
+		if p.Status == receipt.StatusExpired {
+			out = append(out, siteKey(kindExpired, name))
 		}
 		if p.Conflicts > 0 {
 			out = append(out, siteKey(kindConflict, name))
@@ -137,7 +143,10 @@ func permanentlyFalse(c *record.Completion, k idxKey) bool {
 		return reported || !slices.Contains(c.Expected, k.site)
 	case k.kind == kindDead && k.site != eventLevel:
 		p, ok := c.Processors[k.site]
-		return ok && p.Status == receipt.StatusProcessed
+		return ok && p.Status != receipt.StatusDeadLettered
+	case k.kind == kindExpired && k.site != eventLevel:
+		p, ok := c.Processors[k.site]
+		return ok && p.Status != receipt.StatusExpired
 	}
 	return false
 }
@@ -157,6 +166,8 @@ func member(c *record.Completion, k idxKey) bool {
 			return c.Status == record.EventPending || c.Status == record.EventOriginUnknown
 		case kindDead:
 			return c.Status == record.EventDeadLettered
+		case kindExpired:
+			return c.Status == record.EventExpired
 		case kindConflict:
 			return c.Conflict
 		}
@@ -168,6 +179,8 @@ func member(c *record.Completion, k idxKey) bool {
 		return slices.Contains(c.Missing, k.site)
 	case kindDead:
 		return ok && p.Status == receipt.StatusDeadLettered
+	case kindExpired:
+		return ok && p.Status == receipt.StatusExpired
 	case kindConflict:
 		return ok && p.Conflicts > 0
 	}

@@ -15,7 +15,7 @@ import (
 // filterKey returns the index key kind and KV key filter that List scans.
 func filterKey(q record.ListQuery) (idxKey, string) {
 	kind := map[record.ListStatus]idxKind{
-		record.ListPending: kindPending, record.ListOverdue: kindPending, record.ListDeadLettered: kindDead, record.ListConflict: kindConflict,
+		record.ListPending: kindPending, record.ListOverdue: kindPending, record.ListDeadLettered: kindDead, record.ListExpired: kindExpired, record.ListConflict: kindConflict,
 	}[q.Status]
 	k := eventKey(kind)
 	if q.Site != "" {
@@ -149,7 +149,7 @@ func (s *Store) verify(ctx context.Context, k idxKey, overdue bool, ents []idxEn
 // Summary counts events per status and per site from the status index.
 //
 // Status counts are exact counts of index entries (one batched direct get
-// each); Complete is Events − Pending − DeadLettered. Overdue, the oldest
+// each); Complete is Events − Pending − DeadLettered − Expired. Overdue, the oldest
 // pending event and the set of sites come from scans bounded by
 // MaxSummaryScan entries (see Truncated). Sites are StoreConfig.Sites plus
 // every site that has index entries within the scans. Counts are read one
@@ -184,12 +184,12 @@ func (s *Store) summaryCounts(ctx context.Context, sum *record.Summary) error {
 	for _, c := range []struct {
 		p      *int64
 		filter string
-	}{{&sum.Pending, "p.=.>"}, {&sum.DeadLettered, "d.=.>"}, {&sum.Conflict, "c.=.>"}} {
+	}{{&sum.Pending, "p.=.>"}, {&sum.DeadLettered, "d.=.>"}, {&sum.Expired, "x.=.>"}, {&sum.Conflict, "c.=.>"}} {
 		if *c.p, err = s.ix.count(ctx, c.filter); err != nil {
 			return err
 		}
 	}
-	sum.Complete = max(0, sum.Events-sum.Pending-sum.DeadLettered)
+	sum.Complete = max(0, sum.Events-sum.Pending-sum.DeadLettered-sum.Expired)
 	return nil
 }
 
@@ -232,7 +232,7 @@ func (s *Store) summarySites(ctx context.Context, sum *record.Summary, now time.
 	for _, name := range s.sites {
 		site(name)
 	}
-	for _, filter := range []string{"p.*.>", "d.*.>", "c.*.>"} {
+	for _, filter := range []string{"p.*.>", "d.*.>", "x.*.>", "c.*.>"} {
 		trunc, err := s.scan(ctx, filter, func(e idxEntry) {
 			k, id, err := parseIndexKey(e.Key)
 			if err != nil || k.site == eventLevel {
@@ -262,7 +262,7 @@ func (s *Store) summarySites(ctx context.Context, sum *record.Summary, now time.
 	return s.countSites(ctx, sum.Sites)
 }
 
-// countSites counts each site's pending, dead-lettered and conflict
+// countSites counts each site's pending, dead-lettered, expired and conflict
 // entries, eight lookups at a time.
 func (s *Store) countSites(ctx context.Context, sites []record.SiteSummary) error {
 	g, gctx := errgroup.WithContext(ctx)
@@ -272,7 +272,7 @@ func (s *Store) countSites(ctx context.Context, sites []record.SiteSummary) erro
 		for _, c := range []struct {
 			p    *int64
 			kind idxKind
-		}{{&r.Pending, kindPending}, {&r.DeadLettered, kindDead}, {&r.Conflict, kindConflict}} {
+		}{{&r.Pending, kindPending}, {&r.DeadLettered, kindDead}, {&r.Expired, kindExpired}, {&r.Conflict, kindConflict}} {
 			g.Go(func() error {
 				n, err := s.ix.count(gctx, siteKey(c.kind, r.Site).String()+".>")
 				*c.p = n

@@ -231,7 +231,7 @@ func (s *Store) ApplyReceipt(ctx context.Context, r receipt.Receipt, receivedAt 
 			if out == record.Applied || out == record.Held || refusal != nil {
 				return nil
 			}
-			return []idxKey{eventKey(kindPending), siteKey(kindPending, r.Processor), siteKey(kindDead, r.Processor)}
+			return []idxKey{eventKey(kindPending), siteKey(kindPending, r.Processor), siteKey(kindDead, r.Processor), siteKey(kindExpired, r.Processor)}
 		},
 	})
 	if err != nil && !errors.Is(err, ErrIndexIncomplete) {

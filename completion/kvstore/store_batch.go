@@ -238,7 +238,7 @@ func (g *batchGroup) repairKeys(c *record.Completion) []idxKey {
 	}
 	keys := []idxKey{eventKey(kindPending)}
 	for _, p := range g.repair {
-		keys = append(keys, siteKey(kindPending, p), siteKey(kindDead, p))
+		keys = append(keys, siteKey(kindPending, p), siteKey(kindDead, p), siteKey(kindExpired, p))
 	}
 	return keys
 }

@@ -16,13 +16,18 @@ type EventStatus string
 const (
 	// EventPending: not every expected processor has reported yet, or the
 	// expected processors are not known yet (the origin message has not been
-	// seen), and no processor reported dead_lettered.
+	// seen), and no processor reported dead_lettered or expired.
 	EventPending EventStatus = "pending"
 	// EventComplete: the origin message was seen and every expected
 	// processor reported processed (vacuously true when none is expected).
 	EventComplete EventStatus = "complete"
 	// EventDeadLettered: at least one processor reported dead_lettered.
 	EventDeadLettered EventStatus = "dead_lettered"
+	// EventExpired: at least one processor reported expired (the event
+	// was older than its expiry when that processor reached it, and was
+	// not processed there) and none reported dead_lettered. Terminal, as
+	// dead_lettered is.
+	EventExpired EventStatus = "expired"
 	// EventOriginUnknown: receipts are held for the event (see
 	// Completion.Held) but its origin message has not been seen, so
 	// nothing says it was ever published or to whom it was routed. The
@@ -32,7 +37,7 @@ const (
 
 // Valid reports whether s is one of the defined overall statuses.
 func (s EventStatus) Valid() bool {
-	return s == EventPending || s == EventComplete || s == EventDeadLettered || s == EventOriginUnknown
+	return s == EventPending || s == EventComplete || s == EventDeadLettered || s == EventExpired || s == EventOriginUnknown
 }
 
 // ProcessorRecord is what one processor reported for one event.
@@ -120,14 +125,17 @@ func (c *Completion) OriginKnown() bool { return !c.PublishedAt.IsZero() }
 func (c *Completion) Derive() {
 	c.Missing, c.Overdue, c.Cleaned = nil, false, nil
 	c.Conflict = len(c.Reused) > 0
-	dead := false
+	dead, expired := false, false
 	for _, p := range c.Processors {
 		c.Conflict = c.Conflict || p.Conflicts > 0
 		dead = dead || p.Status == receipt.StatusDeadLettered
+		expired = expired || p.Status == receipt.StatusExpired
 	}
 	switch {
 	case dead:
 		c.Status = EventDeadLettered
+	case expired:
+		c.Status = EventExpired
 	case !c.OriginKnown() && len(c.Processors) == 0 && len(c.Held) > 0:
 		c.Status = EventOriginUnknown
 	case !c.OriginKnown() || len(c.MissingProcessors()) > 0:

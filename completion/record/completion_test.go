@@ -31,6 +31,9 @@ func TestCompletion_Derive(t *testing.T) {
 		{"both", Completion{PublishedAt: t0, Expected: []string{"a", "b"}, Processors: map[string]ProcessorRecord{"a": proc(receipt.StatusProcessed, 0), "b": proc(receipt.StatusProcessed, 2)}}, EventComplete, true, nil, false},
 		{"dead beats missing", Completion{PublishedAt: t0, Expected: []string{"a", "b"}, Processors: map[string]ProcessorRecord{"a": proc(receipt.StatusDeadLettered, 0)}}, EventDeadLettered, false, []string{"b"}, false},
 		{"unexpected processor dead", Completion{PublishedAt: t0, Expected: []string{"a"}, Processors: map[string]ProcessorRecord{"a": proc(receipt.StatusProcessed, 0), "z": proc(receipt.StatusDeadLettered, 0)}}, EventDeadLettered, false, nil, false},
+		{"expired", Completion{PublishedAt: t0, Expected: []string{"a"}, Processors: map[string]ProcessorRecord{"a": proc(receipt.StatusExpired, 0)}}, EventExpired, false, nil, false},
+		{"expired beats missing", Completion{PublishedAt: t0, Expected: []string{"a", "b"}, Processors: map[string]ProcessorRecord{"a": proc(receipt.StatusExpired, 0)}}, EventExpired, false, []string{"b"}, false},
+		{"dead beats expired", Completion{PublishedAt: t0, Expected: []string{"a", "b"}, Processors: map[string]ProcessorRecord{"a": proc(receipt.StatusExpired, 0), "b": proc(receipt.StatusDeadLettered, 0)}}, EventDeadLettered, false, nil, false},
 		{"recent", Completion{PublishedAt: t0.Add(time.Hour), Expected: []string{"a"}}, EventPending, false, []string{"a"}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

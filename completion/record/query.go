@@ -29,6 +29,9 @@ const (
 	// ListDeadLettered: events with a dead_lettered receipt (with Site:
 	// from that site).
 	ListDeadLettered ListStatus = "dead_lettered"
+	// ListExpired: events of status expired (with Site: with an expired
+	// receipt from that site).
+	ListExpired ListStatus = "expired"
 	// ListConflict: events with a conflicting receipt (with Site: from
 	// that site).
 	ListConflict ListStatus = "conflict"
@@ -68,11 +71,11 @@ type ListQuery struct {
 func (q *ListQuery) Validate() error {
 	var errs []error
 	switch q.Status {
-	case ListPending, ListOverdue, ListDeadLettered, ListConflict:
+	case ListPending, ListOverdue, ListDeadLettered, ListExpired, ListConflict:
 	case "":
-		errs = append(errs, errors.New("status: required (pending, overdue, dead_lettered or conflict)"))
+		errs = append(errs, errors.New("status: required (pending, overdue, dead_lettered, expired or conflict)"))
 	default:
-		errs = append(errs, fmt.Errorf("status: %q is not pending, overdue, dead_lettered or conflict", receipt.TruncateUTF8(string(q.Status), 32)))
+		errs = append(errs, fmt.Errorf("status: %q is not pending, overdue, dead_lettered, expired or conflict", receipt.TruncateUTF8(string(q.Status), 32)))
 	}
 	if q.Site != "" {
 		if err := receipt.CheckName(q.Site); err != nil {
@@ -235,8 +238,11 @@ type Summary struct {
 	Pending      int64 `json:"pending"`
 	Complete     int64 `json:"complete"`
 	DeadLettered int64 `json:"dead_lettered"`
-	Conflict     int64 `json:"conflict"`
-	Overdue      int64 `json:"overdue"`
+	// Expired counts the events of status expired: terminal, never
+	// pending, not complete.
+	Expired  int64 `json:"expired"`
+	Conflict int64 `json:"conflict"`
+	Overdue  int64 `json:"overdue"`
 	// PendingOriginUnknown counts pending events whose origin message has
 	// not been seen (receipts arrived first, or origin tracking is off),
 	// events of status origin_unknown included; Pending includes them all.
@@ -265,6 +271,7 @@ type SiteSummary struct {
 	Pending       int64       `json:"pending"`
 	Overdue       int64       `json:"overdue"`
 	DeadLettered  int64       `json:"dead_lettered"`
+	Expired       int64       `json:"expired"`
 	Conflict      int64       `json:"conflict"`
 	OldestPending *PendingAge `json:"oldest_pending,omitempty"`
 }

@@ -79,9 +79,13 @@ func recordHistory(seed uint64, n int, base time.Time) history {
 			if !routed && rng.IntN(6) != 0 {
 				continue // an unexpected processor, now and then
 			}
+			statuses := []receipt.Status{receipt.StatusProcessed, receipt.StatusDeadLettered, receipt.StatusExpired}
 			status := receipt.StatusProcessed
-			if rng.IntN(8) == 0 {
+			switch rng.IntN(8) {
+			case 0:
 				status = receipt.StatusDeadLettered
+			case 1:
+				status = receipt.StatusExpired
 			}
 			if rng.IntN(5) == 0 {
 				continue // not reported yet: pending
@@ -92,10 +96,7 @@ func recordHistory(seed uint64, n int, base time.Time) history {
 			case 0: // the same receipt again (redelivery)
 				ops = append(ops, it)
 			case 1: // another status: a conflict
-				other := receipt.StatusDeadLettered
-				if status == other {
-					other = receipt.StatusProcessed
-				}
+				other := statuses[(slices.Index(statuses, status)+1+rng.IntN(2))%len(statuses)]
 				ops = append(ops, rcpt(e, site, other, base.Add(time.Duration(i)*time.Millisecond+time.Microsecond)))
 			}
 		}
@@ -197,7 +198,7 @@ func answers(t *testing.T, ctx context.Context, s record.State, ids []string) []
 			out = append(out, fmt.Sprintf("get %s: %+v", id, c))
 		}
 	}
-	for _, status := range []record.ListStatus{record.ListPending, record.ListOverdue, record.ListDeadLettered, record.ListConflict} {
+	for _, status := range []record.ListStatus{record.ListPending, record.ListOverdue, record.ListDeadLettered, record.ListExpired, record.ListConflict} {
 		for _, site := range append([]string{""}, diffSites...) {
 			var got []string
 			q := record.ListQuery{Status: status, Site: site, Limit: 7}

@@ -58,6 +58,7 @@ const (
 	kindPending  = 'p'
 	kindDead     = 'd'
 	kindConflict = 'c'
+	kindExpired  = 'x'
 	kindEvents   = 'e'
 	kindUnknown  = 'u'
 	kindOverdue  = 'o'
@@ -172,6 +173,8 @@ func factsOf(c *record.Completion) []fact {
 		out = append(out, fact{kindPending, ""})
 	case record.EventDeadLettered:
 		out = append(out, fact{kindDead, ""})
+	case record.EventExpired:
+		out = append(out, fact{kindExpired, ""})
 	}
 	if c.Conflict {
 		out = append(out, fact{kindConflict, ""})
@@ -182,6 +185,9 @@ func factsOf(c *record.Completion) []fact {
 	for name, p := range c.Processors {
 		if p.Status == receipt.StatusDeadLettered {
 			out = append(out, fact{kindDead, name})
+		}
+		if p.Status == receipt.StatusExpired {
+			out = append(out, fact{kindExpired, name})
 		}
 		if p.Conflicts > 0 {
 			out = append(out, fact{kindConflict, name})

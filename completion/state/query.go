@@ -18,7 +18,7 @@ const posLen = 16
 
 var listKinds = map[record.ListStatus]byte{
 	record.ListPending: kindPending, record.ListOverdue: kindPending,
-	record.ListDeadLettered: kindDead, record.ListConflict: kindConflict,
+	record.ListDeadLettered: kindDead, record.ListExpired: kindExpired, record.ListConflict: kindConflict,
 }
 
 // List returns a page of records as Store.List does, in the
@@ -120,14 +120,15 @@ func (s *State) Summary(ctx context.Context) (record.Summary, error) {
 		}
 		sum.Events = get(kindEvents, "")
 		sum.Pending, sum.DeadLettered, sum.Conflict = get(kindPending, ""), get(kindDead, ""), get(kindConflict, "")
-		sum.Complete = max(0, sum.Events-sum.Pending-sum.DeadLettered)
+		sum.Expired = get(kindExpired, "")
+		sum.Complete = max(0, sum.Events-sum.Pending-sum.DeadLettered-sum.Expired)
 		sum.PendingOriginUnknown = get(kindUnknown, "")
 		sum.Overdue = overdueOf("")
 		sum.OldestPending = oldest(idx, "", now)
 		for _, site := range s.sites(cnt) {
 			sum.Sites = append(sum.Sites, record.SiteSummary{
 				Site: site, Pending: get(kindPending, site), Overdue: overdueOf(site),
-				DeadLettered: get(kindDead, site), Conflict: get(kindConflict, site),
+				DeadLettered: get(kindDead, site), Expired: get(kindExpired, site), Conflict: get(kindConflict, site),
 				OldestPending: oldest(idx, site, now),
 			})
 		}
@@ -151,7 +152,7 @@ func (s *State) sites(cnt *bolt.Bucket) []string {
 	}
 	c := cnt.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		if len(k) > 1 && (k[0] == kindPending || k[0] == kindDead || k[0] == kindConflict) {
+		if len(k) > 1 && (k[0] == kindPending || k[0] == kindDead || k[0] == kindExpired || k[0] == kindConflict) {
 			set[string(k[1:])] = true
 		}
 	}

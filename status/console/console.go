@@ -175,6 +175,7 @@ type SiteView struct {
 	Pending      int64     `json:"pending"`
 	Overdue      int64     `json:"overdue"`
 	DeadLettered int64     `json:"dead_lettered"`
+	Expired      int64     `json:"expired"`
 	// Trend is the pending count over the last hour, oldest first.
 	Trend []int64 `json:"trend,omitempty"`
 }
@@ -212,6 +213,7 @@ func (c *Console) snapshot(ctx context.Context, sum *record.Summary, err error) 
 			Pending:      cs.Pending,
 			Overdue:      cs.Overdue,
 			DeadLettered: cs.DeadLettered,
+			Expired:      cs.Expired,
 		})
 	}
 	return snap

@@ -116,7 +116,7 @@ func TestHandler_Routes(t *testing.T) {
 		{"GET", "/console/sites", 200, `data-link="unknown"`},
 		{"GET", "/console/sites", 200, `↓ <span class="down">0 B</span>`},
 		{"GET", "/console/events?status=dead_lettered", 200, "completion service is not running"},
-		{"GET", "/console/events?status=complete", 400, "must be overdue or dead_lettered"},
+		{"GET", "/console/events?status=complete", 400, "must be overdue, dead_lettered or expired"},
 		{"GET", "/console/event?id=", 200, "event_id"},
 		{"GET", "/console/state.json", 200, `"site":"edge1"`},
 		{"GET", "/console/assets/console.js", 200, "setInterval"},

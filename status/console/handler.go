@@ -36,7 +36,7 @@ const pageSize = 20
 //
 //	GET /console/               the page
 //	GET /console/sites          the sites table (HTML fragment)
-//	GET /console/events?status=overdue|dead_lettered[&after=CURSOR]
+//	GET /console/events?status=overdue|dead_lettered|expired[&after=CURSOR]
 //	                            a page of events, newest first (fragment)
 //	GET /console/event?id=ID    one event's full record (fragment)
 //	GET /console/state.json     the sites as JSON
@@ -86,12 +86,14 @@ type pageData struct {
 	RefreshMS int64
 	Overdue   eventsData
 	Dead      eventsData
+	Expired   eventsData
 }
 
 func (c *Console) page(w http.ResponseWriter, r *http.Request) {
 	d := pageData{Snap: c.current(), RefreshMS: c.cfg.Refresh.Milliseconds()}
 	d.Overdue = c.list(r.Context(), record.ListOverdue, "")
 	d.Dead = c.list(r.Context(), record.ListDeadLettered, "")
+	d.Expired = c.list(r.Context(), record.ListExpired, "")
 	render(w, "page.html", d)
 }
 
@@ -109,8 +111,8 @@ type eventsData struct {
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	st := record.ListStatus(q.Get("status"))
-	if st != record.ListOverdue && st != record.ListDeadLettered {
-		http.Error(w, "status: must be overdue or dead_lettered", http.StatusBadRequest)
+	if st != record.ListOverdue && st != record.ListDeadLettered && st != record.ListExpired {
+		http.Error(w, "status: must be overdue, dead_lettered or expired", http.StatusBadRequest)
 		return
 	}
 	render(w, "events", c.list(r.Context(), st, q.Get("after")))

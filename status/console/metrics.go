@@ -16,6 +16,7 @@ import (
 //	leafline_site_pending{edge}                        events waiting for the edge's receipt
 //	leafline_site_overdue{edge}                        of those, older than completion.overdue_after
 //	leafline_site_dead_lettered{edge}                  events the edge dead-lettered
+//	leafline_site_expired{edge}                        events the edge expired (too old when it reached them)
 //	leafline_site_counts_ok                            1 when the last sample read the completion service
 func (c *Console) Metrics(constLabels prometheus.Labels) prometheus.Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
@@ -29,17 +30,18 @@ func (c *Console) Metrics(constLabels prometheus.Labels) prometheus.Collector {
 		pending:  d("site_pending", "Events waiting for the edge's receipt at L1.", "edge"),
 		overdue:  d("site_overdue", "Events waiting for the edge's receipt for longer than completion.overdue_after.", "edge"),
 		dead:     d("site_dead_lettered", "Events the edge dead-lettered.", "edge"),
+		expired:  d("site_expired", "Events the edge did not process because they were older than their expiry when it reached them.", "edge"),
 		countsOK: d("site_counts_ok", "1 when the console's last sample read the completion service's summary, else 0."),
 	}
 }
 
 type collector struct {
-	c                                                             *Console
-	up, known, changed, receipt, pending, overdue, dead, countsOK *prometheus.Desc
+	c                                                                      *Console
+	up, known, changed, receipt, pending, overdue, dead, expired, countsOK *prometheus.Desc
 }
 
 func (m *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.up, m.known, m.changed, m.receipt, m.pending, m.overdue, m.dead, m.countsOK} {
+	for _, d := range []*prometheus.Desc{m.up, m.known, m.changed, m.receipt, m.pending, m.overdue, m.dead, m.expired, m.countsOK} {
 		ch <- d
 	}
 }
@@ -70,6 +72,7 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(m.pending, float64(s.Pending), s.Site)
 			gauge(m.overdue, float64(s.Overdue), s.Site)
 			gauge(m.dead, float64(s.DeadLettered), s.Site)
+			gauge(m.expired, float64(s.Expired), s.Site)
 		}
 	}
 }

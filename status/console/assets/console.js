@@ -18,7 +18,7 @@
   async function tick() {
     try {
       await load("/console/sites", document.getElementById("sites"));
-      for (const status of ["dead_lettered", "overdue"]) {
+      for (const status of ["dead_lettered", "expired", "overdue"]) {
         await load("/console/events?status=" + status, document.getElementById(status));
       }
     } catch (err) {
