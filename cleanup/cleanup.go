@@ -25,6 +25,7 @@ const (
 	SkipUnidentified   = "unidentified"    // the message has no usable event_id
 	SkipPending        = "pending"         // a processor has not reported a terminal status
 	SkipDeadLettered   = "dead_lettered"   // dead-lettered and the policy keeps those
+	SkipExpired        = "expired"         // expired at an edge and the policy keeps those
 	SkipConflict       = "conflict"        // conflicting receipts or a reused event_id: an operator decides
 	SkipGrace          = "grace"           // the last terminal receipt (or the message) is younger than Grace
 	SkipRedrivePending = "redrive_pending" // redriven less than Grace ago
@@ -34,7 +35,7 @@ const (
 )
 
 // CleanupSkipReasons lists every skip reason, for metrics.
-var CleanupSkipReasons = []string{SkipUntracked, SkipUnidentified, SkipPending, SkipDeadLettered, SkipConflict,
+var CleanupSkipReasons = []string{SkipUntracked, SkipUnidentified, SkipPending, SkipDeadLettered, SkipExpired, SkipConflict,
 	SkipGrace, SkipRedrivePending, SkipMismatch, SkipGone, SkipError}
 
 // CleanupReport is what one pass found (dry run) or did.
@@ -309,7 +310,9 @@ func (c *Cleaner) decide(ctx context.Context, m *scanned, now time.Time) (decisi
 		return decision{skip: SkipConflict}, nil
 	case comp.Status == record.EventDeadLettered && !c.cfg.AllowDeadLettered:
 		return decision{skip: SkipDeadLettered}, nil
-	case comp.Status != record.EventComplete && comp.Status != record.EventDeadLettered:
+	case anyExpired(&comp) && !c.cfg.AllowExpired:
+		return decision{skip: SkipExpired}, nil
+	case comp.Status != record.EventComplete && comp.Status != record.EventDeadLettered && comp.Status != record.EventExpired:
 		return decision{skip: SkipPending}, nil
 	}
 	last := later(comp.PublishedAt, m.stored)
@@ -421,4 +424,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// anyExpired reports whether a processor of c reported expired.
+func anyExpired(c *record.Completion) bool {
+	for _, p := range c.Processors {
+		if p.Status == receipt.StatusExpired {
+			return true
+		}
+	}
+	return false
 }

@@ -47,6 +47,11 @@ type CleanupConfig struct {
 	// terminal status, some of them dead_lettered, be cleaned. False
 	// (default): a dead-lettered event keeps its origin message.
 	AllowDeadLettered bool
+	// AllowExpired lets an event whose processors all reported a terminal
+	// status, some of them expired, be cleaned (and a dead-lettered one
+	// too only with AllowDeadLettered). False (default): an event an edge
+	// expired keeps its origin message.
+	AllowExpired bool
 	// Interval between passes of Run; zero = DefaultCleanupInterval.
 	Interval time.Duration
 	// MaxPerPass bounds the origin messages one pass examines; zero =
@@ -143,8 +148,13 @@ func (c *CleanupConfig) Validate() error {
 // policy names the rule the audit records cite.
 func (c *CleanupConfig) policy() string {
 	s := "every expected processor processed"
-	if c.AllowDeadLettered {
+	switch {
+	case c.AllowDeadLettered && c.AllowExpired:
+		s = "every expected processor processed, dead_lettered or expired"
+	case c.AllowDeadLettered:
 		s = "every expected processor processed or dead_lettered"
+	case c.AllowExpired:
+		s = "every expected processor processed or expired"
 	}
 	return s + "; grace " + c.Grace.String() + "; no redrive pending; event_id matches at the recorded sequence"
 }

@@ -326,3 +326,25 @@ func TestNewCleaner_Config(t *testing.T) {
 		}
 	}
 }
+
+// Expired events keep their origin message unless the policy allows them,
+// as dead-lettered ones do; AllowDeadLettered alone does not allow them.
+func TestCleaner_Policy_Expired(t *testing.T) {
+	_, js := jstest.StartJS(t, jstest.Options{})
+	e := newCleanupEnv(t, js)
+	expired := e.publish(t, "expired", "events.a", false, true, "edge-1")
+	e.report(t, "expired", "edge-1", receipt.StatusExpired, time.Minute)
+
+	c := e.cleaner(t, js, func(c *cleanup.CleanupConfig) { c.AllowDeadLettered = true })
+	if rep := e.pass(t, c, false, 2*time.Hour); rep.Deleted != 0 || rep.Skipped[cleanup.SkipExpired] != 1 || !e.present(t, expired) {
+		t.Fatalf("expired without allow_expired: %+v", rep)
+	}
+	c2 := e.cleaner(t, js, func(c *cleanup.CleanupConfig) { c.AllowExpired = true })
+	if rep := e.pass(t, c2, false, 2*time.Hour); rep.Deleted != 1 || e.present(t, expired) {
+		t.Fatalf("expired with allow_expired: %+v", rep)
+	}
+	ents, err := c2.Audit(jstest.Ctx(t), "expired")
+	if err != nil || len(ents) != 1 || len(ents[0].Record.Receipts) != 1 {
+		t.Fatalf("audit: %v %+v", err, ents)
+	}
+}

@@ -14,9 +14,10 @@
 //     recorded origin sequence is this message's sequence (or the message
 //     is a redrive copy, RedriveHeader set, at a later sequence); any other
 //     message is a mismatch: logged once, counted, and never deleted;
-//   - every expected processor reported a terminal status: processed, or
-//     dead_lettered with CleanupConfig.AllowDeadLettered; an event with a
-//     conflict is left to an operator;
+//   - every expected processor reported a terminal status: processed,
+//     dead_lettered with CleanupConfig.AllowDeadLettered, or expired with
+//     CleanupConfig.AllowExpired; an event with a conflict is left to an
+//     operator;
 //   - Grace has passed since the last of those receipts and since the
 //     message was stored, and this process has not redriven the event
 //     within Grace.

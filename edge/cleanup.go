@@ -42,6 +42,7 @@ func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st record.Recor
 		OriginEventID:     eventid.Extractor(cfg.EventID),
 		Grace:             cl.Grace.D(),
 		AllowDeadLettered: cl.AllowDeadLettered,
+		AllowExpired:      cl.AllowExpired,
 		Interval:          cl.Interval.D(),
 		MaxPerPass:        cl.MaxPerPass,
 		AuditStream:       cl.AuditStream,

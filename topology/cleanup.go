@@ -22,6 +22,10 @@ type CleanupConfig struct {
 	// every other edge reported) be cleaned. Zero value: such events keep
 	// their origin message, for a replay.
 	AllowDeadLettered bool `json:"allow_dead_lettered,omitempty"`
+	// AllowExpired lets an event that some edge expired (too old when it
+	// reached it; and every other edge reported) be cleaned. Zero value:
+	// such events keep their origin message, as dead-lettered ones do.
+	AllowExpired bool `json:"allow_expired,omitempty"`
 	// MaxPerPass bounds the origin messages one pass examines, 1..1000000.
 	// Zero value means 10000.
 	MaxPerPass int `json:"max_per_pass,omitempty"`
