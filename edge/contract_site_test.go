@@ -375,6 +375,9 @@ func checkContractInvariants(t *testing.T, label string, steps []ctStep) {
 		if has("sink_commit") && has("outbox_commit") && !before("sink_commit", "outbox_commit") {
 			fail("outbox commit before the sink commit")
 		}
+		if has("expired") && has("sink_commit") {
+			fail("an expired event was handed to the sink")
+		}
 		switch final {
 		case "term", "confirmed_term":
 			if has("sink_commit") {
@@ -387,8 +390,11 @@ func checkContractInvariants(t *testing.T, label string, steps []ctStep) {
 				fail("AckTerm without the dead_lettered receipt's PubAck")
 			}
 		case "ack", "double_ack":
-			if !has("sink_commit") && !has("dlq_puback") {
-				fail("ACK without a durable sink commit or a DLQ PubAck")
+			if !has("sink_commit") && !has("dlq_puback") && !has("expired") {
+				fail("ACK without a durable sink commit, a DLQ PubAck or an expiry")
+			}
+			if has("expired") && (!before("expired", "outbox_commit") || !has("receipt_puback")) {
+				fail("ACK of an expired event without its expired receipt committed and PubAck'ed")
 			}
 			if has("sink_commit") && !has("outbox_commit") {
 				fail("ACK of a sink commit without its outbox commit")

@@ -76,6 +76,7 @@ func TestContract(t *testing.T) {
 		contractCasesReceiptPublishFailure(),
 		contractCasesInProgress(),
 		contractCasesShutdown(),
+		contractCasesExpiry(),
 	} {
 		cases = append(cases, group...)
 	}
@@ -444,7 +445,7 @@ func ctShutdownSink() contractOpts {
 func ctCounterValues(m *Metrics) map[string]float64 {
 	cs := map[string]prometheus.Collector{
 		"fetched": m.fetched, "processed": m.processed, "acked": m.acked, "nacked": m.nacked,
-		"terminated": m.terminated, "deadLettered": m.deadLettered, "permanentUnacked": m.permanentUnacked,
+		"terminated": m.terminated, "deadLettered": m.deadLettered, "expired": m.expired, "permanentUnacked": m.permanentUnacked,
 		"redeliveries": m.redeliveries, "maxDeliverExhausted": m.maxDeliverExhausted,
 		"receiptsPublished": m.receiptsPublished, "receiptPublishErrors": m.receiptPublishErrors,
 		"dlqPublishErrors": m.dlqPublishErrors,

@@ -25,6 +25,7 @@ type Metrics struct {
 	relayPublished, relayErrors                                 prometheus.Counter
 	dlqPublishErrors                                            prometheus.Counter
 	eventIDReused                                               prometheus.Counter
+	expired                                                     prometheus.Counter
 	poisonEvents, sinkTargetCrashes, sinkWorkerRestarts         prometheus.Counter
 	sinkSeconds, pubAckSeconds                                  prometheus.Histogram
 
@@ -68,6 +69,7 @@ func newMetrics(site, role string) *Metrics {
 	m.nacked = f.counter("messages_nacked_total", "Messages NAKed after a temporary failure.")
 	m.terminated = f.counter("messages_terminated_total", "Messages terminated (AckTerm) after their DLQ record was PubAck'ed.")
 	m.deadLettered = f.counter("messages_dead_lettered_total", "Messages whose DLQ record was PubAck'ed.")
+	m.expired = f.counter("messages_expired_total", "Messages not processed because they were older than their expiry, ACKed after their expired receipt's PubAck.")
 	m.maxDeliverExhausted = f.counter("max_deliver_exhausted_total", "Temporary failures on the last delivery the consumer allows.")
 	m.permanentUnacked = f.counter("messages_permanent_unacked_total", "Permanent failures left unacked because no DLQ is configured.")
 	m.redeliveries = f.counter("redeliveries_total", "Messages fetched with a delivery count above one.")

@@ -9,7 +9,7 @@ import (
 func (m *Metrics) runner() runner.Metrics {
 	return runner.Metrics{
 		Fetched: m.fetched, Processed: m.processed, Acked: m.acked, Nacked: m.nacked,
-		Terminated: m.terminated, DeadLettered: m.deadLettered,
+		Terminated: m.terminated, DeadLettered: m.deadLettered, Expired: m.expired,
 		PermanentUnacked: m.permanentUnacked, Redeliveries: m.redeliveries,
 		MaxDeliverExhausted: m.maxDeliverExhausted,
 		ReceiptsPublished:   m.receiptsPublished, ReceiptPublishErrors: m.receiptPublishErrors,

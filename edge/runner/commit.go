@@ -69,6 +69,7 @@ func (r *Runner) commitBatch(ctx context.Context, b *batch, permit chan<- struct
 // writes inside the outbox transaction) and the DLQ records of the
 // permanent failures.
 func (r *Runner) writeAndDeadLetter(ctx context.Context, items []item) {
+	r.expire(items)
 	if r.sink != nil {
 		if ok := okItems(items); len(ok) > 0 {
 			r.writeSink(ctx, items, ok)

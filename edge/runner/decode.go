@@ -45,6 +45,11 @@ func (r *Runner) decode(msg jetstream.Msg) item {
 	it.ev.ID, it.hasRec = id, true
 	if size := len(msg.Data()); size > r.cfg.Delivery.MaxMessageBytes {
 		it.err = fmt.Errorf("%w: %d bytes > %d", ErrOversize, size, r.cfg.Delivery.MaxMessageBytes)
+		return it
+	}
+	rule := r.cfg.Topology.Events.ExpiryFor(msg.Subject())
+	if it.deadline, it.expires, err = receipt.Deadline(msg.Headers().Get, rule, meta.Timestamp); err != nil {
+		it.err = sink.Permanent(err)
 	}
 	return it
 }
@@ -71,10 +76,11 @@ func (r *Runner) attrs(it *item, extra ...any) []any {
 	return append(a, extra...)
 }
 
+// okItems are the items the sink writes: no failure, not expired.
 func okItems(items []item) []int {
 	var ok []int
 	for i := range items {
-		if items[i].err == nil {
+		if items[i].err == nil && !items[i].expired {
 			ok = append(ok, i)
 		}
 	}

@@ -6,8 +6,9 @@
 // # Guarantee: commit first, ACK last
 //
 // A message is ACKed (or, when dead-lettered, terminated) only after its
-// business write is durable, its receipt is committed to the outbox and the
-// receipts stream PubAck'ed that receipt. Any failure before that leaves
+// business write is durable (or its DLQ record PubAck'ed, or it expired),
+// its receipt is committed to the outbox and the receipts stream PubAck'ed
+// that receipt. Any failure before that leaves
 // the message unacked: it is redelivered, and the redelivery finds its
 // receipt and DLQ record already stored. Sinks must therefore be
 // idempotent by event_id; the runner may hand them the same event twice.
@@ -15,13 +16,18 @@
 // Per fetched batch the runner:
 //
 //  1. extracts each message's event_id (a message without one is a
-//     permanent failure, see package eventid);
-//  2. writes the events through the sink, idempotently by event_id;
+//     permanent failure, see package eventid) and its expiry deadline
+//     (receipt.Deadline; an unreadable expiry header is a permanent
+//     failure);
+//  2. marks expired the events past their deadline, unless an earlier
+//     delivery's receipt for the event is in the outbox (that receipt
+//     stands), and writes the others through the sink, idempotently by
+//     event_id; an expired event is never handed to the sink;
 //  3. for each permanent failure, with a DLQ configured: publishes a DLQ
 //     record (DLQRecord) and waits for its PubAck;
-//  4. commits every receipt — processed, and dead_lettered for the
-//     dead-lettered events — and, for a TxSink, the business records, to the
-//     bbolt outbox in ONE transaction;
+//  4. commits every receipt — processed, dead_lettered for the
+//     dead-lettered events, expired for the expired ones — and, for a
+//     TxSink, the business records, to the bbolt outbox in ONE transaction;
 //  5. publishes the receipts not yet published to the local receipts stream
 //     and waits for every PubAck; marks them published in the outbox;
 //  6. only then ACKs the source messages (or, for dead letters with

@@ -48,6 +48,12 @@ func (r *Runner) finish(ctx context.Context, items []item) {
 		switch {
 		case it.hold != nil:
 			r.retry(it, it.hold)
+		case it.expired:
+			// Its expired receipt is PubAck'ed: the event is finished
+			// without the sink, as a dead-lettered one is without its DLQ.
+			if r.ack(ctx, it) {
+				m.Expired.Inc()
+			}
 		case it.err == nil:
 			if r.ack(ctx, it) {
 				m.Processed.Inc()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/edge/eventid"
+	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/sink"
 )
 
@@ -37,7 +38,8 @@ type DLQRecord struct {
 	// Delivered is the delivery count of the dead-lettered delivery.
 	Delivered uint64 `json:"delivered"`
 	// ErrorType is a stable, low-cardinality class ("no_event_id",
-	// "oversize", "sink_permanent", "max_deliver", "worker_crash").
+	// "oversize", "sink_permanent", "max_deliver", "worker_crash",
+	// "bad_expiry_header").
 	ErrorType string `json:"error_type"`
 	// Error is the safe reason (only with include_error).
 	Error string `json:"error,omitempty"`
@@ -116,6 +118,8 @@ func errorType(err error) string {
 		return "max_deliver"
 	case errors.Is(err, sink.ErrWorkerCrash):
 		return "worker_crash"
+	case errors.Is(err, receipt.ErrBadExpiry):
+		return "bad_expiry_header"
 	default:
 		return "sink_permanent"
 	}

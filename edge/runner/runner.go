@@ -84,19 +84,22 @@ type Hooks struct {
 // sink.ErrWorkerCrash), each once, when its DLQ record is PubAck'ed.
 type Metrics struct {
 	Fetched, Processed, Acked, Nacked, Terminated, DeadLettered prometheus.Counter
-	PermanentUnacked, Redeliveries, MaxDeliverExhausted         prometheus.Counter
-	ReceiptsPublished, ReceiptPublishErrors, DLQPublishErrors   prometheus.Counter
-	EventIDReused                                               prometheus.Counter
-	PoisonEvents                                                prometheus.Counter
-	AckConfAttempts, AckConfSuccesses                           prometheus.Counter
-	AckConfTimeouts, AckConfFailures                            prometheus.Counter
-	SinkSeconds, PubAckSeconds, AckConfSeconds                  prometheus.Observer
+	// Expired counts the events not processed because they were older
+	// than their expiry, each once, when its expired receipt is ACKed.
+	Expired                                                   prometheus.Counter
+	PermanentUnacked, Redeliveries, MaxDeliverExhausted       prometheus.Counter
+	ReceiptsPublished, ReceiptPublishErrors, DLQPublishErrors prometheus.Counter
+	EventIDReused                                             prometheus.Counter
+	PoisonEvents                                              prometheus.Counter
+	AckConfAttempts, AckConfSuccesses                         prometheus.Counter
+	AckConfTimeouts, AckConfFailures                          prometheus.Counter
+	SinkSeconds, PubAckSeconds, AckConfSeconds                prometheus.Observer
 }
 
 // setDefaults points every nil field at a counter nobody reads.
 func (m *Metrics) setDefaults() {
 	for _, c := range []*prometheus.Counter{&m.Fetched, &m.Processed, &m.Acked, &m.Nacked, &m.Terminated,
-		&m.DeadLettered, &m.PermanentUnacked, &m.Redeliveries, &m.MaxDeliverExhausted, &m.ReceiptsPublished,
+		&m.DeadLettered, &m.Expired, &m.PermanentUnacked, &m.Redeliveries, &m.MaxDeliverExhausted, &m.ReceiptsPublished,
 		&m.ReceiptPublishErrors, &m.DLQPublishErrors, &m.EventIDReused, &m.PoisonEvents, &m.AckConfAttempts,
 		&m.AckConfSuccesses, &m.AckConfTimeouts, &m.AckConfFailures} {
 		if *c == nil {
@@ -192,10 +195,16 @@ type item struct {
 	// dead: its DLQ record was PubAck'ed (err holds the permanent cause);
 	// newDead: by this delivery (not by an earlier one).
 	dead, newDead bool
+	// deadline is when the event expires, when expires is set (see
+	// receipt.Deadline); expired: it was not handed to the sink, and rec
+	// is its expired receipt.
+	deadline         time.Time
+	expires, expired bool
 	// hold is a failure after which the message must not be ACKed or
 	// terminated at all (DLQ publish or receipt publish failed).
 	hold error
-	// rec is its receipt (processed, or dead_lettered when dead).
+	// rec is its receipt (processed, dead_lettered when dead, expired
+	// when expired).
 	rec    outbox.Record
 	hasRec bool
 	// digest is receipt.PayloadDigest of its payload (set with rec).
