@@ -381,3 +381,31 @@ func TestDamage(t *testing.T) {
 		}
 	}
 }
+
+// An expired record is terminal; an expired record that another receipt of
+// the same processor conflicted with is a violation.
+func TestObserver_Expired(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	pr := func(st receipt.Status, rid string, conflicts int) record.ProcessorRecord {
+		return record.ProcessorRecord{Status: st, Site: "x", ReceiptID: rid, ReceivedAt: at, Conflicts: conflicts}
+	}
+	o := newObserver([]string{"edge1"})
+	states := []byte{stAcked, stAcked}
+	for _, e := range []fakeEntry{
+		entry(t, 1, "ev-0", map[string]record.ProcessorRecord{"edge1": pr(receipt.StatusExpired, "a", 0)}),
+		entry(t, 2, "ev-1", map[string]record.ProcessorRecord{"edge1": pr(receipt.StatusExpired, "b", 0)}),
+		entry(t, 3, "ev-1", map[string]record.ProcessorRecord{"edge1": pr(receipt.StatusExpired, "b", 1)}),
+	} {
+		o.observe(e)
+	}
+	v := o.verdict(states)
+	if v.lost != 0 || v.completeAcked != 2 {
+		t.Errorf("lost %d complete %d, want 0 and 2: expired is terminal (%q)", v.lost, v.completeAcked, v.lostExamples)
+	}
+	if v.expiredConflicts != 1 || len(v.expiredConflictExamples) != 1 || !strings.Contains(v.expiredConflictExamples[0], "ev-1") {
+		t.Errorf("expired conflicts %d %q, want ev-1 alone", v.expiredConflicts, v.expiredConflictExamples)
+	}
+	if r := (&result{ExpiredConflicts: v.expiredConflicts}); !r.violation() {
+		t.Error("an expired event with another status is not a violation")
+	}
+}

@@ -51,13 +51,17 @@ type observer struct {
 }
 
 type evObs struct {
-	lastRev    uint64
-	mask       uint8 // processors in the latest revision seen
-	everMask   uint8 // processors in any revision seen
-	fp         [maxEdges]uint64
-	dupFlag    uint8
-	duplicates int // sum of Duplicates in the latest revision
-	deleted    bool
+	lastRev  uint64
+	mask     uint8 // processors in the latest revision seen
+	everMask uint8 // processors in any revision seen
+	fp       [maxEdges]uint64
+	dupFlag  uint8
+	// expConflict: processors whose record is expired and that also sent
+	// a receipt of another status (an expired event must never be
+	// processed).
+	expConflict uint8
+	duplicates  int // sum of Duplicates in the latest revision
+	deleted     bool
 }
 
 func newObserver(edges []string) *observer {
@@ -116,8 +120,11 @@ func (o *observer) observe(e jetstream.KeyValueEntry) {
 			o.phantoms[key+"/"+proc] = fmt.Sprintf("event %s has a record from unknown processor %q", id, proc)
 			continue
 		}
-		if pr.Status != receipt.StatusProcessed && pr.Status != receipt.StatusDeadLettered {
+		if pr.Status != receipt.StatusProcessed && pr.Status != receipt.StatusDeadLettered && pr.Status != receipt.StatusExpired {
 			continue
+		}
+		if pr.Status == receipt.StatusExpired && pr.Conflicts > 0 {
+			ob.expConflict |= 1 << i
 		}
 		mask |= 1 << i
 		dups += pr.Duplicates
@@ -287,6 +294,8 @@ type verdict struct {
 	phantomExamples           []string
 	regressions               int
 	regressionExamples        []string
+	expiredConflicts          int
+	expiredConflictExamples   []string
 	duplicatesAbsorbed        int
 	records                   int // events with a record
 	terminalRecords           int // (event, processor) terminal records
@@ -358,6 +367,13 @@ func (o *observer) verdictOf(states []byte, truncated bool) verdict {
 			}
 		}
 		v.duplicatesAbsorbed += ob.duplicates
+		if ob.expConflict != 0 {
+			v.expiredConflicts++
+			if len(v.expiredConflictExamples) < 10 {
+				v.expiredConflictExamples = append(v.expiredConflictExamples, fmt.Sprintf("%s: %s reported expired and another terminal status",
+					eventID(n), o.names(ob.expConflict)))
+			}
+		}
 		if lostProcs := ob.everMask &^ ob.mask; lostProcs != 0 {
 			v.regressions++
 			if len(v.regressionExamples) < 10 {

@@ -19,7 +19,8 @@
 //
 // Exit codes: 0 nothing lost, applied twice or invented, and every fault
 // behaved; 1 a history violation (lost, duplicate_completions or phantoms
-// above zero, or a completion that regressed); 2 usage; 3 no history
+// above zero, a completion that regressed, or an event an edge reported
+// expired and also with another status); 2 usage; 3 no history
 // violation, but a fault's own check failed (a box crashed outside a fault,
 // a full disk was not reported or not recovered from, a corrupt outbox was
 // accepted); 4 the driver could not run the system. See README.md.

@@ -93,7 +93,7 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 	loadFaults(filepath.Join(dir, "chaos.log"), rec)
 	v := obs.verdictOf(states, true)
 	res := &result{Seed: o.Seed, Events: v.published, Acked: v.acked, Unknown: v.unknown, Lost: v.lost, DupKV: v.dupKV,
-		Phantoms: v.phantoms, Regressions: v.regressions, DuplicatesAbsorbed: v.duplicatesAbsorbed, Dir: dir}
+		Phantoms: v.phantoms, Regressions: v.regressions, ExpiredConflicts: v.expiredConflicts, DuplicatesAbsorbed: v.duplicatesAbsorbed, Dir: dir}
 	res.DuplicateCompletions = res.DupKV
 	res.Faults, res.Kills, res.Cuts, res.LongCuts = rec.totals()
 	res.Seed, res.Duration, res.MaxDrainS = parseRunLine(filepath.Join(dir, "chaos.log"))

@@ -36,10 +36,13 @@ type result struct {
 	DupKV, DupMetric     int
 	Phantoms             int
 	Regressions          int
-	MaxDrainS            float64
-	DrainComplete        bool
-	DuplicatesAbsorbed   int
-	Findings             []string
+	// ExpiredConflicts: events an edge reported expired and also with
+	// another terminal status.
+	ExpiredConflicts   int
+	MaxDrainS          float64
+	DrainComplete      bool
+	DuplicatesAbsorbed int
+	Findings           []string
 	// TargetChecked is how many events edge1 reported that the http
 	// sink's receiver was checked for; TargetMissing, how many it lacks.
 	TargetChecked, TargetMissing int
@@ -57,7 +60,7 @@ type result struct {
 }
 
 func (r *result) violation() bool {
-	return r.Lost > 0 || r.DuplicateCompletions > 0 || r.Phantoms > 0 || r.Regressions > 0 || r.FilesMissing > 0 ||
+	return r.Lost > 0 || r.DuplicateCompletions > 0 || r.Phantoms > 0 || r.Regressions > 0 || r.ExpiredConflicts > 0 || r.FilesMissing > 0 ||
 		(r.Cleanup != nil && r.Cleanup.violation())
 }
 
@@ -222,7 +225,7 @@ phase:
 	filesChecked, filesMissing := checkFileSinks(c, obs, rec)
 
 	res := &result{Seed: o.Seed, Duration: o.Duration, Events: v.published, Acked: v.acked, Unknown: v.unknown,
-		Lost: v.lost, DupKV: v.dupKV, Phantoms: v.phantoms, Regressions: v.regressions,
+		Lost: v.lost, DupKV: v.dupKV, Phantoms: v.phantoms, Regressions: v.regressions, ExpiredConflicts: v.expiredConflicts,
 		MaxDrainS: drainS, DrainComplete: complete, DuplicatesAbsorbed: v.duplicatesAbsorbed, Dir: dir,
 		TargetChecked: targetChecked, TargetMissing: targetMissing, FilesChecked: filesChecked, FilesMissing: filesMissing}
 	applied := int(math.Round(l1acc.total("leafline_completion_applied_total")))
@@ -395,6 +398,7 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 	section("DUPLICATE COMPLETIONS", v.dupExamples)
 	section("PHANTOMS", v.phantomExamples)
 	section("REGRESSIONS", v.regressionExamples)
+	section("EXPIRED AND ALSO ANOTHER STATUS", v.expiredConflictExamples)
 	section("undecodable records", v.decodeErrors)
 	section("FINDINGS (fault checks)", res.Findings)
 	if o.UnsafeSync {
