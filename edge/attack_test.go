@@ -677,7 +677,7 @@ func TestAttack_ClientListenerNeedsAuth(t *testing.T) {
 // whose domain is not the site's, where it would otherwise exit 0 and
 // leave every event pending.
 func TestLint_StockHubConfig(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Logger: testLogger(t)})
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Logger: testLogger(t), Configure: stockSite("hub")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,12 @@ var metricName = regexp.MustCompile(`\bleafline_[a-z0-9_]+`)
 // alert rules name is exported by a running system's boxes (L1, hub, edge)
 // once events have flowed.
 func TestDeploy_MetricsExist(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Edges: 1, Configure: func(c *topology.Config) { c.DeadLetter.Enabled = true }}, func(site string) []Option {
+	// Both transports, so that both export their metrics: edge1's link by
+	// the relay, the hub's by sourcing.
+	ls := testSystem(t, LocalOptions{Edges: 1, Configure: func(c *topology.Config) {
+		c.DeadLetter.Enabled = true
+		withTransport(topology.TransportSourcing, topology.TransportRelay)(c)
+	}}, func(site string) []Option {
 		if site == "l1" {
 			return []Option{WithConsoleSampleEvery(200 * time.Millisecond)}
 		}

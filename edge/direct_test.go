@@ -26,6 +26,14 @@ func directSystem(t *testing.T, o LocalOptions, filters map[string]string, start
 	if o.Logger == nil {
 		o.Logger = testLogger(t)
 	}
+	// The links other than the direct consumers' use sourcing here.
+	configure := o.Configure
+	o.Configure = func(c *topology.Config) {
+		c.Topology.Transport = topology.TransportSourcing
+		if configure != nil {
+			configure(c)
+		}
+	}
 	ls, err := NewLocalSystem(t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -474,6 +482,7 @@ func directSecurity(t *testing.T, insecure bool) {
 func TestDirect_Plan(t *testing.T) {
 	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Edges: 2, Configure: func(c *topology.Config) {
 		c.DeadLetter.Enabled = true
+		c.Topology.Transport = topology.TransportSourcing
 	}})
 	if err != nil {
 		t.Fatal(err)

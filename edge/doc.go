@@ -18,11 +18,14 @@
 //	forward:  L1A@l1 → HA@hub → L2A@edge           (per-edge subject filter)
 //	reverse:  RE@edge → RH@hub → R1@l1              (RE: leafline.receipts.<site>.>)
 //
-// Every link across a leafnode is durably sourced: the owner of the source
-// stream creates a durable push consumer (AckFlowControl) for each
-// downstream site, and the downstream stream binds to it by name. Every
-// stream is DiscardNew: when full, publishes fail and sourcing waits; nothing
-// old is ever dropped.
+// Each link across a leafnode moves its messages by the link's transport
+// (topology.LinkTransport): the relay (package hop, run by the box at each
+// end for what it takes; the default between leafline boxes), or durable
+// sourcing, where the owner of the source stream creates a durable push
+// consumer (AckFlowControl) for each downstream site and the downstream
+// stream binds to it by name. A link switched between them starts right
+// after what the other stored (switch.go). Every stream is DiscardNew: when
+// full, publishes fail and the link waits; nothing old is ever dropped.
 //
 // Only L1A keeps everything (the origin: L1's tracker and redrive read it),
 // and the DLQ (for operators). Every other stream keeps only what is in

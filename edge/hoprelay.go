@@ -71,9 +71,19 @@ func relayConsumerConfig(down *topology.Site, filter string) jetstream.ConsumerC
 	}
 }
 
+// relayDuplicates is the Nats-Msg-Id window of a stream that relay links
+// fill: the server's least. The relay needs none (its mark absorbs every
+// redelivery), and a copy that L1 publishes again on purpose (a redrive,
+// with the same id) must pass as it passes sourcing, which keeps no
+// window at all; a stream without sources would get the server's 2m.
+const relayDuplicates = 100 * time.Millisecond
+
 // relayInto lets site's relay publish into c: its ingest subjects, mapped
 // back to each message's own subject, in atomic batches.
 func relayInto(c *jetstream.StreamConfig, site *topology.Site) {
+	if c.Duplicates == 0 {
+		c.Duplicates = relayDuplicates
+	}
 	in := topology.RelayIngest(site.Name, c.Name) + ".>"
 	if !slices.Contains(c.Subjects, in) {
 		c.Subjects = append(c.Subjects, in)
@@ -231,8 +241,8 @@ func keepNewest(ctx context.Context, s jetstream.Stream, keep []string, bound ui
 // not run, that would take a stream by the relay: nothing would run it.
 func stockServerTakes(cfg *topology.Config, site *topology.Site) error {
 	for _, sp := range relaySpecs(cfg, site) {
-		return fmt.Errorf("edge: site %s takes %s from %s by transport %q, which needs leafline running at %s; set transport %q on that link (topology sites[].transport) for a stock nats-server",
-			site.Name, sp.stream, sp.from.Name, topology.TransportRelay, site.Name, topology.TransportSourcing)
+		return fmt.Errorf("edge: site %s takes %s from %s by transport %q, which needs leafline running at %s; mark the site \"server\": %q in the topology (sites[].server), so that its links use %q",
+			site.Name, sp.stream, sp.from.Name, topology.TransportRelay, site.Name, topology.ServerNATS, topology.TransportSourcing)
 	}
 	return nil
 }

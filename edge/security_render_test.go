@@ -22,7 +22,7 @@ import (
 // per site, per-link permissions), between a leafline L1 and a leafline
 // edge: the links come up and every event completes.
 func TestRender_StockHub(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Logger: testLogger(t)})
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Logger: testLogger(t), Configure: stockSite("hub")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -234,7 +234,7 @@ func TestSecurity_NkeySeedMismatch(t *testing.T) {
 // not; the insecure one is the control that shows each attack is real.
 func securityFixture(t *testing.T, insecure bool) *LocalSystem {
 	t.Helper()
-	return testSystem(t, LocalOptions{Edges: 2, Insecure: insecure}, nil)
+	return testSystem(t, LocalOptions{Edges: 2, Insecure: insecure, Configure: withTransport(topology.TransportSourcing, "")}, nil)
 }
 
 // forgeReceipt publishes, on edge1's own server, a processed receipt in

@@ -109,7 +109,7 @@ func TestReconcile_IdempotentAndNeverDestructive(t *testing.T) {
 // A box's plan follows the topology: the hub serves one durable source
 // consumer per edge with that edge's filter, and one for L1 on RH.
 func TestSitePlan_HubServesEachDownstream(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Edges: 2, Configure: func(c *topology.Config) {}})
+	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Edges: 2, Configure: withTransport(topology.TransportSourcing, "")})
 	if err != nil {
 		t.Fatal(err)
 	}

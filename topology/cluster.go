@@ -151,6 +151,11 @@ func (c *Config) validateClusterAgainst(p *problems, t *Topology, s *Site) {
 	if cl.JetStreamDomain != "" && cl.JetStreamDomain != s.Domain {
 		p.add("cluster.jetstream_domain", "%q is not site %q's domain %q in the topology, which the links use", cl.JetStreamDomain, s.Name, s.Domain)
 	}
+	if cl.Enabled() && s.Server != ServerNATS {
+		// Its links must use sourcing, which the servers run: the relay
+		// needs a leafline box's embedded server at both ends.
+		p.add("cluster.urls", "site %q runs on a cluster of nats-server processes: set \"server\": %q on it in the topology (sites[].server), so that its links use sourcing", s.Name, ServerNATS)
+	}
 	if len(t.Downstream(s.Name)) == 0 {
 		return
 	}

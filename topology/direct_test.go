@@ -74,6 +74,7 @@ func TestDirect_Validate(t *testing.T) {
 
 func TestDirect_LinkPermissions(t *testing.T) {
 	tp := directTopology(t)
+	tp.Transport = TransportSourcing // the receipts' link, by sourcing
 	direct := LinkPermissions{
 		Publish: []string{
 			"$JS.l1.API.CONSUMER.INFO.L1A.leafline-sink-edge1",
@@ -117,6 +118,7 @@ func TestDirect_LinkPermissions(t *testing.T) {
 	// hub → l1: its own sources, plus edge1's consumer (not edge2's).
 	hub, _ := tp.LinkPermissions("hub")
 	sourced := secureTopology(t)
+	sourced.Transport = TransportSourcing
 	sourced.SetDefaults()
 	hubBefore, _ := sourced.LinkPermissions("hub")
 	want = LinkPermissions{

@@ -189,6 +189,7 @@ func TestConfig_CheckFiles(t *testing.T) {
 
 func TestLinkPermissions(t *testing.T) {
 	tp := secureTopology(t)
+	tp.Transport = TransportSourcing
 	tp.SetDefaults()
 	got, err := tp.LinkPermissions("edge1")
 	if err != nil {

@@ -132,6 +132,13 @@ type Site struct {
 	// (hub and edge): "relay" or "sourcing". Zero value means
 	// Topology.Transport (LinkTransport).
 	Transport string `json:"transport,omitempty"`
+	// Server is what runs the site: "leafline" (zero value), a leafline
+	// box with its embedded server, or "nats-server", a stock nats-server
+	// or a cluster of them (`leafline topology render`, `leafline
+	// provision`, and boxes in cluster mode as their clients). A link
+	// with a nats-server end cannot use the relay, and defaults to
+	// sourcing (LinkTransport).
+	Server string `json:"server,omitempty"`
 	// Compression is the leafnode compression of this site's link to its
 	// upstream (hub and edge), one of Topology.Compression's values. This
 	// site asks for it when it dials; the upstream's listener follows

@@ -17,14 +17,24 @@ const (
 	TransportRelay = "relay"
 )
 
-// defaultTransport is the transport of a link that names none, in a
-// topology that names none. See the README's "Hop transports" section for
-// the measurement it rests on.
-const defaultTransport = TransportSourcing
+// What runs a site (Site.Server).
+const (
+	// ServerLeafline is a leafline box with its embedded server.
+	ServerLeafline = "leafline"
+	// ServerNATS is a stock nats-server, or a cluster of them.
+	ServerNATS = "nats-server"
+)
 
 // LinkTransport returns the transport of site's link to its upstream: the
-// site's own setting, else the topology's, else the default. A site with
-// no upstream (l1) has no link and gets "".
+// site's own setting, else the topology's, else the default: the relay
+// between two leafline boxes, sourcing where either end is a stock
+// nats-server (Site.Server), which cannot run the relay. A site with no
+// upstream (l1) has no link and gets "".
+//
+// The relay is the default because it fsyncs once per batch where
+// sourcing fsyncs once per message (docs/guide/transports.md has the
+// figures), and a link switched to it, or back, starts exactly after
+// what the other transport stored.
 func (t *Topology) LinkTransport(s *Site) string {
 	switch {
 	case s.Upstream == "":
@@ -34,7 +44,10 @@ func (t *Topology) LinkTransport(s *Site) string {
 	case t.Transport != "":
 		return t.Transport
 	}
-	return defaultTransport
+	if up, ok := t.Site(s.Upstream); ok && (up.Server == ServerNATS || s.Server == ServerNATS) {
+		return TransportSourcing
+	}
+	return TransportRelay
 }
 
 // validateTransports checks the topology's default transport and each
@@ -45,15 +58,34 @@ func (t *Topology) validateTransports(p *problems) {
 	}
 	for i := range t.Sites {
 		s := &t.Sites[i]
-		if s.Transport == "" {
+		if s.Server != "" {
+			p.oneOf(sitePath(i, "server"), s.Server, ServerLeafline, ServerNATS)
+		}
+		if s.Transport == "" && t.Transport == "" {
 			continue
 		}
 		path := sitePath(i, "transport")
+		if s.Transport == "" {
+			path = "transport"
+		}
 		if s.Role == RoleL1 {
-			p.add(path, "an l1 site has no upstream link to choose a transport for")
+			if s.Transport != "" {
+				p.add(path, "an l1 site has no upstream link to choose a transport for")
+			}
 			continue
 		}
-		p.oneOf(path, s.Transport, TransportRelay, TransportSourcing)
+		if s.Transport != "" {
+			p.oneOf(path, s.Transport, TransportRelay, TransportSourcing)
+		}
+		if t.LinkTransport(s) != TransportRelay {
+			continue
+		}
+		// The relay runs at both ends of a link (each pulls what it takes).
+		if s.Server == ServerNATS {
+			p.add(path, "relay on site %s's link, but %s runs nats-server (sites[].server), which cannot run the relay: use sourcing", s.Name, s.Name)
+		} else if up, ok := t.Site(s.Upstream); ok && up.Server == ServerNATS {
+			p.add(path, "relay on site %s's link, but its upstream %s runs nats-server (sites[].server), which cannot run the relay: use sourcing", s.Name, up.Name)
+		}
 	}
 }
 

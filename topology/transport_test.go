@@ -15,6 +15,15 @@ func TestTopology_Transport_Bad(t *testing.T) {
 		{"unknown default", func(tp *Topology) { tp.Transport = "push" }, "transport", `"push" is not one of relay, sourcing`},
 		{"unknown on a link", func(tp *Topology) { tp.Sites[2].Transport = "Relay" }, "sites[2].transport", `"Relay" is not one of relay, sourcing`},
 		{"on l1", func(tp *Topology) { tp.Sites[0].Transport = TransportRelay }, "sites[0].transport", "an l1 site has no upstream link"},
+		{"unknown server", func(tp *Topology) { tp.Sites[1].Server = "nats" }, "sites[1].server", `"nats" is not one of leafline, nats-server`},
+		{"relay to a nats-server site", func(tp *Topology) {
+			tp.Sites[1].Server = ServerNATS
+			tp.Sites[2].Transport = TransportRelay
+		}, "sites[2].transport", "its upstream hub runs nats-server (sites[].server), which cannot run the relay"},
+		{"relay from a nats-server site", func(tp *Topology) {
+			tp.Transport = TransportRelay
+			tp.Sites[1].Server = ServerNATS
+		}, "transport", "relay on site hub's link, but hub runs nats-server"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,13 +51,25 @@ func TestTopology_LinkTransport(t *testing.T) {
 			t.Errorf("site %s: transport %q, want %q", name, g, w)
 		}
 	}
-	// Without either setting every link uses the default.
+	// Without either setting a link between leafline boxes uses the
+	// relay, and one with a stock nats-server end sourcing.
 	plain, err := ParseTopology(raw(exampleTopology(t)), "topology.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := plain.LinkTransport(&plain.Sites[1]); g != defaultTransport {
-		t.Errorf("default transport %q, want %q", g, defaultTransport)
+	if g := plain.LinkTransport(&plain.Sites[1]); g != TransportRelay {
+		t.Errorf("default transport %q, want %q", g, TransportRelay)
+	}
+	stock := exampleTopology(t)
+	stock.Sites[1].Server = ServerNATS
+	mixed, err := ParseTopology(raw(stock), "topology.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 2} {
+		if g := mixed.LinkTransport(&mixed.Sites[i]); g != TransportSourcing {
+			t.Errorf("site %s, with nats-server at hub: transport %q, want sourcing", mixed.Sites[i].Name, g)
+		}
 	}
 	// The strict decoder refuses a misspelt key beside it.
 	bad := strings.Replace(string(raw(tp)), `"transport"`, `"transprot"`, 1)

@@ -21,7 +21,8 @@ func outboxFixture(t *testing.T) (edgeCfg, hubCfg, dbPath string) {
 	writeJSONFile(t, filepath.Join(dir, "topology.json"), map[string]any{
 		"sites": []map[string]any{
 			{"name": "l1", "role": "l1", "leafnode": map[string]any{"listen": "127.0.0.1:17001"}},
-			{"name": "hub", "role": "hub", "upstream": "l1", "leafnode": map[string]any{"listen": "127.0.0.1:17002"}},
+			// A stock nats-server hub (provision and trim tests).
+			{"name": "hub", "role": "hub", "upstream": "l1", "server": "nats-server", "leafnode": map[string]any{"listen": "127.0.0.1:17002"}},
 			{"name": "edge1", "role": "edge", "upstream": "hub"},
 		},
 	})

@@ -247,8 +247,8 @@ func topologyJSON(l1IP string, l1Leaf int, hubIP string, hubLeaf int) string {
   "events": {"origin_stream": "L1A", "subjects": ["events.>"], "hub_stream": "HA", "edge_stream": "L2A", "duplicate_window": "2m"},
   "receipts": {"subject_prefix": "leafline.receipts", "edge_stream": "RE", "hub_stream": "RH", "l1_stream": "R1", "duplicate_window": "10s"},
   "sites": [
-    {"name": "l1", "role": "l1", "leafnode": {"listen": "%s:%d"}},
-    {"name": "hub", "role": "hub", "upstream": "l1", "leafnode": {"listen": "%s:%d"}},
+    {"name": "l1", "role": "l1", "server": "nats-server", "leafnode": {"listen": "%s:%d"}},
+    {"name": "hub", "role": "hub", "server": "nats-server", "upstream": "l1", "leafnode": {"listen": "%s:%d"}},
     {"name": "edge1", "role": "edge", "upstream": "hub"},
     {"name": "edge2", "role": "edge", "upstream": "hub"}
   ]

@@ -30,8 +30,9 @@ const (
 func renderTopology(t *testing.T) *topology.Topology {
 	t.Helper()
 	tp := &topology.Topology{Sites: []topology.Site{
-		{Name: "l1", Role: topology.RoleL1, Leafnode: topology.SiteLeafnode{Listen: "127.0.0.1:17422", TLS: topology.TLSMutual}},
-		{Name: "hub", Role: topology.RoleHub, Upstream: "l1", Leafnode: topology.SiteLeafnode{
+		// Rendered for stock servers: their links use sourcing.
+		{Name: "l1", Role: topology.RoleL1, Server: topology.ServerNATS, Leafnode: topology.SiteLeafnode{Listen: "127.0.0.1:17422", TLS: topology.TLSMutual}},
+		{Name: "hub", Role: topology.RoleHub, Server: topology.ServerNATS, Upstream: "l1", Leafnode: topology.SiteLeafnode{
 			Listen: "127.0.0.1:17423", TLS: topology.TLSMutual,
 			Auth: topology.LeafAuth{Method: topology.AuthNkey, Nkey: hubNkey}}},
 		{Name: "edge1", Role: topology.RoleEdge, Upstream: "hub", Leafnode: topology.SiteLeafnode{
