@@ -247,8 +247,13 @@ func stockServerTakes(cfg *topology.Config, site *topology.Site) error {
 	return nil
 }
 
-// leafWatchEvery is how often a box looks for new leafnode connections.
-const leafWatchEvery = 10 * time.Millisecond
+// leafWatchEvery is how often a box counts its leafnode connections, and
+// leafWatchFull how often it also compares their ids (a connection that
+// replaced another between two counts).
+const (
+	leafWatchEvery = 10 * time.Millisecond
+	leafWatchFull  = 500 * time.Millisecond
+)
 
 // leafWatch tells a box's relays when one of its leafnode connections
 // comes up: a pull request sent before a cut was lost with the link, and
@@ -268,28 +273,33 @@ func (w *leafWatch) next() <-chan struct{} {
 	return w.up
 }
 
-// run looks at srv's leafnode connections every leafWatchEvery until ctx
-// is done; a connection it has not seen before wakes the waiters.
+// run watches srv's leafnode connections until ctx is done: a count that
+// grew, or a connection id not seen before, wakes the waiters.
 func (w *leafWatch) run(ctx context.Context, srv *server.Server) {
 	t := time.NewTicker(leafWatchEvery)
 	defer t.Stop()
 	var seen map[uint64]bool
+	count, lastFull := srv.NumLeafNodes(), time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		lz, err := srv.Leafz(nil)
-		if err != nil {
-			continue
+		n := srv.NumLeafNodes()
+		fresh := n > count
+		count = n
+		if fresh || time.Since(lastFull) >= leafWatchFull {
+			lastFull = time.Now()
+			if lz, err := srv.Leafz(nil); err == nil {
+				now := make(map[uint64]bool, len(lz.Leafs))
+				for _, l := range lz.Leafs {
+					now[l.ID] = true
+					fresh = fresh || (seen != nil && !seen[l.ID])
+				}
+				seen = now
+			}
 		}
-		now, fresh := make(map[uint64]bool, len(lz.Leafs)), false
-		for _, l := range lz.Leafs {
-			now[l.ID] = true
-			fresh = fresh || (seen != nil && !seen[l.ID])
-		}
-		seen = now
 		if fresh {
 			w.mu.Lock()
 			close(w.up)
