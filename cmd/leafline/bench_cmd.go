@@ -47,6 +47,8 @@ phases (--only, comma-separated; default all of them):
   wire  bytes on the edge link per event down and per receipt up, with
      compression off, s2_fast and s2_best (--wire events each, on the
      first --transport)
+  expiry  --expiry events that go stale behind a cut edge link (expire_after
+     2s): each must end expired at L1 once, none processed, none pending
   r  peak RSS of an edge run as a separate leafline process
   sinks  each sink side by side (--sinks, --events); only when named,
          or when --sinks is given without --only
@@ -58,7 +60,7 @@ f, e, l and F run once per --transport. The leafline phases need Linux.
 type benchFlags struct {
 	only, transport, ids, profile, dir           string
 	backlog, size, file, naive, e2e, drain, prob int
-	rss, batch, backlogBatch, wire               int
+	rss, batch, backlogBatch, wire, expiry       int
 	l1Events, l1Tracked                          int
 	cuts, rate, fleetEdges, fleetEvents          int
 	cutFor, fleetCut                             time.Duration
@@ -85,6 +87,7 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.prob, "probe", 10_000, "events for the publish and sourcing probe (s)")
 	fs.IntVar(&f.rss, "rss", 100_000, "backlog of the separate-process edge (r)")
 	fs.IntVar(&f.wire, "wire", 2000, "events per compression mode (wire)")
+	fs.IntVar(&f.expiry, "expiry", 1000, "events that go stale behind a cut link (expiry)")
 	fs.IntVar(&f.l1Events, "l1-events", 100_000, "events L1 applies alone (l1)")
 	fs.IntVar(&f.l1Tracked, "l1-tracked", 1_000_000, "events tracked for l1's flat cost and summary")
 	fs.IntVar(&f.cuts, "cuts", 20, "link cuts (l)")
@@ -153,7 +156,7 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 	o := bench.Options{
 		Phases: phases, Transports: list(f.transport),
 		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
-		Probe: f.prob, RSS: f.rss, Wire: f.wire, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
+		Probe: f.prob, RSS: f.rss, Wire: f.wire, Expiry: f.expiry, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
 		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
 		Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,

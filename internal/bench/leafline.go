@@ -12,7 +12,7 @@ import (
 )
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
-var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "r"}
+var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "expiry", "r"}
 
 // Transports are the link transports SetTransport knows.
 var Transports = []string{topology.TransportSourcing, topology.TransportRelay}
@@ -93,6 +93,14 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	      them the message bytes of leafline_link_bytes_total, which do
 //	      not see compression.
 //
+// Then, on the first transport, a system of l1, a hub and one edge whose
+// events expire after 2s:
+//
+//	expiry  Expiry events published at L1 while the edge link is cut,
+//	        the link restored once they are stale; each must end
+//	        expired at L1 once, none processed at the edge, none
+//	        pending; the drain from the restore is timed.
+//
 // And last:
 //
 //	r  peak RSS of an edge run as a separate `leafline run` process
@@ -112,6 +120,7 @@ type Options struct {
 	Probe   int // events for the SyncAlways probe s (10000)
 	RSS     int // backlog of the separate-process run r (100000)
 	Wire    int // events per compression mode for wire (2000)
+	Expiry  int // stale events for expiry (1000)
 
 	// L1Events and L1Tracked shape l1: the events applied (100000) and the
 	// events tracked for the flat cost and the summary (1000000).
@@ -171,6 +180,7 @@ func (o *Options) setDefaults() {
 	def(&o.Probe, 10_000)
 	def(&o.RSS, 100_000)
 	def(&o.Wire, 2000)
+	def(&o.Expiry, 1000)
 	def(&o.L1Events, 100_000)
 	def(&o.L1Tracked, 1_000_000)
 	def(&o.Cuts, 20)
@@ -216,7 +226,7 @@ func (o *Options) Validate() error {
 		v    int
 	}{{"backlog", o.Backlog}, {"size", o.Size}, {"file", o.File}, {"naive", o.Naive}, {"e2e", o.E2E},
 		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"l1-events", o.L1Events}, {"l1-tracked", o.L1Tracked}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch},
-		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}, {"wire", o.Wire}} {
+		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}, {"wire", o.Wire}, {"expiry", o.Expiry}} {
 		if s.v < 0 || s.v > 10_000_000 {
 			errs = append(errs, fmt.Sprintf("%s must be 0..10000000, got %d", s.name, s.v))
 		}

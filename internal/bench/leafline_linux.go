@@ -109,6 +109,7 @@ type run struct {
 	rss        *benchRow
 	l1         *l1Res
 	wires      []wireRes
+	expiries   []expiryRes
 }
 
 // feRows are the drain and end-to-end rows of one transport.
@@ -227,6 +228,9 @@ func (r *run) phases() (figs []Figure, err error) {
 	}
 	if r.o.on("wire") {
 		r.wire(o.Transports[0])
+	}
+	if r.o.on("expiry") {
+		r.expiry(o.Transports[0])
 	}
 	if r.o.on("r") {
 		row := benchRSSRun(r.tb, o.RSS, r.payload)
