@@ -169,3 +169,39 @@ func TestPublish_ReportsNotStored(t *testing.T) {
 		t.Fatal("New accepted a config without JS and Stream, with too large a batch")
 	}
 }
+
+// Every event carries its publish time, for the edge's expiry; one that
+// brings its own keeps it.
+func TestPublish_StampsPublishedAt(t *testing.T) {
+	_, js := startJS(t)
+	createOrigin(t, js, true)
+	p := newPublisher(t, js, 16)
+	evs := events(2, "t")
+	own := "2026-01-02T03:04:05Z"
+	evs[1].Header = nats.Header{PublishedAtHeader: []string{own}}
+	before := time.Now().Add(-time.Second)
+	if _, err := p.Publish(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), "L1A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq, want := range map[uint64]string{1: "", 2: own} {
+		m, err := s.GetMsg(context.Background(), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := m.Header.Get(PublishedAtHeader)
+		if want != "" {
+			if got != want {
+				t.Errorf("seq %d: %s %q, want its own %q", seq, PublishedAtHeader, got, want)
+			}
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, got)
+		if err != nil || at.Before(before) || at.After(time.Now()) {
+			t.Errorf("seq %d: %s %q (%v), want the publish time", seq, PublishedAtHeader, got, err)
+		}
+	}
+}

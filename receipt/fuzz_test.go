@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,22 @@ func FuzzDecode_PlainMatchesTokens(f *testing.F) {
 		}
 		if plain != full {
 			t.Fatalf("paths differ on %q:\n%+v\n%+v", b, plain, full)
+		}
+	})
+}
+
+// FuzzDeadline: any header values give a deadline or an error wrapping
+// ErrBadExpiry, never a panic.
+func FuzzDeadline(f *testing.F) {
+	f.Add("", "", "", int64(0))
+	f.Add("2026-01-02T03:04:05Z", "", "", int64(time.Hour))
+	f.Add("", "90s", "2026-01-02T03:04:05.123Z", int64(0))
+	f.Add("x", "-1s", "y", int64(1))
+	f.Fuzz(func(t *testing.T, expiresAt, expireAfter, publishedAt string, rule int64) {
+		h := map[string]string{ExpiresAtHeader: expiresAt, ExpireAfterHeader: expireAfter, PublishedAtHeader: publishedAt}
+		_, _, err := Deadline(func(k string) string { return h[k] }, time.Duration(rule), time.Unix(0, 0))
+		if err != nil && !errors.Is(err, ErrBadExpiry) {
+			t.Fatalf("error %v does not wrap ErrBadExpiry", err)
 		}
 	})
 }
