@@ -215,13 +215,14 @@ func (a *App) Run(ctx context.Context) error {
 			a.log.Error("stopping on fatal error", "err", err)
 			return err
 		}
+		a.reportStorageFull(err, minWait)
 		a.teardown()
 		// A start that fails again at once backs off, up to 30s; a box
 		// that ran a while before its disk filled does not.
 		if time.Since(began) > time.Minute {
 			minWait = 0
 		}
-		if err := a.waitForSpace(lctx, err, minWait); err != nil {
+		if err := a.waitForSpace(lctx, minWait); err != nil {
 			a.log.Info("leafline stopped")
 			return nil
 		}

@@ -91,8 +91,14 @@ func contractCasesExpiry() []contractCase {
 			// deadline: the redelivery after it finds the processed
 			// receipt and stays processed, never also expired.
 			name: "processed_before_deadline_stays_processed_on_late_redelivery",
-			opts: contractOpts{configure: ctFixedBackoff(3000), wrapPub: failFirst(1)},
-			msgs: []ctMsg{{id: "xp-0", header: map[string]string{receipt.ExpiresAtHeader: time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)}}},
+			// The deadline counts from the event's store in the case's own
+			// stream (it carries no publish time): 4s, then a redelivery
+			// 6s after the first.
+			opts: contractOpts{configure: func(c *topology.Config) {
+				ctExpireTest(4 * time.Second)(c)
+				ctFixedBackoff(6000)(c)
+			}, wrapPub: failFirst(1)},
+			msgs: []ctMsg{{id: "xp-0"}},
 			want: [][]string{cat(at(1, "sink_commit", "outbox_commit", "receipt_publish", "nak"), at(2, stepsOK, "ack"))},
 			check: func(t *testing.T, f *contractSite, seqs []uint64) {
 				if rs := ctReceiptsByID(f)["xp-0"]; len(rs) != 1 || rs[0].Status != receipt.StatusProcessed {

@@ -144,26 +144,36 @@ func lowOnSpace(dir string) bool {
 	return err == nil && free < resumeFreeBytes(total)
 }
 
-// waitForSpace reports the full disk (log, /readyz, metrics) and returns
-// once the data dir has room again, after at least minWait, or when ctx is
-// done.
-func (a *App) waitForSpace(ctx context.Context, cause error, minWait time.Duration) error {
-	dirs := a.storageDirs()
-	dir := a.cfg.DataDir
-	free, total, serr := diskSpace(dir)
-	need := resumeFreeBytes(total)
-	reason := fmt.Sprintf("storage full: %v; processing is stopped and nothing is ACKed; the box restarts itself when %s", cause, roomNeeded(dirs))
+// storageFullReason is /readyz's reason while the box is stopped for a
+// full disk (cause), and restarts after minWait at the earliest.
+func (a *App) storageFullReason(cause error, minWait time.Duration) string {
 	if errors.Is(cause, outbox.ErrFull) {
 		// The disk has room; the outbox file reached its size limit. A
 		// restart prunes published receipts older than outbox.retention.
-		reason = fmt.Sprintf("storage full: %v; processing is stopped and nothing is ACKed; the box restarts itself after %s and prunes its outbox", cause, minWait)
+		return fmt.Sprintf("storage full: %v; processing is stopped and nothing is ACKed; the box restarts itself after %s and prunes its outbox", cause, minWait)
 	}
-	a.notReady.Store(reason)
+	return fmt.Sprintf("storage full: %v; processing is stopped and nothing is ACKed; the box restarts itself when %s", cause, roomNeeded(a.storageDirs()))
+}
+
+// reportStorageFull reports the full disk (log, /readyz, metrics), at once:
+// stopping the loops and the server may take a while.
+func (a *App) reportStorageFull(cause error, minWait time.Duration) {
+	dir := a.cfg.DataDir
+	free, total, serr := diskSpace(dir)
+	a.notReady.Store(a.storageFullReason(cause, minWait))
 	a.metrics.storageFull.Set(1)
 	a.metrics.storageWritable.Set(0)
 	a.metrics.jetstreamEnabled.Set(0)
 	a.log.Error("STORAGE FULL: processing stopped, nothing is ACKed until the box has disk space again",
-		"data_dir", dir, "free_bytes", free, "resume_at_free_bytes", need, "cause", cause, "statfs_err", serr)
+		"data_dir", dir, "free_bytes", free, "resume_at_free_bytes", resumeFreeBytes(total), "cause", cause, "statfs_err", serr)
+}
+
+// waitForSpace returns once the data dir has room again (the full disk
+// was reported: reportStorageFull), after at least minWait, or when ctx is
+// done.
+func (a *App) waitForSpace(ctx context.Context, minWait time.Duration) error {
+	dirs := a.storageDirs()
+	dir := a.cfg.DataDir
 	start := time.Now()
 	lastLog := start
 	tick := time.NewTicker(time.Second)
@@ -174,8 +184,8 @@ func (a *App) waitForSpace(ctx context.Context, cause error, minWait time.Durati
 			return ctx.Err()
 		case <-tick.C:
 		}
-		free, total, serr = diskSpace(dir)
-		need = resumeFreeBytes(total)
+		free, total, serr := diskSpace(dir)
+		need := resumeFreeBytes(total)
 		a.metrics.storageFree.Set(float64(free))
 		if serr == nil && free >= need && time.Since(start) >= minWait && a.othersHaveRoom(dirs[1:]) {
 			a.log.Info("disk space available again: restarting the box", "data_dir", dir, "free_bytes", free,
