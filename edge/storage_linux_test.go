@@ -97,8 +97,13 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 	if testing.Verbose() {
 		w = io.MultiWriter(logs, testWriter{t})
 	}
+	t.Cleanup(func() {
+		if t.Failed() && !testing.Verbose() {
+			t.Logf("%s's log:\n%s", c.site, strings.Join(logs.lines(c.site), "\n"))
+		}
+	})
 	ls := testSystem(t, LocalOptions{
-		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Configure: func(cfg *topology.Config) {
 			withTransport(c.transport, "")(cfg)
 			if cfg.Site == c.site {
@@ -177,7 +182,9 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 		t.Fatal(err)
 	}
 	freed := time.Now()
-	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
+	// A restart that fails at once (a start timing out on a loaded
+	// machine) backs off 2s, 4s, 8s, ...: allow for two of them.
+	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		code, err := getJSON("http://"+ops+"/readyz", &rd)
 		if err != nil {
 			return err
