@@ -12,7 +12,7 @@ const (
 	CompressionAccept = "accept"
 	// CompressionS2Auto picks the S2 level from the link's round-trip
 	// time: none up to 10ms, fast up to 50ms, better up to 100ms, best
-	// beyond. It is nats-server's default, and the default here.
+	// beyond. It is nats-server's default.
 	CompressionS2Auto = "s2_auto"
 	// CompressionS2Fast, CompressionS2Better and CompressionS2Best are the
 	// fixed S2 levels: each costs more CPU than the one before and saves
@@ -22,19 +22,22 @@ const (
 	CompressionS2Best   = "s2_best"
 )
 
-// compressionModes lists every valid mode, in the order errors name them.
-var compressionModes = []string{
+// CompressionModes lists every valid mode, in the order errors name them.
+var CompressionModes = []string{
 	CompressionOff, CompressionAccept, CompressionS2Auto,
 	CompressionS2Fast, CompressionS2Better, CompressionS2Best,
 }
 
 // defaultCompression is the compression of a link that names none, in a
-// topology that names none: nats-server's own default.
-const defaultCompression = CompressionS2Auto
+// topology that names none. It is s2_fast, not nats-server's s2_auto: a
+// field link's round-trip time is long, so s2_auto picks s2_best, which
+// on a hub with many links costs about twice the CPU of s2_fast per
+// receipt for a few percent fewer bytes (docs/guide/links.md).
+const defaultCompression = CompressionS2Fast
 
 // LinkCompression returns the compression mode of site's leafnode link to
 // its upstream: the site's own setting, else the topology's, else
-// s2_auto. The dialling end (site) asks for it; the listening end follows
+// s2_fast. The dialling end (site) asks for it; the listening end follows
 // (ListenerCompression). A site with no upstream (l1) has no link and
 // gets "".
 func (t *Topology) LinkCompression(s *Site) string {
@@ -75,7 +78,7 @@ func (t *Topology) ListenerCompression(s *Site) string {
 // site's link compression.
 func (t *Topology) validateCompression(p *problems) {
 	if t.Compression != "" {
-		p.oneOf("compression", t.Compression, compressionModes...)
+		p.oneOf("compression", t.Compression, CompressionModes...)
 	}
 	for i := range t.Sites {
 		s := &t.Sites[i]
@@ -87,6 +90,6 @@ func (t *Topology) validateCompression(p *problems) {
 			p.add(path, "an l1 site has no upstream link to compress")
 			continue
 		}
-		p.oneOf(path, s.Compression, compressionModes...)
+		p.oneOf(path, s.Compression, CompressionModes...)
 	}
 }

@@ -38,8 +38,8 @@ func TestTopology_LinkCompression(t *testing.T) {
 		listener map[int]string // site index → ListenerCompression
 	}{
 		{"nothing set", "", nil,
-			map[int]string{0: "", 1: CompressionS2Auto, 2: CompressionS2Auto},
-			map[int]string{0: CompressionS2Auto, 1: CompressionS2Auto}},
+			map[int]string{0: "", 1: CompressionS2Fast, 2: CompressionS2Fast},
+			map[int]string{0: CompressionS2Fast, 1: CompressionS2Fast}},
 		{"default only", CompressionS2Best, nil,
 			map[int]string{1: CompressionS2Best, 2: CompressionS2Best},
 			map[int]string{0: CompressionS2Best, 1: CompressionS2Best}},

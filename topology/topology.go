@@ -37,7 +37,7 @@ type Topology struct {
 	Transport string `json:"transport,omitempty"`
 	// Compression is the leafnode compression of every link whose site
 	// names none: off, accept, s2_auto, s2_fast, s2_better or s2_best
-	// (CompressionOff…). Zero value means s2_auto, nats-server's default.
+	// (CompressionOff…). Zero value means s2_fast (defaultCompression).
 	Compression string `json:"compression,omitempty"`
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/bench"
+	"github.com/leafline/leafline/topology"
 )
 
 // benchUsage heads `leafline bench --help`.
@@ -59,6 +60,7 @@ f, e, l and F run once per --transport. The leafline phases need Linux.
 // benchFlags are the flags of `leafline bench`.
 type benchFlags struct {
 	only, transport, ids, profile, dir           string
+	compression                                  string
 	backlog, size, file, naive, e2e, drain, prob int
 	rss, batch, backlogBatch, wire, expiry       int
 	l1Events, l1Tracked                          int
@@ -78,6 +80,7 @@ type benchFlags struct {
 func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.only, "only", "", "comma-separated `phases` to run (default: "+strings.Join(bench.Phases, ",")+")")
 	fs.StringVar(&f.transport, "transport", "sourcing", "comma-separated link `transports` f, e, l and F run over ("+strings.Join(bench.Transports, ", ")+")")
+	fs.StringVar(&f.compression, "compression", "", "leafnode compression of every link in every phase but wire ("+strings.Join(topology.CompressionModes, ", ")+"; empty: the topology default)")
 	fs.IntVar(&f.backlog, "backlog", 200_000, "events preloaded for the runner (a-d)")
 	fs.IntVar(&f.size, "size", 256, "event payload `bytes`")
 	fs.IntVar(&f.file, "file", 20_000, "events for the file sink run (d2)")
@@ -158,7 +161,7 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
 		Probe: f.prob, RSS: f.rss, Wire: f.wire, Expiry: f.expiry, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
 		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
-		Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
+		Compression: f.compression, Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,
 	}
 	// The r phase runs this very binary as the edge process.

@@ -78,6 +78,7 @@ func newBenchEnvLog(b *tb, dir string, edges int, filters map[string]string, sin
 	if err := SetTransport(ls.Topology, transport); err != nil {
 		b.Fatal(err)
 	}
+	ls.Topology.Compression = b.o.Compression
 	return env
 }
 

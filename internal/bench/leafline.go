@@ -137,6 +137,11 @@ type Options struct {
 	FleetEdges, FleetEvents int
 	FleetCut                time.Duration
 
+	// Compression is the leafnode compression of every link (a
+	// topology.CompressionModes name) in every phase but wire, which
+	// compares modes; empty keeps the topology default (s2_fast).
+	Compression string
+
 	// Batch and BacklogBatch set delivery.batch_size and
 	// delivery.backlog_batch_size for every edge; zero keeps the defaults.
 	Batch, BacklogBatch int
@@ -247,6 +252,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Size > 0 && o.Size < 16 {
 		errs = append(errs, fmt.Sprintf("size must be at least 16 bytes, got %d", o.Size))
+	}
+	if o.Compression != "" && !slices.Contains(topology.CompressionModes, o.Compression) {
+		errs = append(errs, fmt.Sprintf("compression %q: want one of %s", o.Compression, strings.Join(topology.CompressionModes, ", ")))
 	}
 	if o.IDs != "" && o.IDs != "random" && o.IDs != "time" {
 		errs = append(errs, fmt.Sprintf("ids %q: want random or time", o.IDs))
