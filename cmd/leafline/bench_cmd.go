@@ -55,7 +55,22 @@ phases (--only, comma-separated; default all of them):
          or when --sinks is given without --only
 
 f, e, l and F run once per --transport. The leafline phases need Linux.
+
+Before the first phase a line gives the run's wall time, estimated from
+the sizes. Each phase's default size takes at most a few minutes on a
+2-core machine; --full sets the sizes of the figures a deployment is
+sized on (e 50k events, f 100k, l 20 cuts, F 50 edges x 2000 events cut
+for 2m: several minutes per transport). On a terminal, each phase draws a
+line on stderr with its count, rate and time left; the table and the
+final line go to stdout either way.
+
+Ctrl-C or SIGTERM stops the bench within 5 s in any phase: its servers
+stop, its temp dir is removed, and it exits 1.
 `
+
+// fullSizes are the sizes --full sets, flag and value in turn: those of
+// the figures a deployment is sized on (several minutes per transport).
+var fullSizes = []string{"--e2e", "50000", "--drain", "100000", "--cuts", "20", "--fleet-edges", "50", "--fleet-events", "2000", "--fleet-cut", "2m"}
 
 // benchFlags are the flags of `leafline bench`.
 type benchFlags struct {
@@ -66,7 +81,7 @@ type benchFlags struct {
 	l1Events, l1Tracked                          int
 	cuts, rate, fleetEdges, fleetEvents          int
 	cutFor, fleetCut                             time.Duration
-	unsigned, insecure, verbose                  bool
+	unsigned, insecure, verbose, full            bool
 	// the sinks table
 	events         int
 	sinks, dsnEnv  string
@@ -98,7 +113,7 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.rate, "restore-rate", 100, "events published a second during l")
 	fs.IntVar(&f.fleetEdges, "fleet-edges", 50, "edges of the fleet (F)")
 	fs.IntVar(&f.fleetEvents, "fleet-events", 2000, "events routed to each edge of the fleet (F)")
-	fs.DurationVar(&f.fleetCut, "fleet-cut", 2*time.Minute, "how long every edge link of the fleet stays cut (F)")
+	fs.DurationVar(&f.fleetCut, "fleet-cut", 30*time.Second, "how long every edge link of the fleet stays cut (F)")
 	fs.IntVar(&f.batch, "batch", 0, "delivery.batch_size for every edge (0: the default)")
 	fs.IntVar(&f.backlogBatch, "backlog-batch", 0, "delivery.backlog_batch_size for every edge (0: the default)")
 	fs.StringVar(&f.ids, "ids", "random", "event ids: random (UUIDv4-like) or time (UUIDv7-like)")
@@ -112,6 +127,7 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.dsnEnv, "postgres-dsn-env", "", "environment `VAR` holding a PostgreSQL connection string for the postgres row (unset: the row is skipped)")
 	fs.StringVar(&f.dir, "dir", "", "keep the systems' data under `DIR` (default: a temp dir, removed)")
 	fs.BoolVar(&f.verbose, "v", false, "log the boxes' warnings (sinks)")
+	fs.BoolVar(&f.full, "full", false, "the full-size figures: "+strings.Join(fullSizes, " ")+" (a flag given as well wins)")
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -132,10 +148,16 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "leafline bench: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	fs.Visit(func(fl *flag.Flag) {
-		f.sinksGiven = f.sinksGiven || fl.Name == "sinks"
-		f.onlyGiven = f.onlyGiven || fl.Name == "only"
-	})
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	f.sinksGiven, f.onlyGiven = given["sinks"], given["only"]
+	if f.full {
+		for i := 0; i < len(fullSizes); i += 2 {
+			if name := strings.TrimPrefix(fullSizes[i], "--"); !given[name] {
+				_ = fs.Set(name, fullSizes[i+1])
+			}
+		}
+	}
 	phases := list(f.only)
 	if !f.onlyGiven && f.sinksGiven {
 		phases = []string{"sinks"}
@@ -163,6 +185,9 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
 		Compression: f.compression, Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,
+	}
+	if isTerminal(stderr) {
+		o.Progress = stderr
 	}
 	// The r phase runs this very binary as the edge process.
 	if exe, err := os.Executable(); err == nil {
@@ -219,4 +244,15 @@ func list(s string) []string {
 		}
 	}
 	return out
+}
+
+// isTerminal reports whether w is a terminal (a character device): the
+// progress lines are drawn there and nowhere else.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

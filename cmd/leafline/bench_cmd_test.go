@@ -12,8 +12,9 @@ import (
 
 // TestBench_OnlyPrintsParsableLine runs `leafline bench --only z` (the
 // disk's fsync ceiling, about four seconds) and checks that its last line
-// is a bench line of name=value figures; the figures themselves depend
-// on the machine and are not checked.
+// is a bench line of name=value figures, after the estimate line, and
+// that no progress is drawn when stderr is not a terminal; the figures
+// themselves depend on the machine and are not checked.
 func TestBench_OnlyPrintsParsableLine(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the leafline phases read /proc and /sys: Linux only")
@@ -33,6 +34,13 @@ func TestBench_OnlyPrintsParsableLine(t *testing.T) {
 	if !strings.Contains(out.String(), "z16 ") {
 		t.Errorf("no z16 row:\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "\nbench: 1 phase, transports sourcing, about ") {
+		t.Errorf("no estimate line:\n%s", out.String())
+	}
+	// stderr is no terminal here: no progress line.
+	if strings.Contains(errb.String(), "bench: z disk fsync") {
+		t.Errorf("progress on a non-terminal stderr:\n%s", errb.String())
+	}
 }
 
 // TestBench_BadFlags: every bad phase, transport or size is named, and
@@ -49,6 +57,7 @@ func TestBench_BadFlags(t *testing.T) {
 		{[]string{"--only", "F", "--fleet-edges", "500"}, "fleet-edges must be 0..200"},
 		{[]string{"--only", "l", "--cut-for", "-1s"}, "cut-for must be 0..1h"},
 		{[]string{"--only", "wire", "--wire", "-5"}, "wire must be 0..10000000"},
+		{[]string{"--only", "F", "--full", "--fleet-edges", "500"}, "fleet-edges must be 0..200"},
 	} {
 		var out, errb bytes.Buffer
 		if code := dispatch(context.Background(), append([]string{"bench"}, tc.args...), &out, &errb); code != exitUsage || !strings.Contains(errb.String(), tc.want) {

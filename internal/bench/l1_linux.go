@@ -231,8 +231,14 @@ func (x *l1Box) drain(want, wantComplete int64) {
 // the row and the rate at which the receipts were written.
 func (x *l1Box) apply(key, what string, n, withReceipts int, bundled bool) (benchRow, float64) {
 	r := x.b
+	label := key
+	if label == "" {
+		label = "a tracked state"
+	}
+	r.m.track(label+": origins written", "", 0, nil)
 	first := x.writeOrigins(n, x.payload)
 	x.events += int64(n)
+	r.m.track(label+": origins applied", "events", int64(n), x.summaryCount(func(s record.Summary) int64 { return s.Events }))
 	var ph *benchPhase
 	if key != "" {
 		ph = r.begin(key + "_origins")
@@ -242,8 +248,10 @@ func (x *l1Box) apply(key, what string, n, withReceipts int, bundled bool) (benc
 	if ph != nil {
 		origins = ph.end(key, what, n, nil, "")
 	}
+	r.m.track(label+": receipts written", "", 0, nil)
 	written := x.writeReceipts(first, withReceipts, bundled)
 	x.complete += int64(withReceipts)
+	r.m.track(label+": receipts applied", "events complete", int64(withReceipts), x.summaryCount(func(s record.Summary) int64 { return s.Complete }))
 	if ph != nil {
 		ph = r.begin(key + "_receipts")
 	}
@@ -263,6 +271,26 @@ func (x *l1Box) apply(key, what string, n, withReceipts int, bundled bool) (benc
 	}
 	row.note = fmt.Sprintf("origins %.2fs + receipts %.2fs", origins.dur.Seconds(), rcpt.dur.Seconds())
 	return row, written
+}
+
+// summaryCount returns a count for the progress line: what f reads in
+// the state's summary, from 0 at the call.
+func (x *l1Box) summaryCount(f func(record.Summary) int64) func() int64 {
+	read := func() int64 {
+		st := x.svc.State()
+		if st == nil {
+			return 0
+		}
+		ctx, cancel := context.WithTimeout(x.b.ctx, time.Second)
+		defer cancel()
+		sum, err := st.Summary(ctx)
+		if err != nil {
+			return 0
+		}
+		return f(sum)
+	}
+	c0 := read()
+	return func() int64 { return max(0, read()-c0) }
 }
 
 // stop closes the state and the server.

@@ -31,7 +31,10 @@ func SetTransport(t *topology.Topology, transport string) error {
 	return nil
 }
 
-// Options shape Leafline. Zero sizes mean the defaults in parentheses.
+// Options shape Leafline. Zero sizes mean the defaults in parentheses:
+// at those, each phase takes at most a few minutes on a 2-core machine
+// (see Estimate); the figures a deployment is sized on take larger ones
+// (E2E 50000, Drain 100000, Cuts 20, FleetCut 2m).
 //
 // Phases without servers, on a quiet process:
 //
@@ -133,7 +136,7 @@ type Options struct {
 	Rate   int
 	// FleetEdges, FleetEvents and FleetCut shape F: the edges (50), the
 	// events routed to each (2000), and how long every link stays cut
-	// (2m).
+	// (30s; the publish to the hub counts in it).
 	FleetEdges, FleetEvents int
 	FleetCut                time.Duration
 
@@ -166,8 +169,13 @@ type Options struct {
 	RSSAge time.Duration
 	// Dir holds the systems' data; empty means a temp dir, removed after.
 	Dir string
-	// Out receives the banner, the table and the final line.
+	// Out receives the banner (with the run's estimated wall time, see
+	// Estimate), the table and the final line.
 	Out io.Writer
+	// Progress, if set, receives a line per phase redrawn in place (count,
+	// rate, time left; see meter): give it a terminal, never a file or a
+	// pipe. Nil draws no progress.
+	Progress io.Writer
 }
 
 func (o *Options) setDefaults() {
@@ -196,7 +204,7 @@ func (o *Options) setDefaults() {
 		o.CutFor = 2 * time.Second
 	}
 	if o.FleetCut == 0 {
-		o.FleetCut = 2 * time.Minute
+		o.FleetCut = 30 * time.Second
 	}
 	o.File, o.Naive = min(o.File, o.Backlog), min(o.Naive, o.Backlog)
 	if len(o.Phases) == 0 {
@@ -270,6 +278,15 @@ func (o *Options) Validate() error {
 
 func (o *Options) on(phase string) bool {
 	return len(o.Phases) == 0 || slices.Contains(o.Phases, phase)
+}
+
+func (o *Options) anyOn(phases ...string) bool {
+	for _, p := range phases {
+		if o.on(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Figure is one named figure of the final line.

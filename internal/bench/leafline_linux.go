@@ -21,6 +21,7 @@ import (
 type tb struct {
 	ctx     context.Context
 	o       Options
+	m       *meter // nil without Options.Progress
 	dir     string
 	n       int
 	stopped atomic.Bool // the run was stopped: no new directory
@@ -121,7 +122,8 @@ type feRows struct {
 
 // Leafline runs the phases of o on this machine, writes the banner, the
 // table and the final `bench …` line to o.Out, and returns the line's
-// figures. A failed phase ends the run with its error.
+// figures; with o.Progress, each phase's progress line goes there. A
+// failed phase ends the run with its error.
 //
 // When ctx ends (Ctrl-C, SIGTERM in the command), Leafline stops the phase
 // in progress, closes its servers and removes the directory it made, and
@@ -138,7 +140,10 @@ func Leafline(ctx context.Context, o Options) (figs []Figure, err error) {
 		}
 		made = true
 	}
-	r := &run{tb: &tb{ctx: ctx, o: o, dir: dir}, out: o.Out, payload: benchPayload(o.Size)}
+	m := newMeter(o.Progress)
+	defer m.close()
+	o.Out = m.out(o.Out)
+	r := &run{tb: &tb{ctx: ctx, o: o, dir: dir, m: m}, out: o.Out, payload: benchPayload(o.Size)}
 	type result struct {
 		figs []Figure
 		err  error
@@ -206,6 +211,7 @@ func (r *run) phases() (figs []Figure, err error) {
 	r.banner()
 	r.standalone()
 	if r.o.on("l1") {
+		r.m.phase("l1 L1 alone")
 		r.l1Alone()
 	}
 	if r.anyOn("s", "a", "b", "c", "d") {
@@ -233,21 +239,16 @@ func (r *run) phases() (figs []Figure, err error) {
 		r.expiry(o.Transports[0])
 	}
 	if r.o.on("r") {
+		r.m.phase("r edge process RSS")
 		row := benchRSSRun(r.tb, o.RSS, r.payload)
 		r.rss = &row
 		r.rows = append(r.rows, row)
 	}
+	r.m.end()
 	return r.report(), nil
 }
 
-func (r *run) anyOn(phases ...string) bool {
-	for _, p := range phases {
-		if r.o.on(p) {
-			return true
-		}
-	}
-	return false
-}
+func (r *run) anyOn(phases ...string) bool { return r.o.anyOn(phases...) }
 
 func loadavg() string {
 	l, _ := os.ReadFile("/proc/loadavg")
@@ -264,6 +265,7 @@ func (r *run) banner() {
 		strings.Join(o.Phases, ","), strings.Join(o.Transports, ","), o.Backlog, len(r.payload), o.File, o.Naive, o.Drain, o.E2E, o.Probe, o.RSS,
 		o.Cuts, o.CutFor, o.Rate, o.FleetEdges, o.FleetEvents, o.FleetCut,
 		o.IDs, !o.Unsigned, !o.Insecure, setting(o.Batch), setting(o.BacklogBatch))
+	fmt.Fprintln(r.out, o.estimateLine())
 }
 
 // setting prints a size option: "default" for 0.
@@ -277,9 +279,12 @@ func setting(n int) string {
 // standalone runs the phases without servers (k, z).
 func (r *run) standalone() {
 	if r.o.on("k") {
+		r.m.phase("k receipt signing")
 		r.rows = append(r.rows, benchSigning(r.tb, r.o.Backlog)...)
 	}
 	if r.o.on("z") {
+		r.m.phase("z disk fsync")
+		r.m.waiting("1 writer, then 16", 4*time.Second)
 		r.rows = append(r.rows, benchDiskFlush(r.tb, 1), benchDiskFlush(r.tb, 16))
 	}
 }
@@ -288,6 +293,8 @@ func (r *run) standalone() {
 // preloaded first.
 func (r *run) system() {
 	o := r.o
+	r.m.phase("s-d setup: " + fmt.Sprint(o.Backlog) + " events preloaded")
+	r.m.track("start l1, hub, 2 edges", "", 0, nil)
 	env := newBenchEnv(r.tb, r.TempDir(), 2,
 		map[string]string{"edge1": "events.b.>", "edge2": "events.b.f.>"},
 		map[string]string{"edge2": "file"}, o.Transports[0])
@@ -303,18 +310,26 @@ func (r *run) system() {
 	}
 	r.preload(env, o.Backlog, backlogSubj, "b", map[string]int{"edge1": o.Backlog, "edge2": o.File}, true)
 	if o.on("s") {
+		r.m.phase("s publish and sourcing")
 		r.probe(env)
 	}
 	if o.on("a") {
+		r.m.phase("a raw consume")
+		r.m.track(fmt.Sprintf("Fetch+Ack, then iterator+Ack, %d events each", o.Backlog), "", 0, nil)
 		r.rows = append(r.rows, benchRawConsume(r.tb, env, o.Backlog)...)
 	}
 	if o.on("b") {
+		r.m.phase("b receipt ceiling")
+		r.m.track(fmt.Sprintf("atomic batches of 256 and 1000, %d receipts each", o.Backlog), "", 0, nil)
 		r.rows = append(r.rows, benchCeiling(r.tb, env, o.Backlog)...)
 	}
 	if o.on("c") {
+		r.m.phase("c naive loop")
+		r.m.track(fmt.Sprintf("%d events", o.Naive), "", 0, nil)
 		r.rows = append(r.rows, benchNaiveLoop(r.tb, env, o.Naive))
 	}
 	if o.on("d") {
+		r.m.phase("d sink runner")
 		r.dStore = r.runRunner(env, "d", "leafline runner, store sink, defaults (edge1)", "edge1", o.Backlog, "")
 		r.dFile = r.runRunner(env, "d2", "leafline runner, file sink, defaults (edge2)", "edge2", o.File, "one file+fsync per event")
 		r.rows = append(r.rows, r.dStore, r.dFile)
@@ -338,21 +353,31 @@ func (r *run) preload(env *benchEnv, n int, subj func(int) string, prefix string
 			r.rows = append(r.rows, row)
 		}
 	}
+	r.m.track("preload: publish at L1", "events", int64(n), since(env.count("l1", "L1A")))
 	ph := r.begin("preload_publish")
 	if err := benchPublish(r.ctx, env.js["l1"], n, r.payload, subj, r.id(prefix), nil); err != nil {
 		r.Fatal(err)
 	}
 	add(ph.end("P1", "setup: L1 publish async, sync 2m (not SyncAlways)", n, nil, ""))
+	r.m.track("preload: to the hub", "events", int64(n), since(env.count("hub", "HA")))
 	ph = r.begin("preload_ha")
 	ls.Links["hub"].Restore()
 	env.waitUntil("HA filled", 10*time.Minute, func() bool { return env.count("hub", "HA")() >= uint64(n) })
 	add(ph.end("P2", "setup: sourcing L1A->HA backlog, sync 2m", n, nil, ""))
 	ph = r.begin("preload_l2a")
 	total := 0
+	var l2a []func() uint64
 	for _, e := range edges {
 		ls.Links[e.Name].Restore()
 		total += want[e.Name]
+		l2a = append(l2a, env.count(e.Name, "L2A"))
 	}
+	r.m.track("preload: to the edges", "events", int64(total), since(func() (sum uint64) {
+		for _, c := range l2a {
+			sum += c()
+		}
+		return sum
+	}))
 	env.waitUntil("L2A filled", 10*time.Minute, func() bool {
 		for _, e := range edges {
 			if env.count(e.Name, "L2A")() < uint64(want[e.Name]) {
@@ -362,12 +387,14 @@ func (r *run) preload(env *benchEnv, n int, subj func(int) string, prefix string
 		return true
 	})
 	add(ph.end("P3", "setup: sourcing HA->L2A, sync 2m", total, nil, "msgs written in the edge servers"))
+	r.m.track("preload: L1's origin tracker", "events", int64(n), since(env.originDone))
 	ph = r.begin("preload_origin")
 	env.waitUntil("origin tracker", 30*time.Minute, func() bool { return env.originDone() >= uint64(n) })
 	add(ph.end("P4", "setup: L1 origin tracker catches up, sync 2m", n, nil, "time after P3"))
 	for _, e := range edges {
 		ls.Links[e.Name].Cut()
 	}
+	r.m.track("restart with SyncAlways", "", 0, nil)
 	env.restart("always")
 	env.waitUntil("hub link", time.Minute, env.connected("hub"))
 	fmt.Fprintf(r.out, "bench: preloaded %d events in %.1fs; every box restarted with SyncAlways; edge links cut\n", n, time.Since(t0).Seconds())
@@ -379,16 +406,19 @@ func (r *run) probe(env *benchEnv) {
 	ls.Links["hub"].Cut()
 	origin0 := env.originDone()
 	ph3 := r.begin("s3_origin")
+	r.m.track("publish at L1", "events", int64(S), since(env.count("l1", "L1A")))
 	ph := r.begin("s1_publish")
 	if err := benchPublish(r.ctx, env.js["l1"], S, r.payload, func(i int) string { return fmt.Sprintf("events.p.%d", i%8) }, r.id("p"), nil); err != nil {
 		r.Fatal(err)
 	}
 	r.rows = append(r.rows, ph.end("s1", "L1 publish async window 2048 (SyncAlways)", S, nil, "the producer's side"))
 	haBefore := env.count("hub", "HA")()
+	r.m.track("sourcing to the hub", "events", int64(S), since(env.count("hub", "HA")))
 	ph = r.begin("s2_sourcing")
 	ls.Links["hub"].Restore()
 	env.waitUntil("HA probe", 10*time.Minute, func() bool { return env.count("hub", "HA")() >= haBefore+uint64(S) })
 	r.rows = append(r.rows, ph.end("s2", "sourcing L1A->HA backlog (SyncAlways)", S, nil, "durable source, 1 fsync per msg"))
+	r.m.track("L1's origin tracker", "events", int64(S), func() int64 { return int64(env.originDone() - origin0) })
 	env.waitUntil("origin tracker", 30*time.Minute, func() bool { return env.originDone() >= origin0+uint64(S) })
 	r.rows = append(r.rows, ph3.end("s3", "L1 origin tracker: KV records for S (SyncAlways)", S, nil, "from start of s1; rss/profile: s1"))
 }
@@ -401,6 +431,7 @@ func (r *run) runRunner(env *benchEnv, key, what, edge string, n int, note strin
 	const sinkH, pubH = "leafline_sink_write_seconds", "leafline_receipt_puback_seconds"
 	sink0, sinkN0 := benchHist(box, sinkH)
 	pub0, pubN0 := benchHist(box, pubH)
+	r.m.track(what, "events ACKed", int64(n), tr.acks.Load)
 	ph := r.begin(key)
 	env.open(edge)
 	env.waitUntil(edge+" drained", 30*time.Minute, func() bool { return tr.acks.Load() >= int64(n) })
@@ -420,4 +451,10 @@ func (r *run) runRunner(env *benchEnv, key, what, edge string, n int, note strin
 		key, edge, batches, size, msf(wall), msf(seg[0]), msf(seg[1]), msf(seg[2]), msf(seg[3]), msf(seg[4]), msf(seg[5]),
 		per(sink1-sink0, sinkN1-sinkN0), per(pub1-pub0, pubN1-pubN0)))
 	return row
+}
+
+// since returns a count from 0 at the call: what c has grown since.
+func since(c func() uint64) func() int64 {
+	c0 := c()
+	return func() int64 { return int64(c() - c0) }
 }

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ func benchRSSRun(b *tb, n int, payload []byte) benchRow {
 	env.startAll()
 	env.waitUntil("links", time.Minute, func() bool { return env.connected("hub")() && env.connected("edge1")() })
 	t0 := time.Now()
+	b.m.track("preload the edge", "events", int64(n), since(env.count("edge1", "L2A")))
 	if err := benchPublish(ctx, env.js["l1"], n, payload, func(i int) string { return fmt.Sprintf("events.r.%d", i%8) }, b.id("r"), nil); err != nil {
 		b.Fatal(err)
 	}
@@ -50,6 +52,7 @@ func benchRSSRun(b *tb, n int, payload []byte) benchRow {
 	if err := env.ls.Stop("edge1"); err != nil {
 		b.Fatal(err)
 	}
+	b.m.waiting("the preload ages", b.o.RSSAge)
 	b.sleep(b.o.RSSAge)
 	cpath, port, opsPort := rssConfig(b, env, dir)
 	return rssChild(b, env, n, cpath, port, opsPort)
@@ -143,6 +146,8 @@ func rssChild(b *tb, env *benchEnv, n int, cpath string, port, opsPort int) benc
 	var peakRSS, peakAnon, peakFile, peakHeap, peakGoSys int64
 	var lastProf time.Time
 	var drained time.Time
+	var acked atomic.Int64
+	b.m.track("the edge process drains", "events ACKed", int64(n), acked.Load)
 	env.waitUntil("edge process drained", 60*time.Minute, func() bool {
 		peakRSS = max(peakRSS, benchStatusKB(pid, "VmRSS"))
 		peakAnon = max(peakAnon, benchStatusKB(pid, "RssAnon"))
@@ -160,6 +165,7 @@ func rssChild(b *tb, env *benchEnv, n int, cpath string, port, opsPort int) benc
 			return false
 		}
 		ci := c.CachedInfo()
+		acked.Store(int64(ci.AckFloor.Stream))
 		if ci.AckFloor.Stream >= uint64(n) && ci.NumAckPending == 0 && ci.NumPending == 0 {
 			drained = time.Now()
 			return true

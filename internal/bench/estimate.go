@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// Estimate is how long the phases of o take, from their sizes: a cost per
+// phase of a fixed part (servers started, links up) and a part per event,
+// per cut or per edge. The costs were measured on a 2-core machine with a
+// local SSD under SyncAlways; a faster disk or more cores take less, a
+// busy machine more. It is an estimate, for the line Leafline prints
+// before the first phase and for choosing sizes, not a figure.
+func (o Options) Estimate() time.Duration {
+	o.setDefaults()
+	var s float64 // seconds
+	per := func(n int, perK float64) float64 { return float64(n) / 1000 * perK }
+	if o.on("k") {
+		s += 1 + per(min(o.Backlog, 20_000), 0.05)
+	}
+	if o.on("z") {
+		s += 5
+	}
+	if o.on("l1") {
+		// The KV store's 10k events, then the applies and the rebuild.
+		s += 45 + per(o.L1Events, 0.15) + per(o.L1Tracked, 0.1)
+	}
+	if o.anyOn("s", "a", "b", "c", "d") {
+		s += 5 + per(o.Backlog, 0.04) // started, preloaded at sync 2m, restarted
+		if o.on("s") {
+			s += per(o.Probe, 0.8)
+		}
+		if o.on("a") {
+			s += per(o.Backlog, 0.02)
+		}
+		if o.on("b") {
+			s += per(o.Backlog, 0.05) + per(min(o.Backlog, 20_000), 0.15)
+		}
+		if o.on("c") {
+			s += per(o.Naive, 1.4)
+		}
+		if o.on("d") {
+			s += per(o.Backlog, 0.07) + per(o.File, 0.45)
+		}
+	}
+	for _, t := range o.Transports {
+		relay := t == topology.TransportRelay
+		if o.anyOn("f", "e") {
+			s += 8
+		}
+		if o.on("f") {
+			drain := 0.31
+			if relay {
+				drain = 0.05
+			}
+			s += 3 + per(o.Drain, 0.25+drain)
+		}
+		if o.on("e") {
+			e2e := 0.6
+			if relay {
+				e2e = 0.2
+			}
+			s += per(o.E2E, e2e)
+		}
+		if o.on("l") {
+			s += 4 + float64(o.Cuts)*(o.CutFor.Seconds()+0.3)
+		}
+		if o.on("F") {
+			// Started and linked, published to the hub during the cut
+			// (which lasts longer when the publish does), then drained.
+			events := o.FleetEdges * o.FleetEvents
+			drain := 0.85
+			if relay {
+				drain = 0.15
+			}
+			s += 5 + 0.1*float64(o.FleetEdges) + max(o.FleetCut.Seconds(), per(events, 0.4)) + per(events, drain)
+		}
+	}
+	if o.on("wire") {
+		s += 3 * (1.5 + per(o.Wire, 0.25))
+	}
+	if o.on("expiry") {
+		s += 4.5 + per(o.Expiry, 1.5)
+	}
+	if o.on("r") {
+		s += 2 + o.RSSAge.Seconds() + per(o.RSS, 0.07)
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// estimateLine is the line printed before the first phase.
+func (o Options) estimateLine() string {
+	o.setDefaults()
+	n := 0
+	for _, p := range Phases {
+		if o.on(p) {
+			n++
+		}
+	}
+	phases := "phases"
+	if n == 1 {
+		phases = "phase"
+	}
+	d := o.Estimate()
+	about := fmt.Sprintf("%d min", int(d.Minutes()+0.5))
+	if d < 90*time.Second {
+		about = fmt.Sprintf("%d s", int(d.Seconds()+0.5))
+	}
+	return fmt.Sprintf("bench: %d %s, transports %s, about %s at these sizes (an estimate)", n, phases, strings.Join(o.Transports, ","), about)
+}
