@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/internal/failpoint"
 	"github.com/leafline/leafline/internal/jsmsg"
 	"github.com/leafline/leafline/receipt"
@@ -142,7 +143,7 @@ func (c *Cleaner) Run(ctx context.Context) error {
 			return err
 		}
 		c.log.Warn("receipts: cleanup: setup failed; retrying", "err", err)
-		if !sleep(ctx, c.cfg.Interval) {
+		if !ctxsleep.For(ctx, c.cfg.Interval) {
 			return nil
 		}
 	}
@@ -412,18 +413,6 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// sleep waits d or until ctx is done; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // anyExpired reports whether a processor of c reported expired.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/receipt"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,7 +38,7 @@ func (s *Service) expireHeldLoop(ctx context.Context) {
 			s.log.Warn("receipts: expiring held receipts", "err", err)
 		}
 		s.limitHeld(ctx)
-		if !sleep(ctx, every) {
+		if !ctxsleep.For(ctx, every) {
 			return
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/internal/failpoint"
 	"github.com/leafline/leafline/internal/subjects"
 	"github.com/leafline/leafline/receipt"
@@ -310,7 +311,7 @@ func (s *Service) loop(ctx context.Context, what string, setup func(context.Cont
 			return fmt.Errorf("receipts: consume %s: %w", what, err)
 		}
 		s.log.Warn("receipts: pull iterator ended; setting up again", "loop", what, "err", err)
-		if !sleep(ctx, backoff(s.cfg.RetryDelay, failures)) {
+		if !ctxsleep.For(ctx, backoff(s.cfg.RetryDelay, failures)) {
 			return nil
 		}
 	}
@@ -339,7 +340,7 @@ func (s *Service) waitReady(ctx context.Context, what string, setup func(context
 		} else {
 			s.log.Warn("receipts: setup failed; retrying", "loop", what, "attempt", attempt+1, "err", err)
 		}
-		if !sleep(ctx, backoff(s.cfg.RetryDelay, attempt)) {
+		if !ctxsleep.For(ctx, backoff(s.cfg.RetryDelay, attempt)) {
 			return nil, ctx.Err()
 		}
 	}
@@ -651,16 +652,4 @@ func backoff(base time.Duration, n int) time.Duration {
 		d *= 2
 	}
 	return min(d, MaxRetryDelay)
-}
-
-// sleep waits d or until ctx is done; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

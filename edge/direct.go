@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -129,7 +130,7 @@ func (a *App) directSinkConsumer(ctx context.Context) (jetstream.Consumer, error
 			d.markDown(err)
 			return d, nil
 		}
-		sleepCtx(ctx, 250*time.Millisecond)
+		ctxsleep.For(ctx, 250*time.Millisecond)
 	}
 }
 

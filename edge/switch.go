@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/hop"
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -121,7 +122,7 @@ func (a *App) positionSources(ctx context.Context, held []heldSource) {
 				"link", name, "stream", h.link.localStream, "mark", h.mark)
 		}
 		if held = left; len(held) > 0 {
-			sleepCtx(ctx, switchRetry)
+			ctxsleep.For(ctx, switchRetry)
 		}
 	}
 }

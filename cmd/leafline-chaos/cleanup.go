@@ -6,9 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/leafline/leafline/cleanup"
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -35,10 +35,10 @@ func (v cleanupVerdict) violation() bool { return v.unaudited > 0 || v.incomplet
 // still be cleaning: the messages gone are listed first, and since each
 // record is written before its delete, every one of them has its record in
 // the audit stream read after.
-func checkCleanup(ctx context.Context, js jetstream.JetStream, origin string, obs *observer) (cleanupVerdict, error) {
+func checkCleanup(ctx context.Context, js jetstream.JetStream, origin string, obs *check.Observer) (cleanupVerdict, error) {
 	var v cleanupVerdict
 	present := map[uint64]bool{}
-	last, err := readAll(ctx, js, origin, true, func(m jetstream.Msg, seq uint64) error {
+	last, err := check.ReadStream(ctx, js, origin, true, func(m jetstream.Msg, seq uint64) error {
 		present[seq] = true
 		return nil
 	})
@@ -46,7 +46,7 @@ func checkCleanup(ctx context.Context, js jetstream.JetStream, origin string, ob
 		return v, err
 	}
 	audited := map[uint64]bool{}
-	_, err = readAll(ctx, js, cleanup.DefaultAuditStream, false, func(m jetstream.Msg, _ uint64) error {
+	_, err = check.ReadStream(ctx, js, cleanup.DefaultAuditStream, false, func(m jetstream.Msg, _ uint64) error {
 		var r cleanup.AuditRecord
 		if err := json.Unmarshal(m.Data(), &r); err != nil {
 			return fmt.Errorf("audit record %s: %w", m.Subject(), err)
@@ -56,7 +56,7 @@ func checkCleanup(ctx context.Context, js jetstream.JetStream, origin string, ob
 		if present[r.Seq] {
 			v.pending++
 		}
-		if num, ok := eventNum(r.EventID); !ok || !obs.complete(num) {
+		if num, ok := check.EventNum(r.EventID); !ok || !obs.Complete(num) {
 			v.incomplete++
 			if len(v.examples) < 10 {
 				v.examples = append(v.examples, fmt.Sprintf("%s (L1A seq %d): cleaned, but its completion record is not done", r.EventID, r.Seq))
@@ -80,59 +80,4 @@ func checkCleanup(ctx context.Context, js jetstream.JetStream, origin string, ob
 		}
 	}
 	return v, nil
-}
-
-// readAll reads every message of stream with an ordered consumer (headers
-// only if asked) and returns the stream's last sequence when it started.
-func readAll(ctx context.Context, js jetstream.JetStream, stream string, headersOnly bool, fn func(jetstream.Msg, uint64) error) (uint64, error) {
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", stream, err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	last := info.State.LastSeq
-	oc, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{HeadersOnly: headersOnly})
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", stream, err)
-	}
-	for {
-		batch, err := oc.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return 0, err
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				return 0, err
-			}
-			if meta.Sequence.Stream > last {
-				return last, nil
-			}
-			if err := fn(m, meta.Sequence.Stream); err != nil {
-				return 0, err
-			}
-			if meta.Sequence.Stream == last || meta.NumPending == 0 {
-				return last, nil
-			}
-		}
-		if err := batch.Error(); err != nil {
-			return 0, err
-		}
-		if n == 0 {
-			return last, nil
-		}
-	}
-}
-
-// complete reports whether every edge reported event n.
-func (o *observer) complete(n int) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	ob := o.ev[n]
-	return ob != nil && ob.mask == o.all
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leafline/leafline/internal/ctxsleep"
 )
 
 // tmpfs is edge1's data dir on a small, size-limited filesystem, and the
@@ -99,13 +101,13 @@ func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 	for _, name := range []string{"edge1-hub", "hub-l1"} {
 		l := in.c.link(name)
 		for !l.busy.CompareAndSwap(false, true) {
-			sleepCtx(ctx, 200*time.Millisecond)
+			ctxsleep.For(ctx, 200*time.Millisecond)
 		}
 		held = append(held, l)
 	}
 	if ns := in.c.ns; ns != nil {
 		for !ns.busy.CompareAndSwap(false, true) {
-			sleepCtx(ctx, 200*time.Millisecond)
+			ctxsleep.For(ctx, 200*time.Millisecond)
 		}
 		defer ns.busy.Store(false)
 	}
@@ -136,7 +138,7 @@ func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 	)
 	deadline := t0.Add(hold)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		sleepCtx(ctx, 2*time.Second)
+		ctxsleep.For(ctx, 2*time.Second)
 		if code, r, body, err := b.readyz(); err == nil {
 			readyzSeen = fmt.Sprintf("HTTP %d %s", code, oneLine(body))
 			if (code != 200 || !r.Ready) && readyzBad == "" {
@@ -163,7 +165,7 @@ func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 	base, baseProc := acked()
 	resumed, how := false, ""
 	for time.Since(t1) < 60*time.Second && ctx.Err() == nil {
-		sleepCtx(ctx, time.Second)
+		ctxsleep.For(ctx, time.Second)
 		v, p := acked()
 		if v < 0 {
 			continue
@@ -225,7 +227,7 @@ func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 		}
 		how = "none by itself; after a restart by the driver: no ACK within 60s"
 		for time.Since(t2) < 60*time.Second {
-			sleepCtx(ctx, time.Second)
+			ctxsleep.For(ctx, time.Second)
 			if v, _ := acked(); v > 0 {
 				how = fmt.Sprintf("none by itself; ACKing again %.0fs after a restart by the driver", time.Since(t2).Seconds())
 				break

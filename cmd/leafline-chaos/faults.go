@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/leafline/leafline/internal/ctxsleep"
 )
 
 // The edge failpoints, in protocol order (see internal/failpoint).
@@ -258,7 +260,7 @@ func (in *injector) kill(ctx context.Context, b *box, down time.Duration) {
 	}
 	b.stop(syscall.SIGKILL, 10*time.Second)
 	in.rec.fault(faultKill, b.name, down)
-	sleepCtx(ctx, down)
+	ctxsleep.For(ctx, down)
 	if err := b.start(context.Background(), b.env()); err != nil {
 		in.rec.info("restart of %s after a kill: %v", b.name, err)
 	}
@@ -310,7 +312,7 @@ func (in *injector) cut(ctx context.Context, l *link, d time.Duration, long bool
 	t0 := time.Now()
 	l.proxy.Cut()
 	in.rec.debug("link %s cut for %s", l.name, d)
-	sleepCtx(ctx, d)
+	ctxsleep.For(ctx, d)
 	l.proxy.Restore()
 	note := ""
 	if long {
@@ -329,7 +331,7 @@ func (in *injector) pause(ctx context.Context, b *box, d time.Duration) {
 	t0 := time.Now()
 	p.paused.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
-	sleepCtx(ctx, d)
+	ctxsleep.For(ctx, d)
 	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	p.paused.Store(false)
 	in.rec.fault(faultPause, b.name, time.Since(t0))
@@ -345,7 +347,7 @@ func (in *injector) nsCut(ctx context.Context, d time.Duration) {
 		in.rec.info("netns cut: %v", err)
 		return
 	}
-	sleepCtx(ctx, d)
+	ctxsleep.For(ctx, d)
 	// Does edge1 notice? A black-holed link stays "connected" until the
 	// leafnode's pings time out.
 	note := ""

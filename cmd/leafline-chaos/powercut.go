@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/internal/forgetfs"
 )
 
@@ -152,7 +153,7 @@ func (in *injector) powerCut(ctx context.Context, b *box, down time.Duration, to
 		note = "torn"
 	}
 	in.rec.faultNote(faultPowerCut, b.name, down, note)
-	sleepCtx(ctx, down)
+	ctxsleep.For(ctx, down)
 	if err := b.start(context.Background(), b.env()); err != nil {
 		in.rec.info("restart of %s after a power cut: %v", b.name, err)
 	}

@@ -8,22 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// Publish outcomes in the history.
-const (
-	stNone      byte = iota
-	stPublished      // sent, outcome not known yet
-	stAcked          // PubAck'ed by the origin stream at L1
-	stUnknown        // timed out or failed: it may or may not be stored
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
 )
 
 // history is the publisher's log: each event published, then PubAck'ed or
@@ -48,22 +40,6 @@ func newHistory(path string) (*history, error) {
 	return &history{f: f, w: bufio.NewWriterSize(f, 1<<20), start: time.Now()}, nil
 }
 
-func eventID(n int) string { return "ev-" + strconv.Itoa(n) }
-
-// eventNum parses an event_id written by the driver; ok is false for any
-// other id.
-func eventNum(id string) (int, bool) {
-	s, ok := strings.CutPrefix(id, "ev-")
-	if !ok || s == "" || (len(s) > 1 && s[0] == '0') {
-		return 0, false
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || strconv.Itoa(n) != s {
-		return 0, false
-	}
-	return n, true
-}
-
 type historyLine struct {
 	T     float64 `json:"t"`
 	Event string  `json:"event_id"`
@@ -73,7 +49,7 @@ type historyLine struct {
 }
 
 func (h *history) log(n int, op string, seq uint64, err error) {
-	l := historyLine{T: time.Since(h.start).Seconds(), Event: eventID(n), Op: op, Seq: seq}
+	l := historyLine{T: time.Since(h.start).Seconds(), Event: check.EventID(n), Op: op, Seq: seq}
 	if err != nil {
 		l.Err = err.Error()
 	}
@@ -91,7 +67,7 @@ func (h *history) add() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := len(h.states)
-	h.states = append(h.states, stPublished)
+	h.states = append(h.states, check.Published)
 	h.log(n, "publish", 0, nil)
 	h.published.Add(1)
 	return n
@@ -100,11 +76,11 @@ func (h *history) add() int {
 func (h *history) resolve(n int, st byte, seq uint64, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.states[n] != stPublished {
+	if h.states[n] != check.Published {
 		return
 	}
 	h.states[n] = st
-	if st == stAcked {
+	if st == check.Acked {
 		h.acked.Add(1)
 		h.log(n, "ok", seq, nil)
 	} else {
@@ -182,13 +158,13 @@ func (p *publisher) run(ctx context.Context) error {
 		}
 		for ; sent < due && ctx.Err() == nil; sent++ {
 			n := p.h.add()
-			id := eventID(n)
+			id := check.EventID(n)
 			m := nats.NewMsg(fmt.Sprintf("events.chaos.%d", n%8))
 			m.Header.Set(jetstream.MsgIDHeader, id)
 			m.Data = fmt.Appendf(nil, `{"event_id":%q,"n":%d}`, id, n)
 			f, err := js.PublishMsgAsync(m)
 			if err != nil {
-				p.h.resolve(n, stUnknown, 0, err)
+				p.h.resolve(n, check.Unknown, 0, err)
 				continue
 			}
 			p.futs <- pubFuture{n, f}
@@ -202,8 +178,8 @@ func (p *publisher) run(ctx context.Context) error {
 	}
 	// Anything still unresolved is unknown.
 	for n, st := range p.h.snapshot() {
-		if st == stPublished {
-			p.h.resolve(n, stUnknown, 0, fmt.Errorf("no PubAck before the publisher stopped"))
+		if st == check.Published {
+			p.h.resolve(n, check.Unknown, 0, fmt.Errorf("no PubAck before the publisher stopped"))
 		}
 	}
 	return nil
@@ -222,11 +198,11 @@ func (p *publisher) resolve() {
 	for pf := range p.futs {
 		select {
 		case ack := <-pf.f.Ok():
-			p.h.resolve(pf.n, stAcked, ack.Sequence, nil)
+			p.h.resolve(pf.n, check.Acked, ack.Sequence, nil)
 		case err := <-pf.f.Err():
-			p.h.resolve(pf.n, stUnknown, 0, err)
+			p.h.resolve(pf.n, check.Unknown, 0, err)
 		case <-time.After(pubAckTimeout + 5*time.Second):
-			p.h.resolve(pf.n, stUnknown, 0, fmt.Errorf("no PubAck and no error"))
+			p.h.resolve(pf.n, check.Unknown, 0, fmt.Errorf("no PubAck and no error"))
 		}
 	}
 }

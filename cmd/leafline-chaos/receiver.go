@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/sink"
 )
 
@@ -157,7 +159,7 @@ func (r *receiver) kill(ctx context.Context, down time.Duration) (bool, error) {
 	defer func() { r.mu.Lock(); r.busy = false; r.mu.Unlock() }()
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	<-done
-	sleepCtx(ctx, down)
+	ctxsleep.For(ctx, down)
 	return true, r.start(context.WithoutCancel(ctx))
 }
 
@@ -192,14 +194,14 @@ func holdsFile(dir, id string) (bool, error) {
 // processed by edge1 and the receiver does not hold: a receipt without the
 // work behind it. It returns how many events it checked and how many the
 // receiver lacks.
-func checkReceiver(r *receiver, obs *observer, rec *recorder) (checked, missing int) {
+func checkReceiver(r *receiver, obs *check.Observer, rec *recorder) (checked, missing int) {
 	return checkHeld("the http target", "edge1", r.holds, obs, rec)
 }
 
 // checkFileSinks does the same for every edge whose sink is the file sink,
 // against its directory: a file that a power cut took after the edge
 // reported the event.
-func checkFileSinks(c *cluster, obs *observer, rec *recorder) (checked, missing int) {
+func checkFileSinks(c *cluster, obs *check.Observer, rec *recorder) (checked, missing int) {
 	for _, e := range c.edges() {
 		if e.fileSinkDir == "" {
 			continue
@@ -213,11 +215,11 @@ func checkFileSinks(c *cluster, obs *observer, rec *recorder) (checked, missing 
 
 // checkHeld records a finding for the events that L1 records as processed
 // by processor and target does not hold.
-func checkHeld(target, processor string, holds func(id string) (bool, error), obs *observer, rec *recorder) (checked, missing int) {
+func checkHeld(target, processor string, holds func(id string) (bool, error), obs *check.Observer, rec *recorder) (checked, missing int) {
 	var examples []string
-	reported := obs.reportedBy(processor)
+	reported := obs.ReportedBy(processor)
 	for _, n := range reported {
-		ok, err := holds(eventID(n))
+		ok, err := holds(check.EventID(n))
 		if err != nil {
 			rec.finding("%s: %v", target, err)
 			return len(reported), len(reported)
@@ -225,7 +227,7 @@ func checkHeld(target, processor string, holds func(id string) (bool, error), ob
 		if !ok {
 			missing++
 			if len(examples) < 5 {
-				examples = append(examples, eventID(n))
+				examples = append(examples, check.EventID(n))
 			}
 		}
 	}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
 )
 
 // recheck runs the checker again on a kept run directory: it reads the
@@ -85,15 +87,15 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 	if err := completionLog(ctx, js); err != nil {
 		return nil, err
 	}
-	obs := newObserver(edges)
-	n, err := obs.readAll(ctx, js)
+	obs := check.NewObserver(edges)
+	n, err := obs.ReadAll(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("read the completion history: %w", err)
 	}
 	loadFaults(filepath.Join(dir, "chaos.log"), rec)
-	v := obs.verdictOf(states, true)
-	res := &result{Seed: o.Seed, Events: v.published, Acked: v.acked, Unknown: v.unknown, Lost: v.lost, DupKV: v.dupKV,
-		Phantoms: v.phantoms, Regressions: v.regressions, ExpiredConflicts: v.expiredConflicts, DuplicatesAbsorbed: v.duplicatesAbsorbed, Dir: dir}
+	v := obs.VerdictOf(states, true)
+	res := &result{Seed: o.Seed, Events: v.Published, Acked: v.Acked, Unknown: v.Unknown, Lost: v.Lost, DupKV: v.DupKV,
+		Phantoms: v.Phantoms, Regressions: v.Regressions, ExpiredConflicts: v.ExpiredConflicts, DuplicatesAbsorbed: v.DuplicatesAbsorbed, Dir: dir}
 	res.DuplicateCompletions = res.DupKV
 	res.Faults, res.Kills, res.Cuts, res.LongCuts = rec.totals()
 	res.Seed, res.Duration, res.MaxDrainS = parseRunLine(filepath.Join(dir, "chaos.log"))
@@ -104,9 +106,9 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 		res.Seed, res.Duration, res.Events, res.Faults, res.Lost, res.DuplicateCompletions, res.Phantoms, res.MaxDrainS)
 	fmt.Fprintf(o.Stdout, "recheck of %s (L1 restarted alone; no metric bound)\n", dir)
 	fmt.Fprintf(o.Stdout, "history.jsonl ends at %s: %d completion records past its end are not counted (the driver died before writing them down)\n",
-		eventID(len(states)-1), v.pastHistory)
+		check.EventID(len(states)-1), v.PastHistory)
 	res.Redrives = -1
-	report(o.Stdout, o, rec, res, v, 0, 0, n, obs.revisions)
+	report(o.Stdout, o, rec, res, v, 0, 0, n, obs.Revisions())
 	return res, nil
 }
 
@@ -166,22 +168,22 @@ func loadHistory(path string) ([]byte, error) {
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			continue // a torn last line
 		}
-		n, ok := eventNum(l.Event)
+		n, ok := check.EventNum(l.Event)
 		if !ok {
 			continue
 		}
 		for len(states) <= n {
-			states = append(states, stNone)
+			states = append(states, check.None)
 		}
 		switch l.Op {
 		case "publish":
-			if states[n] == stNone {
-				states[n] = stPublished
+			if states[n] == check.None {
+				states[n] = check.Published
 			}
 		case "ok":
-			states[n] = stAcked
+			states[n] = check.Acked
 		case "unknown":
-			states[n] = stUnknown
+			states[n] = check.Unknown
 		}
 	}
 	return states, sc.Err()

@@ -18,7 +18,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
 	"github.com/leafline/leafline/completion/state"
+	"github.com/leafline/leafline/internal/ctxsleep"
 )
 
 // result is what a run found.
@@ -130,10 +132,10 @@ func run(ctx context.Context, o options) (*result, error) {
 	for _, e := range c.edges() {
 		edgeNames = append(edgeNames, e.name)
 	}
-	obs := newObserver(edgeNames)
+	obs := check.NewObserver(edgeNames)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go obs.watch(watchCtx, js, rec)
+	go obs.Watch(watchCtx, js, rec.debug)
 	l1acc := newCounterAcc(l1, "leafline_completion_applied_total", "leafline_completion_duplicates_total", "leafline_completion_redriven_total")
 	go l1acc.run(watchCtx, time.Second)
 	l1.beforeStop = l1acc.scrapeNow
@@ -164,7 +166,7 @@ phase:
 			runErr = err
 			break phase
 		case <-progress.C:
-			missing, complete := obs.remaining(hist.snapshot())
+			missing, complete := obs.Remaining(hist.snapshot())
 			total, kills, cuts, _ := rec.totals()
 			rec.info("published=%d acked=%d unknown=%d complete=%d incomplete_acked=%d faults=%d (kills %d, cuts %d)",
 				hist.published.Load(), hist.acked.Load(), hist.unknown.Load(), complete, missing, total, kills, cuts)
@@ -212,24 +214,24 @@ phase:
 	// Final read of the whole history, and the metrics.
 	stopWatch()
 	l1acc.scrapeNow()
-	n, err := obs.readAll(context.WithoutCancel(ctx), js)
+	n, err := obs.ReadAll(context.WithoutCancel(ctx), js)
 	if err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("final read of the completion history: %w", err))
 	}
 	rec.debug("final read: %d revisions", n)
-	v := obs.verdict(states)
+	v := obs.Verdict(states)
 	var targetChecked, targetMissing int
 	if c.recv != nil {
 		targetChecked, targetMissing = checkReceiver(c.recv, obs, rec)
 	}
 	filesChecked, filesMissing := checkFileSinks(c, obs, rec)
 
-	res := &result{Seed: o.Seed, Duration: o.Duration, Events: v.published, Acked: v.acked, Unknown: v.unknown,
-		Lost: v.lost, DupKV: v.dupKV, Phantoms: v.phantoms, Regressions: v.regressions, ExpiredConflicts: v.expiredConflicts,
-		MaxDrainS: drainS, DrainComplete: complete, DuplicatesAbsorbed: v.duplicatesAbsorbed, Dir: dir,
+	res := &result{Seed: o.Seed, Duration: o.Duration, Events: v.Published, Acked: v.Acked, Unknown: v.Unknown,
+		Lost: v.Lost, DupKV: v.DupKV, Phantoms: v.Phantoms, Regressions: v.Regressions, ExpiredConflicts: v.ExpiredConflicts,
+		MaxDrainS: drainS, DrainComplete: complete, DuplicatesAbsorbed: v.DuplicatesAbsorbed, Dir: dir,
 		TargetChecked: targetChecked, TargetMissing: targetMissing, FilesChecked: filesChecked, FilesMissing: filesMissing}
 	applied := int(math.Round(l1acc.total("leafline_completion_applied_total")))
-	res.DupMetric = max(0, applied-v.terminalRecords)
+	res.DupMetric = max(0, applied-v.TerminalRecords)
 	res.DuplicateCompletions = max(res.DupKV, res.DupMetric)
 	res.Faults, res.Kills, res.Cuts, res.LongCuts = rec.totals()
 	res.PowerCuts = rec.countOf(faultPowerCut)
@@ -260,7 +262,7 @@ phase:
 		}
 	}
 	res.Redrives = int(math.Round(l1acc.total("leafline_completion_redriven_total")))
-	report(o.Stdout, o, rec, res, v, applied, l1acc.total("leafline_completion_duplicates_total"), n, obs.revisions)
+	report(o.Stdout, o, rec, res, v, applied, l1acc.total("leafline_completion_duplicates_total"), n, obs.Revisions())
 	if res.violation() || runErr != nil || len(res.Findings) > 0 || o.Keep || o.Dir != "" {
 		c.keep.Store(true)
 		rec.info("kept %s (configs, logs, history.jsonl, chaos.log)", dir)
@@ -294,7 +296,7 @@ func completionLog(ctx context.Context, js jetstream.JetStream) error {
 		if _, err = js.Stream(ctx, state.DefaultLogStream); err == nil {
 			return nil
 		}
-		sleepCtx(ctx, 200*time.Millisecond)
+		ctxsleep.For(ctx, 200*time.Millisecond)
 	}
 	return fmt.Errorf("completion log %s: %w", state.DefaultLogStream, err)
 }
@@ -320,7 +322,7 @@ func waitLinks(ctx context.Context, c *cluster, timeout time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("upstream link of %s not up after %s", strings.Join(down, ", "), timeout)
 		}
-		sleepCtx(ctx, 250*time.Millisecond)
+		ctxsleep.For(ctx, 250*time.Millisecond)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -329,12 +331,12 @@ func waitLinks(ctx context.Context, c *cluster, timeout time.Duration) error {
 
 // drain waits until every PubAck'ed event is complete at L1, the timeout
 // passes, or nothing completes for o.DrainStall.
-func drain(ctx context.Context, o options, obs *observer, states []byte, rec *recorder) (float64, bool) {
+func drain(ctx context.Context, o options, obs *check.Observer, states []byte, rec *recorder) (float64, bool) {
 	start := time.Now()
 	lastMissing, lastChange := -1, time.Now()
 	lastLog := time.Now()
 	for {
-		missing, complete := obs.remaining(states)
+		missing, complete := obs.Remaining(states)
 		if missing == 0 {
 			return time.Since(start).Seconds(), true
 		}
@@ -355,17 +357,17 @@ func drain(ctx context.Context, o options, obs *observer, states []byte, rec *re
 			lastLog = time.Now()
 			rec.info("drain: %d PubAck'ed events incomplete, %d complete", missing, complete)
 		}
-		sleepCtx(ctx, 500*time.Millisecond)
+		ctxsleep.For(ctx, 500*time.Millisecond)
 	}
 }
 
-func report(w io.Writer, o options, rec *recorder, res *result, v verdict, applied int, dupMetric float64, finalRevs, allRevs int) {
+func report(w io.Writer, o options, rec *recorder, res *result, v check.Verdict, applied int, dupMetric float64, finalRevs, allRevs int) {
 	fmt.Fprintln(w)
 	rec.table(w)
 	fmt.Fprintf(w, "  totals: %d faults; %d kills (SIGKILL and failpoint); %d link cuts (%d longer than %s); %d power cuts\n",
 		res.Faults, res.Kills, res.Cuts, res.LongCuts, o.LongCut, res.PowerCuts)
-	fmt.Fprintf(w, "events: published=%d acked=%d unknown=%d (unknown and complete: %d)\n", v.published, v.acked, v.unknown, v.completeUnknown)
-	fmt.Fprintf(w, "completions: records=%d terminal_records=%d complete_acked=%d\n", v.records, v.terminalRecords, v.completeAcked)
+	fmt.Fprintf(w, "events: published=%d acked=%d unknown=%d (unknown and complete: %d)\n", v.Published, v.Acked, v.Unknown, v.CompleteUnknown)
+	fmt.Fprintf(w, "completions: records=%d terminal_records=%d complete_acked=%d\n", v.Records, v.TerminalRecords, v.CompleteAcked)
 	if o.Sink == "http" {
 		fmt.Fprintf(w, "http target: holds %d of the %d events L1 records as processed by edge1\n", res.TargetChecked-res.TargetMissing, res.TargetChecked)
 	}
@@ -373,10 +375,10 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 		fmt.Fprintf(w, "file sinks: hold %d of the %d events L1 records as processed by their edges\n", res.FilesChecked-res.FilesMissing, res.FilesChecked)
 	}
 	fmt.Fprintf(w, "duplicates absorbed: %d (sum of the records' duplicates), %.0f (L1 metric leafline_completion_duplicates_total, summed over L1 restarts)\n",
-		v.duplicatesAbsorbed, dupMetric)
+		v.DuplicatesAbsorbed, dupMetric)
 	if applied > 0 {
 		fmt.Fprintf(w, "duplicate completions: log=%d metric_bound=%d (applied_total=%d over L1 restarts vs %d terminal records; a lower bound: counts since the last scrape die with an unplanned L1 kill)\n",
-			res.DupKV, res.DupMetric, applied, v.terminalRecords)
+			res.DupKV, res.DupMetric, applied, v.TerminalRecords)
 	} else {
 		fmt.Fprintf(w, "duplicate completions: log=%d (no metric bound: L1's applied counter was not scraped)\n", res.DupKV)
 	}
@@ -394,12 +396,12 @@ func report(w io.Writer, o options, rec *recorder, res *result, v verdict, appli
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
-	section("LOST (PubAck'ed at L1 or reported by an edge, not complete)", v.lostExamples)
-	section("DUPLICATE COMPLETIONS", v.dupExamples)
-	section("PHANTOMS", v.phantomExamples)
-	section("REGRESSIONS", v.regressionExamples)
-	section("EXPIRED AND ALSO ANOTHER STATUS", v.expiredConflictExamples)
-	section("undecodable records", v.decodeErrors)
+	section("LOST (PubAck'ed at L1 or reported by an edge, not complete)", v.LostExamples)
+	section("DUPLICATE COMPLETIONS", v.DupExamples)
+	section("PHANTOMS", v.PhantomExamples)
+	section("REGRESSIONS", v.RegressionExamples)
+	section("EXPIRED AND ALSO ANOTHER STATUS", v.ExpiredConflictExamples)
+	section("undecodable records", v.DecodeErrors)
 	section("FINDINGS (fault checks)", res.Findings)
 	if o.UnsafeSync {
 		if res.Lost > 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/internal/failpoint"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/sink"
@@ -194,7 +195,7 @@ func (r *Runner) writeSink(ctx context.Context, items []item, idx []int) {
 		if attempt >= r.cfg.Delivery.Retry.MaxRetries || len(again) == 0 || ctx.Err() != nil {
 			return
 		}
-		sleepCtx(ctx, r.backoff(uint64(attempt+1)))
+		ctxsleep.For(ctx, r.backoff(uint64(attempt+1)))
 		idx = again
 	}
 }

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"time"
 
@@ -93,15 +92,6 @@ func events(items []item, idx []int) []sink.Event {
 		evs[j] = items[i].ev
 	}
 	return evs
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // redriven reports whether msg is an event L1 published again because it

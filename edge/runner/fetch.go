@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/internal/failpoint"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -37,7 +38,7 @@ func (r *Runner) fetch(ctx context.Context, permit <-chan struct{}, out chan<- *
 			fb, err := r.cons.Fetch(asked, jetstream.FetchMaxWait(wait))
 			if err != nil {
 				r.log.Warn("fetch failed", "err", err)
-				sleepCtx(ctx, time.Second)
+				ctxsleep.For(ctx, time.Second)
 				continue
 			}
 			var msgs []jetstream.Msg

@@ -23,6 +23,7 @@ import (
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/status"
 
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
@@ -248,7 +249,7 @@ func (r *run) publishAcrossCut(ctx context.Context) error {
 		return err
 	}
 	r.say("published %d more events at l1 while the link is cut", n)
-	sleepCtx(ctx, time.Until(cutAt.Add(o.Cut)))
+	ctxsleep.For(ctx, time.Until(cutAt.Add(o.Cut)))
 	processed := processedAt(r.e1, r.ls.Configs["edge1"], 0)
 	r.say("during the cut: edge1 processed %d events, holds %d receipts for the hub in %s; l1 applied %d completions",
 		processed, localsys.StreamState(ctx, r.ejs, t.Receipts.EdgeStream).Msgs, t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
@@ -459,17 +460,7 @@ func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		sleepCtx(ctx, 50*time.Millisecond)
+		ctxsleep.For(ctx, 50*time.Millisecond)
 	}
 	return nil
-}
-
-// sleepCtx waits d or until ctx is done, whichever comes first.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

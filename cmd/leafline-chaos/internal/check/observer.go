@@ -1,6 +1,4 @@
-//go:build linux
-
-package main
+package check
 
 import (
 	"context"
@@ -17,12 +15,14 @@ import (
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/completion/state"
+	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/receipt"
 )
 
+// maxEdges is how many edges an Observer can tell apart.
 const maxEdges = 2
 
-// observer folds every revision of every completion record it sees — from
+// Observer folds every revision of every completion record it sees — from
 // a live watch during the run and a full read of the bucket's history at
 // the end — into per-event facts:
 //
@@ -35,7 +35,7 @@ const maxEdges = 2
 //
 // Each revision is seen at most twice (live and final) and folding is
 // idempotent, so the two sources merge without double counting.
-type observer struct {
+type Observer struct {
 	edges []string // processor names; bit i of a mask is edges[i]
 	all   uint8
 
@@ -64,14 +64,14 @@ type evObs struct {
 	deleted     bool
 }
 
-func newObserver(edges []string) *observer {
-	return &observer{edges: edges, all: uint8(1)<<len(edges) - 1, ev: map[int]*evObs{}, phantoms: map[string]string{}}
+func NewObserver(edges []string) *Observer {
+	return &Observer{edges: edges, all: uint8(1)<<len(edges) - 1, ev: map[int]*evObs{}, phantoms: map[string]string{}}
 }
 
 const kvKeyPrefix = "e."
 
 // observe folds one KV entry in.
-func (o *observer) observe(e jetstream.KeyValueEntry) {
+func (o *Observer) Observe(e jetstream.KeyValueEntry) {
 	key := e.Key()
 	if !strings.HasPrefix(key, kvKeyPrefix) {
 		return
@@ -86,7 +86,7 @@ func (o *observer) observe(e jetstream.KeyValueEntry) {
 		return
 	}
 	id := string(raw)
-	n, ok := eventNum(id)
+	n, ok := EventNum(id)
 	if !ok {
 		o.phantoms[key] = fmt.Sprintf("event_id %q was never published by the driver", id)
 		return
@@ -153,7 +153,7 @@ func fingerprint(pr record.ProcessorRecord) uint64 {
 	return h.Sum64() | 1 // never zero: zero means "not seen"
 }
 
-func (o *observer) edgeIndex(proc string) int {
+func (o *Observer) edgeIndex(proc string) int {
 	for i, e := range o.edges {
 		if e == proc {
 			return i
@@ -164,7 +164,7 @@ func (o *observer) edgeIndex(proc string) int {
 
 // remaining counts the acked events that are not complete yet, and all
 // events that are complete.
-func (o *observer) remaining(states []byte) (missing, complete int) {
+func (o *Observer) Remaining(states []byte) (missing, complete int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for n, st := range states {
@@ -172,7 +172,7 @@ func (o *observer) remaining(states []byte) (missing, complete int) {
 		done := ob != nil && ob.mask == o.all
 		if done {
 			complete++
-		} else if st == stAcked {
+		} else if st == Acked {
 			missing++
 		}
 	}
@@ -199,7 +199,7 @@ func (e logRecord) Operation() jetstream.KeyValueOp { return e.op }
 
 // observeEntry folds in every record an entry of the completion log wrote
 // or removed.
-func (o *observer) observeEntry(seq uint64, data []byte) error {
+func (o *Observer) observeEntry(seq uint64, data []byte) error {
 	e, err := state.DecodeEntry(seq, data)
 	if err != nil {
 		return err
@@ -212,10 +212,10 @@ func (o *observer) observeEntry(seq uint64, data []byte) error {
 		if err := json.Unmarshal(raw, &c); err != nil {
 			return fmt.Errorf("log entry %d record %d: %w", seq, i, err)
 		}
-		o.observe(logRecord{key: kvstore.KVKey(c.EventID), val: raw, rev: rev(i), op: jetstream.KeyValuePut})
+		o.Observe(logRecord{key: kvstore.KVKey(c.EventID), val: raw, rev: rev(i), op: jetstream.KeyValuePut})
 	}
 	for i, id := range e.Drops {
-		o.observe(logRecord{key: kvstore.KVKey(id), rev: rev(len(e.Records) + i), op: jetstream.KeyValuePurge})
+		o.Observe(logRecord{key: kvstore.KVKey(id), rev: rev(len(e.Records) + i), op: jetstream.KeyValuePurge})
 	}
 	o.mu.Lock()
 	o.lastSeq = max(o.lastSeq, seq)
@@ -225,7 +225,7 @@ func (o *observer) observeEntry(seq uint64, data []byte) error {
 
 // watch follows L1's completion log live (every entry, as appended) until
 // ctx is done, starting again after interruptions.
-func (o *observer) watch(ctx context.Context, js jetstream.JetStream, rec *recorder) {
+func (o *Observer) Watch(ctx context.Context, js jetstream.JetStream, debug func(format string, args ...any)) {
 	for ctx.Err() == nil {
 		o.mu.Lock()
 		from := o.lastSeq + 1
@@ -234,14 +234,14 @@ func (o *observer) watch(ctx context.Context, js jetstream.JetStream, rec *recor
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
 		})
 		if err != nil {
-			rec.debug("completion log watch: %v (retrying)", err)
-			sleepCtx(ctx, time.Second)
+			debug("completion log watch: %v (retrying)", err)
+			ctxsleep.For(ctx, time.Second)
 			continue
 		}
 		it, err := cons.Messages()
 		if err != nil {
-			rec.debug("completion log watch: %v (retrying)", err)
-			sleepCtx(ctx, time.Second)
+			debug("completion log watch: %v (retrying)", err)
+			ctxsleep.For(ctx, time.Second)
 			continue
 		}
 		for {
@@ -256,11 +256,11 @@ func (o *observer) watch(ctx context.Context, js jetstream.JetStream, rec *recor
 			}
 		}
 		it.Stop()
-		sleepCtx(ctx, 500*time.Millisecond)
+		ctxsleep.For(ctx, 500*time.Millisecond)
 	}
 }
 
-func (o *observer) noteDecodeErr(err error) {
+func (o *Observer) noteDecodeErr(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.decodeErr) < 10 {
@@ -270,49 +270,50 @@ func (o *observer) noteDecodeErr(err error) {
 
 // readAll reads every entry of the completion log, once, and returns how
 // many it read.
-func (o *observer) readAll(ctx context.Context, js jetstream.JetStream) (int, error) {
+func (o *Observer) ReadAll(ctx context.Context, js jetstream.JetStream) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	n := 0
-	_, err := readAll(ctx, js, state.DefaultLogStream, false, func(m jetstream.Msg, seq uint64) error {
+	_, err := ReadStream(ctx, js, state.DefaultLogStream, false, func(m jetstream.Msg, seq uint64) error {
 		n++
 		return o.observeEntry(seq, m.Data())
 	})
 	return n, err
 }
 
-// verdict is what the checker concludes.
-type verdict struct {
-	published, acked, unknown int
-	completeAcked             int
-	completeUnknown           int
-	lost                      int
-	lostExamples              []string
-	dupKV                     int
-	dupExamples               []string
-	phantoms                  int
-	phantomExamples           []string
-	regressions               int
-	regressionExamples        []string
-	expiredConflicts          int
-	expiredConflictExamples   []string
-	duplicatesAbsorbed        int
-	records                   int // events with a record
-	terminalRecords           int // (event, processor) terminal records
-	decodeErrors              []string
-	pastHistory               int // records past the end of a truncated history
+// Verdict is what the checker concludes.
+type Verdict struct {
+	Published, Acked, Unknown int
+	CompleteAcked             int
+	CompleteUnknown           int
+	Lost                      int
+	LostExamples              []string
+	DupKV                     int
+	DupExamples               []string
+	Phantoms                  int
+	PhantomExamples           []string
+	Regressions               int
+	RegressionExamples        []string
+	ExpiredConflicts          int
+	ExpiredConflictExamples   []string
+	DuplicatesAbsorbed        int
+	Records                   int // events with a record
+	TerminalRecords           int // (event, processor) terminal records
+	DecodeErrors              []string
+	PastHistory               int // records past the end of a truncated history
 }
 
-func (o *observer) verdict(states []byte) verdict { return o.verdictOf(states, false) }
+// Verdict is what the history shows, given each event's publish outcome.
+func (o *Observer) Verdict(states []byte) Verdict { return o.VerdictOf(states, false) }
 
 // verdictOf is verdict; with truncated, the history is known to end early
 // (its driver died) and records past its end are counted apart, not as
 // phantoms.
-func (o *observer) verdictOf(states []byte, truncated bool) verdict {
+func (o *Observer) VerdictOf(states []byte, truncated bool) Verdict {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var v verdict
-	v.published = len(states)
+	var v Verdict
+	v.Published = len(states)
 	for n, st := range states {
 		ob := o.ev[n]
 		var mask uint8
@@ -320,81 +321,81 @@ func (o *observer) verdictOf(states []byte, truncated bool) verdict {
 			mask = ob.mask
 		}
 		switch st {
-		case stAcked:
-			v.acked++
+		case Acked:
+			v.Acked++
 			if mask == o.all {
-				v.completeAcked++
+				v.CompleteAcked++
 			} else {
-				v.lost++
-				if len(v.lostExamples) < 10 {
-					v.lostExamples = append(v.lostExamples, fmt.Sprintf("%s: PubAck'ed at L1; terminal records from %s, missing %s",
-						eventID(n), o.names(mask), o.names(o.all&^mask)))
+				v.Lost++
+				if len(v.LostExamples) < 10 {
+					v.LostExamples = append(v.LostExamples, fmt.Sprintf("%s: PubAck'ed at L1; terminal records from %s, missing %s",
+						EventID(n), o.names(mask), o.names(o.all&^mask)))
 				}
 			}
-		case stUnknown, stPublished:
-			v.unknown++
+		case Unknown, Published:
+			v.Unknown++
 			switch {
 			case mask == o.all:
-				v.completeUnknown++
+				v.CompleteUnknown++
 			case ob != nil && ob.everMask != 0:
 				// An edge's receipt reached L1: L1 stored the event and
 				// that edge PubAck'ed its receipt, whatever the publisher
 				// heard. It must complete like a PubAck'ed one.
-				v.lost++
-				if len(v.lostExamples) < 10 {
-					v.lostExamples = append(v.lostExamples, fmt.Sprintf("%s: publish outcome unknown, but reported by %s; terminal records from %s, missing %s",
-						eventID(n), o.names(ob.everMask), o.names(mask), o.names(o.all&^mask)))
+				v.Lost++
+				if len(v.LostExamples) < 10 {
+					v.LostExamples = append(v.LostExamples, fmt.Sprintf("%s: publish outcome unknown, but reported by %s; terminal records from %s, missing %s",
+						EventID(n), o.names(ob.everMask), o.names(mask), o.names(o.all&^mask)))
 				}
 			}
 		}
 	}
 	for n, ob := range o.ev {
 		if n >= len(states) && truncated {
-			v.pastHistory++
+			v.PastHistory++
 			continue
 		}
 		if n >= len(states) {
-			v.phantoms++
-			if len(v.phantomExamples) < 10 {
-				v.phantomExamples = append(v.phantomExamples, fmt.Sprintf("%s: completion record, never published", eventID(n)))
+			v.Phantoms++
+			if len(v.PhantomExamples) < 10 {
+				v.PhantomExamples = append(v.PhantomExamples, fmt.Sprintf("%s: completion record, never published", EventID(n)))
 			}
 			continue
 		}
-		v.records++
+		v.Records++
 		for i := range o.edges {
 			if ob.mask&(1<<i) != 0 {
-				v.terminalRecords++
+				v.TerminalRecords++
 			}
 		}
-		v.duplicatesAbsorbed += ob.duplicates
+		v.DuplicatesAbsorbed += ob.duplicates
 		if ob.expConflict != 0 {
-			v.expiredConflicts++
-			if len(v.expiredConflictExamples) < 10 {
-				v.expiredConflictExamples = append(v.expiredConflictExamples, fmt.Sprintf("%s: %s reported expired and another terminal status",
-					eventID(n), o.names(ob.expConflict)))
+			v.ExpiredConflicts++
+			if len(v.ExpiredConflictExamples) < 10 {
+				v.ExpiredConflictExamples = append(v.ExpiredConflictExamples, fmt.Sprintf("%s: %s reported expired and another terminal status",
+					EventID(n), o.names(ob.expConflict)))
 			}
 		}
 		if lostProcs := ob.everMask &^ ob.mask; lostProcs != 0 {
-			v.regressions++
-			if len(v.regressionExamples) < 10 {
-				v.regressionExamples = append(v.regressionExamples, fmt.Sprintf("%s: terminal record of %s disappeared in a later revision (deleted=%t)",
-					eventID(n), o.names(lostProcs), ob.deleted))
+			v.Regressions++
+			if len(v.RegressionExamples) < 10 {
+				v.RegressionExamples = append(v.RegressionExamples, fmt.Sprintf("%s: terminal record of %s disappeared in a later revision (deleted=%t)",
+					EventID(n), o.names(lostProcs), ob.deleted))
 			}
 		}
 	}
 	for _, why := range o.phantoms {
-		v.phantoms++
-		if len(v.phantomExamples) < 10 {
-			v.phantomExamples = append(v.phantomExamples, why)
+		v.Phantoms++
+		if len(v.PhantomExamples) < 10 {
+			v.PhantomExamples = append(v.PhantomExamples, why)
 		}
 	}
-	v.dupKV = o.dupCount
-	v.dupExamples = append(v.dupExamples, o.dups...)
-	v.decodeErrors = append(v.decodeErrors, o.decodeErr...)
+	v.DupKV = o.dupCount
+	v.DupExamples = append(v.DupExamples, o.dups...)
+	v.DecodeErrors = append(v.DecodeErrors, o.decodeErr...)
 	return v
 }
 
-func (o *observer) names(mask uint8) string {
+func (o *Observer) names(mask uint8) string {
 	var out []string
 	for i, e := range o.edges {
 		if mask&(1<<i) != 0 {
@@ -407,18 +408,9 @@ func (o *observer) names(mask uint8) string {
 	return strings.Join(out, ",")
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // reportedBy returns the events that processor reported in any revision
 // seen.
-func (o *observer) reportedBy(processor string) []int {
+func (o *Observer) ReportedBy(processor string) []int {
 	i := o.edgeIndex(processor)
 	if i < 0 {
 		return nil
@@ -432,4 +424,20 @@ func (o *observer) reportedBy(processor string) []int {
 		}
 	}
 	return out
+}
+
+// Complete reports whether every edge reported event n.
+func (o *Observer) Complete(n int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ob := o.ev[n]
+	return ob != nil && ob.mask == o.all
+}
+
+// Revisions is how many record revisions the Observer has folded in,
+// counting each time it saw one.
+func (o *Observer) Revisions() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.revisions
 }
