@@ -3,25 +3,13 @@ package topology
 import "testing"
 
 func TestTopology_Compression_Bad(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(*Topology)
-		path   string
-		msg    string
-	}{
+	tests := []topologyCase{
 		{"unknown default", func(tp *Topology) { tp.Compression = "gzip" }, "compression", `"gzip" is not one of off, accept, s2_auto, s2_fast, s2_better, s2_best`},
 		{"unknown on a link", func(tp *Topology) { tp.Sites[2].Compression = "S2_FAST" }, "sites[2].compression", `"S2_FAST" is not one of off`},
 		{"server alias", func(tp *Topology) { tp.Sites[2].Compression = "on" }, "sites[2].compression", `"on" is not one of off`},
 		{"on l1", func(tp *Topology) { tp.Sites[0].Compression = CompressionS2Fast }, "sites[0].compression", "an l1 site has no upstream link to compress"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tp := exampleTopology(t)
-			tt.mutate(tp)
-			_, err := ParseTopology(mustMarshal(t, tp), "topology.json")
-			wantProblem(t, err, "topology.json", tt.path, tt.msg)
-		})
-	}
+	wantTopologyProblems(t, tests)
 }
 
 func TestTopology_LinkCompression(t *testing.T) {

@@ -22,12 +22,7 @@ func directTopology(t *testing.T) *Topology {
 }
 
 func TestDirect_Validate(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(*Topology)
-		path   string
-		msg    string
-	}{
+	tests := []topologyCase{
 		{"unknown mode", func(tp *Topology) { tp.Sites[2].DeliveryMode = "drect" }, "sites[2].delivery_mode", `"drect" is not one of sourced, direct`},
 		{"mode on hub", func(tp *Topology) { tp.Sites[1].DeliveryMode = DeliveryDirect }, "sites[1].delivery_mode", "only edge sites have a delivery mode"},
 		{"mode on l1", func(tp *Topology) { tp.Sites[0].DeliveryMode = DeliverySourced }, "sites[0].delivery_mode", "only edge sites"},
@@ -44,14 +39,7 @@ func TestDirect_Validate(t *testing.T) {
 			tp.Sites[2].DeliveryMode, tp.Sites[2].DirectConsumer.MaxDeliver = DeliveryDirect, -2
 		}, "sites[2].direct_consumer.max_deliver", "must be 0 (unlimited) or at least 1, got -2"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tp := exampleTopology(t)
-			tt.mutate(tp)
-			_, err := ParseTopology(mustMarshal(t, tp), "topology.json")
-			wantProblem(t, err, "topology.json", tt.path, tt.msg)
-		})
-	}
+	wantTopologyProblems(t, tests)
 	for _, mode := range []string{"", DeliverySourced, DeliveryDirect} {
 		tp := exampleTopology(t)
 		tp.Sites[2].DeliveryMode = mode

@@ -121,3 +121,25 @@ func wantProblem(t *testing.T, err error, source, path, msg string) {
 	}
 	t.Fatalf("no problem at path %q containing %q; got:\n%v", path, msg, err)
 }
+
+// topologyCase is one bad topology: the example topology changed by
+// mutate, and the problem it must be refused with.
+type topologyCase struct {
+	name   string
+	mutate func(*Topology)
+	path   string
+	msg    string
+}
+
+// wantTopologyProblems checks each case in a subtest of its own.
+func wantTopologyProblems(t *testing.T, cases []topologyCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			tp := exampleTopology(t)
+			tt.mutate(tp)
+			_, err := ParseTopology(mustMarshal(t, tp), "topology.json")
+			wantProblem(t, err, "topology.json", tt.path, tt.msg)
+		})
+	}
+}

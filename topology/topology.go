@@ -39,6 +39,10 @@ type Topology struct {
 	// names none: off, accept, s2_auto, s2_fast, s2_better or s2_best
 	// (CompressionOff…). Zero value means s2_fast (defaultCompression).
 	Compression string `json:"compression,omitempty"`
+	// Bandwidth is the cap on every link whose site names none, in bytes
+	// a second ("64KB/s", "1MiB/s"; ParseBandwidth), or "off". Zero value
+	// means no cap.
+	Bandwidth string `json:"bandwidth,omitempty"`
 }
 
 // Events describes the forward path L1 → hub → edge.
@@ -145,6 +149,13 @@ type Site struct {
 	// (ListenerCompression). Zero value means Topology.Compression
 	// (LinkCompression).
 	Compression string `json:"compression,omitempty"`
+	// Bandwidth caps this site's link to its upstream (hub and edge), in
+	// bytes a second ("64KB/s"; ParseBandwidth), each direction on its
+	// own: the relay moves at most that many message bytes a second down
+	// the link and as many up. "off" lifts Topology.Bandwidth from this
+	// link. The link's transport must be the relay. Zero value means
+	// Topology.Bandwidth (LinkBandwidth).
+	Bandwidth string `json:"bandwidth,omitempty"`
 }
 
 // Edge delivery modes (Site.DeliveryMode).

@@ -6,12 +6,7 @@ import (
 )
 
 func TestTopology_Transport_Bad(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(*Topology)
-		path   string
-		msg    string
-	}{
+	tests := []topologyCase{
 		{"unknown default", func(tp *Topology) { tp.Transport = "push" }, "transport", `"push" is not one of relay, sourcing`},
 		{"unknown on a link", func(tp *Topology) { tp.Sites[2].Transport = "Relay" }, "sites[2].transport", `"Relay" is not one of relay, sourcing`},
 		{"on l1", func(tp *Topology) { tp.Sites[0].Transport = TransportRelay }, "sites[0].transport", "an l1 site has no upstream link"},
@@ -25,14 +20,7 @@ func TestTopology_Transport_Bad(t *testing.T) {
 			tp.Sites[1].Server = ServerNATS
 		}, "transport", "relay on site hub's link, but hub runs nats-server"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tp := exampleTopology(t)
-			tt.mutate(tp)
-			_, err := ParseTopology(mustMarshal(t, tp), "topology.json")
-			wantProblem(t, err, "topology.json", tt.path, tt.msg)
-		})
-	}
+	wantTopologyProblems(t, tests)
 }
 
 func TestTopology_LinkTransport(t *testing.T) {

@@ -24,6 +24,7 @@ func (t *Topology) validate(p *problems) {
 	t.validateSites(p)
 	t.validateTransports(p)
 	t.validateCompression(p)
+	t.validateBandwidth(p)
 }
 
 // namedStream is a stream name with the path it is configured at.

@@ -8,12 +8,7 @@ import (
 )
 
 func TestTopology_Validate_Bad(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(*Topology)
-		path   string
-		msg    string
-	}{
+	tests := []topologyCase{
 		{"no sites", func(tp *Topology) { tp.Sites = []Site{} }, "sites", "at least one site"},
 		{"no l1", func(tp *Topology) { tp.Sites = tp.Sites[1:] }, "sites", "no site has role l1"},
 		{"second l1", func(tp *Topology) { tp.Sites[1].Role, tp.Sites[1].Upstream = RoleL1, "" }, "sites[1].role", "a second l1 site"},
@@ -67,14 +62,7 @@ func TestTopology_Validate_Bad(t *testing.T) {
 		{"window short", func(tp *Topology) { tp.Events.DuplicateWindow = Duration(500e6) }, "events.duplicate_window", "500ms is outside 1s..24h"},
 		{"window long", func(tp *Topology) { tp.Events.DuplicateWindow = Duration(25 * 3600e9) }, "events.duplicate_window", "outside 1s..24h"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tp := exampleTopology(t)
-			tt.mutate(tp)
-			_, err := ParseTopology(mustMarshal(t, tp), "topology.json")
-			wantProblem(t, err, "topology.json", tt.path, tt.msg)
-		})
-	}
+	wantTopologyProblems(t, tests)
 }
 
 // TestTopology_Validate_AllProblemsAtOnce: five distinct problems in one
