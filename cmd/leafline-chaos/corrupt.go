@@ -43,13 +43,13 @@ func (in *injector) corrupt(ctx context.Context, b *box, mode string, seed uint6
 	defer func() {
 		b.setHold(false)
 		if err := b.start(context.Background(), b.env()); err != nil {
-			in.rec.info("restart of %s after the corrupt-outbox fault: %v", b.name, err)
+			in.rec.Info("restart of %s after the corrupt-outbox fault: %v", b.name, err)
 		}
 	}()
 
 	// The intact outbox, after every kill so far, must check clean.
 	if code, out := in.outboxCheck(ctx, b.cfgPath); code != 0 {
-		in.rec.finding("`leafline outbox check` fails on the INTACT outbox of %s (exit %d): %s", b.name, code, oneLine(out))
+		in.rec.Finding("`leafline outbox check` fails on the INTACT outbox of %s (exit %d): %s", b.name, code, oneLine(out))
 	}
 	inspect := ""
 	if code, out := in.leafline(ctx, 30*time.Second, "outbox", "inspect", "--config", b.cfgPath, "--json"); code == 0 {
@@ -65,18 +65,18 @@ func (in *injector) corrupt(ctx context.Context, b *box, mode string, seed uint6
 	}()
 	data := filepath.Join(cdir, "data")
 	if err := copyTree(b.dataDir, data); err != nil {
-		in.rec.info("corrupt fault: copy %s: %v", b.dataDir, err)
+		in.rec.Info("corrupt fault: copy %s: %v", b.dataDir, err)
 		return
 	}
 	db := filepath.Join(data, "outbox.db")
 	what, err := damage(db, mode, rng)
 	if err != nil {
-		in.rec.info("corrupt fault: damage %s (%s): %v", db, mode, err)
+		in.rec.Info("corrupt fault: damage %s (%s): %v", db, mode, err)
 		return
 	}
 	cfgPath, opsAddr, err := in.copyConfig(b, cdir, data)
 	if err != nil {
-		in.rec.info("corrupt fault: config: %v", err)
+		in.rec.Info("corrupt fault: config: %v", err)
 		return
 	}
 
@@ -97,14 +97,14 @@ func (in *injector) corrupt(ctx context.Context, b *box, mode string, seed uint6
 	if len(problems) > 0 {
 		keep = true
 		note = "check failed"
-		in.rec.finding("corrupt outbox (%s: %s) of %s, copy kept in %s: %s", mode, what, b.name, cdir, strings.Join(problems, "; "))
+		in.rec.Finding("corrupt outbox (%s: %s) of %s, copy kept in %s: %s", mode, what, b.name, cdir, strings.Join(problems, "; "))
 	} else {
-		in.rec.debug("corrupt outbox (%s: %s): refused; run said: %s", mode, what, oneLine(lastLines(runLog, 1)))
+		in.rec.Debug("corrupt outbox (%s: %s): refused; run said: %s", mode, what, oneLine(lastLines(runLog, 1)))
 	}
 	if inspect != "" {
-		in.rec.debug("outbox of %s before the damage: %s", b.name, inspect)
+		in.rec.Debug("outbox of %s before the damage: %s", b.name, inspect)
 	}
-	in.rec.faultNote(faultCorrupt, b.name+" "+mode, time.Since(t0), note)
+	in.rec.FaultNote(faultCorrupt, b.name+" "+mode, time.Since(t0), note)
 }
 
 // outboxCheck runs `leafline outbox check --config cfgPath`. A binary
@@ -116,7 +116,7 @@ func (in *injector) outboxCheck(ctx context.Context, cfgPath string) (int, strin
 		return code, out
 	}
 	if in.noOutboxCmd.CompareAndSwap(false, true) {
-		in.rec.info("this leafline binary has no `outbox` command (cmdOutbox is not registered in the commands table); checking outbox files in-process with outbox.Open and Check instead")
+		in.rec.Info("this leafline binary has no `outbox` command (cmdOutbox is not registered in the commands table); checking outbox files in-process with outbox.Open and Check instead")
 	}
 	cfg, err := topology.LoadConfig(cfgPath)
 	if err != nil {

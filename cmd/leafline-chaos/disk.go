@@ -122,9 +122,9 @@ func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 	t0 := time.Now()
 	n, err := t.fill()
 	if err != nil {
-		in.rec.info("disk fault: filling %s: %v", t.dir, err)
+		in.rec.Info("disk fault: filling %s: %v", t.dir, err)
 	}
-	in.rec.debug("disk fault: %s full (filler %s)", t.dir, fmtBytes(n))
+	in.rec.Debug("disk fault: %s full (filler %s)", t.dir, fmtBytes(n))
 
 	// While full: does it stop ACKing, and does it say why?
 	var (
@@ -217,13 +217,13 @@ func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 		problems = append(problems, "/metrics: no leafline metric shows the full disk or a disabled JetStream")
 	}
 	if restartsWhileFull > 0 {
-		in.rec.info("disk fault: %s exited %d time(s) while the disk was full (restarted by the driver, as a service manager would)", b.name, restartsWhileFull)
+		in.rec.Info("disk fault: %s exited %d time(s) while the disk was full (restarted by the driver, as a service manager would)", b.name, restartsWhileFull)
 	}
 	if !resumed {
 		b.stop(syscall.SIGTERM, 20*time.Second)
 		t2 := time.Now()
 		if err := b.start(context.Background(), b.env()); err != nil {
-			in.rec.info("disk fault: restart of %s: %v", b.name, err)
+			in.rec.Info("disk fault: restart of %s: %v", b.name, err)
 		}
 		how = "none by itself; after a restart by the driver: no ACK within 60s"
 		for time.Since(t2) < 60*time.Second {
@@ -238,13 +238,13 @@ func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 	note := "ok"
 	if len(problems) > 0 {
 		note = "check failed"
-		in.rec.finding("full disk at %s: %s\n    log lines while full: %s\n    /readyz while full: %s\n    metrics: %s\n    recovery: %s",
+		in.rec.Finding("full disk at %s: %s\n    log lines while full: %s\n    /readyz while full: %s\n    metrics: %s\n    recovery: %s",
 			b.name, strings.Join(problems, "; "), firstN(logHits, 3), orNone(readyzBad, readyzSeen), firstN(metricsSeen, 5), orNone(how, "none"))
 	} else {
-		in.rec.info("full disk at %s: stopped ACKing, said why (log: %s; readyz: %s; metrics: %s); %s",
+		in.rec.Info("full disk at %s: stopped ACKing, said why (log: %s; readyz: %s; metrics: %s); %s",
 			b.name, oneLine(logHits[0]), readyzBad, firstN(metricsSeen, 2), how)
 	}
-	in.rec.faultNote(faultDisk, b.name, time.Since(t0), note)
+	in.rec.FaultNote(faultDisk, b.name, time.Since(t0), note)
 }
 
 func oneLine(s string) string {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/faultlog"
 	"github.com/leafline/leafline/internal/ctxsleep"
 )
 
@@ -39,7 +40,7 @@ type injector struct {
 	c         *cluster
 	o         options
 	rng       *rand.Rand
-	rec       *recorder
+	rec       *faultlog.Log
 	l1acc     *counterAcc
 	wg        sync.WaitGroup
 	nCorr     int
@@ -137,7 +138,7 @@ func (in *injector) run(ctx context.Context) {
 			if b := in.lockBox(func() *box { return in.pickBox(true) }); b != nil {
 				in.spawn(func() { in.kill(ctx, b, down) })
 			} else {
-				in.rec.debug("kill skipped: every box picked was busy")
+				in.rec.Debug("kill skipped: every box picked was busy")
 			}
 		case faultFailpoint:
 			point, p := edgeFailpoints[in.rng.IntN(len(edgeFailpoints))], 0.2 // per batch
@@ -152,12 +153,12 @@ func (in *injector) run(ctx context.Context) {
 			if b := in.lockBox(pick); b != nil {
 				in.spawn(func() { in.failpoint(ctx, b, point, p) })
 			} else {
-				in.rec.debug("failpoint %s skipped: busy", point)
+				in.rec.Debug("failpoint %s skipped: busy", point)
 			}
 		case faultLinkCut:
 			l := in.pickLink()
 			if l == nil {
-				in.rec.debug("link cut skipped: every link is cut")
+				in.rec.Debug("link cut skipped: every link is cut")
 				continue
 			}
 			var d time.Duration
@@ -176,7 +177,7 @@ func (in *injector) run(ctx context.Context) {
 			if b := in.lockBox(in.pickPowerBox); b != nil {
 				in.spawn(func() { in.powerCut(ctx, b, down, torn, seed) })
 			} else {
-				in.rec.debug("power cut skipped: every box picked was busy")
+				in.rec.Debug("power cut skipped: every box picked was busy")
 			}
 		case faultPause:
 			d := time.Duration(float64(o.AckWait) * (1.2 + 1.8*in.rng.Float64()))
@@ -243,12 +244,12 @@ func (in *injector) pickLink() *link {
 func (in *injector) killReceiver(ctx context.Context, r *receiver, down time.Duration) {
 	ok, err := r.kill(ctx, down)
 	if !ok {
-		in.rec.debug("receiver kill skipped: busy")
+		in.rec.Debug("receiver kill skipped: busy")
 		return
 	}
-	in.rec.fault(faultKill, "receiver", down)
+	in.rec.Fault(faultKill, "receiver", down)
 	if err != nil {
-		in.rec.info("restart of the receiver after a kill: %v", err)
+		in.rec.Info("restart of the receiver after a kill: %v", err)
 	}
 }
 
@@ -259,10 +260,10 @@ func (in *injector) kill(ctx context.Context, b *box, down time.Duration) {
 		return // being restarted after another death
 	}
 	b.stop(syscall.SIGKILL, 10*time.Second)
-	in.rec.fault(faultKill, b.name, down)
+	in.rec.Fault(faultKill, b.name, down)
 	ctxsleep.For(ctx, down)
 	if err := b.start(context.Background(), b.env()); err != nil {
-		in.rec.info("restart of %s after a kill: %v", b.name, err)
+		in.rec.Info("restart of %s after a kill: %v", b.name, err)
 	}
 }
 
@@ -284,7 +285,7 @@ func (in *injector) failpoint(ctx context.Context, b *box, point string, p float
 	b.mu.Unlock()
 	if err != nil || armed == nil {
 		if err != nil {
-			in.rec.info("start of %s with %s armed: %v", b.name, point, err)
+			in.rec.Info("start of %s with %s armed: %v", b.name, point, err)
 		}
 		return
 	}
@@ -292,7 +293,7 @@ func (in *injector) failpoint(ctx context.Context, b *box, point string, p float
 	case <-armed.done:
 		return
 	case <-time.After(30 * time.Second):
-		in.rec.debug("failpoint %s on %s not hit within 30s; disarming", point, b.name)
+		in.rec.Debug("failpoint %s on %s not hit within 30s; disarming", point, b.name)
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
@@ -302,7 +303,7 @@ func (in *injector) failpoint(ctx context.Context, b *box, point string, p float
 	}
 	b.stop(syscall.SIGTERM, 20*time.Second)
 	if err := b.start(context.Background(), b.env()); err != nil {
-		in.rec.info("restart of %s after disarming %s: %v", b.name, point, err)
+		in.rec.Info("restart of %s after disarming %s: %v", b.name, point, err)
 	}
 }
 
@@ -311,14 +312,14 @@ func (in *injector) cut(ctx context.Context, l *link, d time.Duration, long bool
 	defer l.busy.Store(false)
 	t0 := time.Now()
 	l.proxy.Cut()
-	in.rec.debug("link %s cut for %s", l.name, d)
+	in.rec.Debug("link %s cut for %s", l.name, d)
 	ctxsleep.For(ctx, d)
 	l.proxy.Restore()
 	note := ""
 	if long {
 		note = "long"
 	}
-	in.rec.faultNote(faultLinkCut, l.name, time.Since(t0), note)
+	in.rec.FaultNote(faultLinkCut, l.name, time.Since(t0), note)
 }
 
 // pause SIGSTOPs the box for d, then SIGCONTs it.
@@ -334,7 +335,7 @@ func (in *injector) pause(ctx context.Context, b *box, d time.Duration) {
 	ctxsleep.For(ctx, d)
 	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	p.paused.Store(false)
-	in.rec.fault(faultPause, b.name, time.Since(t0))
+	in.rec.Fault(faultPause, b.name, time.Since(t0))
 }
 
 // nsCut takes the veth link of edge1-hub down for d: packets are dropped
@@ -344,7 +345,7 @@ func (in *injector) nsCut(ctx context.Context, d time.Duration) {
 	defer ns.busy.Store(false)
 	t0 := time.Now()
 	if err := ns.cut(); err != nil {
-		in.rec.info("netns cut: %v", err)
+		in.rec.Info("netns cut: %v", err)
 		return
 	}
 	ctxsleep.For(ctx, d)
@@ -355,11 +356,17 @@ func (in *injector) nsCut(ctx context.Context, d time.Duration) {
 		note = "edge1 still reported its upstream connected at the end"
 	}
 	if err := ns.restore(); err != nil {
-		in.rec.finding("netns restore failed: %v", err)
+		in.rec.Finding("netns restore failed: %v", err)
 	}
-	in.rec.faultNote(faultNetns, "edge1-hub(veth)", time.Since(t0), note)
+	in.rec.FaultNote(faultNetns, "edge1-hub(veth)", time.Since(t0), note)
 }
 
 func fmtBytes(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// faultTotals counts the faults injected: all, kills (a process killed
+// by signal or failpoint), link cuts (proxy or netns) and long cuts.
+func faultTotals(rec *faultlog.Log) (total, kills, cuts, longCuts int) {
+	return rec.Count(), rec.Count(faultKill, faultFailpoint), rec.Count(faultLinkCut, faultNetns), rec.Notes("long")
 }

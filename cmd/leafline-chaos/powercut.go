@@ -137,7 +137,7 @@ func (in *injector) powerCut(ctx context.Context, b *box, down time.Duration, to
 	b.stop(syscall.SIGKILL, 10*time.Second)
 	rep, err := d.cut(forgetfs.Cut{Torn: torn, Rand: rand.New(rand.NewPCG(seed, 0x5eed))})
 	if err != nil {
-		in.rec.info("power cut of %s: %v", b.name, err)
+		in.rec.Info("power cut of %s: %v", b.name, err)
 		if !d.mounted() {
 			select {
 			case in.c.fatal <- fmt.Errorf("power cut of %s: %w", b.name, err):
@@ -146,15 +146,15 @@ func (in *injector) powerCut(ctx context.Context, b *box, down time.Duration, to
 			return
 		}
 	}
-	in.rec.debug("power cut of %s dropped %d files (%d pages) and %d directories' changes; torn: %q %d of %d pages",
+	in.rec.Debug("power cut of %s dropped %d files (%d pages) and %d directories' changes; torn: %q %d of %d pages",
 		b.name, rep.Files, rep.Pages, rep.Dirs, rep.Torn, rep.TornPages, rep.TornOf)
 	note := ""
 	if rep.Torn != "" {
 		note = "torn"
 	}
-	in.rec.faultNote(faultPowerCut, b.name, down, note)
+	in.rec.FaultNote(faultPowerCut, b.name, down, note)
 	ctxsleep.For(ctx, down)
 	if err := b.start(context.Background(), b.env()); err != nil {
-		in.rec.info("restart of %s after a power cut: %v", b.name, err)
+		in.rec.Info("restart of %s after a power cut: %v", b.name, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/faultlog"
 )
 
 // history is the publisher's log: each event published, then PubAck'ed or
@@ -109,7 +110,7 @@ type publisher struct {
 	h    *history
 	url  string
 	rate int
-	rec  *recorder
+	rec  *faultlog.Log
 	// unresolved futures, in publish order
 	futs chan pubFuture
 	done chan struct{}
@@ -187,9 +188,9 @@ func (p *publisher) run(ctx context.Context) error {
 
 // asyncErrors logs a connection's asynchronous errors to the fault log
 // (nats.go prints them to stderr otherwise).
-func asyncErrors(rec *recorder, who string) nats.ErrHandler {
+func asyncErrors(rec *faultlog.Log, who string) nats.ErrHandler {
 	return func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		rec.debug("%s connection: %v", who, err)
+		rec.Debug("%s connection: %v", who, err)
 	}
 }
 

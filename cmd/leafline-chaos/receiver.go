@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/faultlog"
 	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/sink"
 )
@@ -194,14 +195,14 @@ func holdsFile(dir, id string) (bool, error) {
 // processed by edge1 and the receiver does not hold: a receipt without the
 // work behind it. It returns how many events it checked and how many the
 // receiver lacks.
-func checkReceiver(r *receiver, obs *check.Observer, rec *recorder) (checked, missing int) {
+func checkReceiver(r *receiver, obs *check.Observer, rec *faultlog.Log) (checked, missing int) {
 	return checkHeld("the http target", "edge1", r.holds, obs, rec)
 }
 
 // checkFileSinks does the same for every edge whose sink is the file sink,
 // against its directory: a file that a power cut took after the edge
 // reported the event.
-func checkFileSinks(c *cluster, obs *check.Observer, rec *recorder) (checked, missing int) {
+func checkFileSinks(c *cluster, obs *check.Observer, rec *faultlog.Log) (checked, missing int) {
 	for _, e := range c.edges() {
 		if e.fileSinkDir == "" {
 			continue
@@ -215,13 +216,13 @@ func checkFileSinks(c *cluster, obs *check.Observer, rec *recorder) (checked, mi
 
 // checkHeld records a finding for the events that L1 records as processed
 // by processor and target does not hold.
-func checkHeld(target, processor string, holds func(id string) (bool, error), obs *check.Observer, rec *recorder) (checked, missing int) {
+func checkHeld(target, processor string, holds func(id string) (bool, error), obs *check.Observer, rec *faultlog.Log) (checked, missing int) {
 	var examples []string
 	reported := obs.ReportedBy(processor)
 	for _, n := range reported {
 		ok, err := holds(check.EventID(n))
 		if err != nil {
-			rec.finding("%s: %v", target, err)
+			rec.Finding("%s: %v", target, err)
 			return len(reported), len(reported)
 		}
 		if !ok {
@@ -232,7 +233,7 @@ func checkHeld(target, processor string, holds func(id string) (bool, error), ob
 		}
 	}
 	if missing > 0 {
-		rec.finding("%s: %d events recorded processed by %s at L1 are not held (e.g. %v)", target, missing, processor, examples)
+		rec.Finding("%s: %d events recorded processed by %s at L1 are not held (e.g. %v)", target, missing, processor, examples)
 	}
 	return len(reported), missing
 }

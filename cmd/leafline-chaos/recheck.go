@@ -7,11 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/faultlog"
 )
 
 // recheck runs the checker again on a kept run directory: it reads the
@@ -56,8 +55,8 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 	if bin == "" {
 		bin = filepath.Join(dir, "leafline")
 	}
-	rec := newRecorder(o.Stderr, o.Verbose, filepath.Join(dir, "recheck.log"))
-	defer rec.close()
+	rec := faultlog.New(o.Stderr, o.Verbose, filepath.Join(dir, "recheck.log"))
+	defer rec.Close()
 	l1cfgPath, err := recheckConfig(ctx, bin, dir, rec)
 	if err != nil {
 		return nil, err
@@ -92,16 +91,14 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the completion history: %w", err)
 	}
-	loadFaults(filepath.Join(dir, "chaos.log"), rec)
+	rec.Replay(filepath.Join(dir, "chaos.log"))
 	v := obs.VerdictOf(states, true)
 	res := &result{Seed: o.Seed, Events: v.Published, Acked: v.Acked, Unknown: v.Unknown, Lost: v.Lost, DupKV: v.DupKV,
 		Phantoms: v.Phantoms, Regressions: v.Regressions, ExpiredConflicts: v.ExpiredConflicts, DuplicatesAbsorbed: v.DuplicatesAbsorbed, Dir: dir}
 	res.DuplicateCompletions = res.DupKV
-	res.Faults, res.Kills, res.Cuts, res.LongCuts = rec.totals()
+	res.Faults, res.Kills, res.Cuts, res.LongCuts = faultTotals(rec)
 	res.Seed, res.Duration, res.MaxDrainS = parseRunLine(filepath.Join(dir, "chaos.log"))
-	rec.mu.Lock()
-	res.Findings = append(res.Findings, rec.findings...)
-	rec.mu.Unlock()
+	res.Findings = append(res.Findings, rec.Findings()...)
 	res.FinalLine = fmt.Sprintf("chaos seed=%d duration=%s events=%d faults=%d lost=%d duplicate_completions=%d phantoms=%d max_drain_s=%.1f",
 		res.Seed, res.Duration, res.Events, res.Faults, res.Lost, res.DuplicateCompletions, res.Phantoms, res.MaxDrainS)
 	fmt.Fprintf(o.Stdout, "recheck of %s (L1 restarted alone; no metric bound)\n", dir)
@@ -119,7 +116,7 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 // For such a run it writes l1-recheck.json with the highest history, which
 // keeps every revision; a binary that rejects the setting predates it and
 // never changes the history, so l1.json is used as it is.
-func recheckConfig(ctx context.Context, bin, dir string, rec *recorder) (string, error) {
+func recheckConfig(ctx context.Context, bin, dir string, rec *faultlog.Log) (string, error) {
 	orig := filepath.Join(dir, "l1.json")
 	var cfg map[string]any
 	if err := readJSON(orig, &cfg); err != nil {
@@ -139,10 +136,10 @@ func recheckConfig(ctx context.Context, bin, dir string, rec *recorder) (string,
 		return "", err
 	}
 	if out, err := exec.CommandContext(ctx, bin, "check", "--config", path).CombinedOutput(); err != nil {
-		rec.info("%s rejects completion.history (%v: %s); rechecking with l1.json as it is", bin, err, strings.TrimSpace(string(out)))
+		rec.Info("%s rejects completion.history (%v: %s); rechecking with l1.json as it is", bin, err, strings.TrimSpace(string(out)))
 		return orig, nil
 	}
-	rec.info("l1.json has no completion.history: rechecking with l1-recheck.json (history %d) so that L1 keeps every revision", jetstream.KeyValueMaxHistory)
+	rec.Info("l1.json has no completion.history: rechecking with l1-recheck.json (history %d) so that L1 keeps every revision", jetstream.KeyValueMaxHistory)
 	return path, nil
 }
 
@@ -187,34 +184,6 @@ func loadHistory(path string) ([]byte, error) {
 		}
 	}
 	return states, sc.Err()
-}
-
-// faultLine matches the recorder's "fault KIND TARGET [for D] [(NOTE)]".
-var faultLine = regexp.MustCompile(`^\[\s*[\d.]+s\] fault (kill|failpoint|linkcut|pause|disk|corrupt|netns) (.+?)(?: for (\S+))?(?: \((.*)\))?$`)
-
-// loadFaults replays the fault lines of a chaos.log into rec.
-func loadFaults(path string, rec *recorder) {
-	f, err := os.Open(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	rec.w = io.Discard
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.Contains(line, "] FINDING: ") {
-			rec.finding("%s", strings.SplitN(line, "] FINDING: ", 2)[1])
-			continue
-		}
-		m := faultLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		d, _ := time.ParseDuration(m[3])
-		rec.faultNote(m[1], m[2], d, m[4])
-	}
 }
 
 // parseRunLine reads the seed and duration from the first line of a

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/faultlog"
 	"github.com/leafline/leafline/completion/state"
 	"github.com/leafline/leafline/internal/ctxsleep"
 )
@@ -88,14 +89,14 @@ func run(ctx context.Context, o options) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := newRecorder(o.Stderr, o.Verbose, filepath.Join(dir, "chaos.log"))
-	defer rec.close()
-	rec.info("chaos seed=%d duration=%s rate=%d/s edges=%d sink=%s faults=%s negative_control=%t unsafe_sync=%t dir=%s",
+	rec := faultlog.New(o.Stderr, o.Verbose, filepath.Join(dir, "chaos.log"))
+	defer rec.Close()
+	rec.Info("chaos seed=%d duration=%s rate=%d/s edges=%d sink=%s faults=%s negative_control=%t unsafe_sync=%t dir=%s",
 		o.Seed, o.Duration, o.Rate, o.Edges, o.Sink, faultList(o.Faults), o.NegativeControl, o.UnsafeSync, dir)
 
 	bin := o.Bin
 	if bin == "" {
-		rec.info("building leafline")
+		rec.Info("building leafline")
 		if bin, err = buildLeafline(ctx, dir); err != nil {
 			return nil, err
 		}
@@ -135,7 +136,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	obs := check.NewObserver(edgeNames)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go obs.Watch(watchCtx, js, rec.debug)
+	go obs.Watch(watchCtx, js, rec.Debug)
 	l1acc := newCounterAcc(l1, "leafline_completion_applied_total", "leafline_completion_duplicates_total", "leafline_completion_redriven_total")
 	go l1acc.run(watchCtx, time.Second)
 	l1.beforeStop = l1acc.scrapeNow
@@ -167,8 +168,8 @@ phase:
 			break phase
 		case <-progress.C:
 			missing, complete := obs.Remaining(hist.snapshot())
-			total, kills, cuts, _ := rec.totals()
-			rec.info("published=%d acked=%d unknown=%d complete=%d incomplete_acked=%d faults=%d (kills %d, cuts %d)",
+			total, kills, cuts, _ := faultTotals(rec)
+			rec.Info("published=%d acked=%d unknown=%d complete=%d incomplete_acked=%d faults=%d (kills %d, cuts %d)",
 				hist.published.Load(), hist.acked.Load(), hist.unknown.Load(), complete, missing, total, kills, cuts)
 		}
 	}
@@ -183,13 +184,13 @@ phase:
 	}
 
 	// Heal: every link up, every box running (unarmed in the negative control).
-	rec.info("fault phase over: healing")
+	rec.Info("fault phase over: healing")
 	if o.NegativeControl {
 		for _, e := range c.edges() {
 			e.setEnv(nil)
 			e.stop(syscall.SIGTERM, 20*time.Second)
 			if err := e.start(context.WithoutCancel(ctx), nil); err != nil {
-				rec.info("restart of %s without failpoints: %v", e.name, err)
+				rec.Info("restart of %s without failpoints: %v", e.name, err)
 			}
 		}
 	}
@@ -198,14 +199,14 @@ phase:
 		runErr = errors.Join(runErr, fmt.Errorf("heal: %w", err))
 	}
 	if err := waitLinks(healCtx, c, 60*time.Second); err != nil {
-		rec.finding("after healing: %v", err)
+		rec.Finding("after healing: %v", err)
 	}
 
 	// Drain.
 	states := hist.snapshot()
 	drainStart := time.Now()
 	drainS, complete := drain(ctx, o, obs, states, rec)
-	rec.info("drain: %s after %.1fs", map[bool]string{true: "complete", false: "INCOMPLETE"}[complete], drainS)
+	rec.Info("drain: %s after %.1fs", map[bool]string{true: "complete", false: "INCOMPLETE"}[complete], drainS)
 	_ = drainStart
 	if complete {
 		reportStreams(context.WithoutCancel(ctx), c, rec)
@@ -218,7 +219,7 @@ phase:
 	if err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("final read of the completion history: %w", err))
 	}
-	rec.debug("final read: %d revisions", n)
+	rec.Debug("final read: %d revisions", n)
 	v := obs.Verdict(states)
 	var targetChecked, targetMissing int
 	if c.recv != nil {
@@ -233,11 +234,9 @@ phase:
 	applied := int(math.Round(l1acc.total("leafline_completion_applied_total")))
 	res.DupMetric = max(0, applied-v.TerminalRecords)
 	res.DuplicateCompletions = max(res.DupKV, res.DupMetric)
-	res.Faults, res.Kills, res.Cuts, res.LongCuts = rec.totals()
-	res.PowerCuts = rec.countOf(faultPowerCut)
-	rec.mu.Lock()
-	res.Findings = append(res.Findings, rec.findings...)
-	rec.mu.Unlock()
+	res.Faults, res.Kills, res.Cuts, res.LongCuts = faultTotals(rec)
+	res.PowerCuts = rec.Count(faultPowerCut)
+	res.Findings = append(res.Findings, rec.Findings()...)
 	res.FinalLine = fmt.Sprintf("chaos seed=%d duration=%s events=%d faults=%d lost=%d duplicate_completions=%d phantoms=%d max_drain_s=%.1f",
 		res.Seed, res.Duration, res.Events, res.Faults, res.Lost, res.DuplicateCompletions, res.Phantoms, res.MaxDrainS)
 	if len(c.power) > 0 {
@@ -265,7 +264,7 @@ phase:
 	report(o.Stdout, o, rec, res, v, applied, l1acc.total("leafline_completion_duplicates_total"), n, obs.Revisions())
 	if res.violation() || runErr != nil || len(res.Findings) > 0 || o.Keep || o.Dir != "" {
 		c.keep.Store(true)
-		rec.info("kept %s (configs, logs, history.jsonl, chaos.log)", dir)
+		rec.Info("kept %s (configs, logs, history.jsonl, chaos.log)", dir)
 	} else {
 		defer cleanup()
 	}
@@ -331,7 +330,7 @@ func waitLinks(ctx context.Context, c *cluster, timeout time.Duration) error {
 
 // drain waits until every PubAck'ed event is complete at L1, the timeout
 // passes, or nothing completes for o.DrainStall.
-func drain(ctx context.Context, o options, obs *check.Observer, states []byte, rec *recorder) (float64, bool) {
+func drain(ctx context.Context, o options, obs *check.Observer, states []byte, rec *faultlog.Log) (float64, bool) {
 	start := time.Now()
 	lastMissing, lastChange := -1, time.Now()
 	lastLog := time.Now()
@@ -345,25 +344,25 @@ func drain(ctx context.Context, o options, obs *check.Observer, states []byte, r
 		}
 		switch {
 		case time.Since(start) > o.DrainTimeout:
-			rec.info("drain: timed out after %s with %d PubAck'ed events incomplete", o.DrainTimeout, missing)
+			rec.Info("drain: timed out after %s with %d PubAck'ed events incomplete", o.DrainTimeout, missing)
 			return time.Since(start).Seconds(), false
 		case time.Since(lastChange) > o.DrainStall:
-			rec.info("drain: nothing completed for %s; %d PubAck'ed events incomplete", o.DrainStall, missing)
+			rec.Info("drain: nothing completed for %s; %d PubAck'ed events incomplete", o.DrainStall, missing)
 			return time.Since(start).Seconds(), false
 		case ctx.Err() != nil:
 			return time.Since(start).Seconds(), false
 		}
 		if time.Since(lastLog) >= o.progressEvery {
 			lastLog = time.Now()
-			rec.info("drain: %d PubAck'ed events incomplete, %d complete", missing, complete)
+			rec.Info("drain: %d PubAck'ed events incomplete, %d complete", missing, complete)
 		}
 		ctxsleep.For(ctx, 500*time.Millisecond)
 	}
 }
 
-func report(w io.Writer, o options, rec *recorder, res *result, v check.Verdict, applied int, dupMetric float64, finalRevs, allRevs int) {
+func report(w io.Writer, o options, rec *faultlog.Log, res *result, v check.Verdict, applied int, dupMetric float64, finalRevs, allRevs int) {
 	fmt.Fprintln(w)
-	rec.table(w)
+	rec.Table(w)
 	fmt.Fprintf(w, "  totals: %d faults; %d kills (SIGKILL and failpoint); %d link cuts (%d longer than %s); %d power cuts\n",
 		res.Faults, res.Kills, res.Cuts, res.LongCuts, o.LongCut, res.PowerCuts)
 	fmt.Fprintf(w, "events: published=%d acked=%d unknown=%d (unknown and complete: %d)\n", v.Published, v.Acked, v.Unknown, v.CompleteUnknown)
@@ -434,17 +433,17 @@ var trimmedStreams = map[string][]string{"l1": {"R1"}, "hub": {"HA", "RH"}, "edg
 // reportStreams says, once everything is completed, how much each trimmed
 // stream still holds of what it stored: the boxes delete what the next hop
 // has, so after a few seconds that is nothing, whatever the faults did.
-func reportStreams(ctx context.Context, c *cluster, rec *recorder) {
+func reportStreams(ctx context.Context, c *cluster, rec *faultlog.Log) {
 	js := map[string]jetstream.JetStream{}
 	for _, n := range c.order {
 		nc, err := nats.Connect("nats://"+c.boxes[n].natsAddr, nats.Name("chaos-streams"))
 		if err != nil {
-			rec.info("trimmed streams: %s: %v", n, err)
+			rec.Info("trimmed streams: %s: %v", n, err)
 			continue
 		}
 		defer nc.Close()
 		if js[n], err = jetstream.New(nc); err != nil {
-			rec.info("trimmed streams: %s: %v", n, err)
+			rec.Info("trimmed streams: %s: %v", n, err)
 			delete(js, n)
 		}
 	}
@@ -465,7 +464,7 @@ func reportStreams(ctx context.Context, c *cluster, rec *recorder) {
 			}
 		}
 		if held == 0 || time.Now().After(deadline) {
-			rec.info("trimmed streams after the drain (held/stored): %s", strings.Join(parts, ", "))
+			rec.Info("trimmed streams after the drain (held/stored): %s", strings.Join(parts, ", "))
 			return
 		}
 		time.Sleep(time.Second)
