@@ -73,6 +73,35 @@
 // full costs one fetch and one refused store per 10 s rather than a loop;
 // the first store that succeeds resets it.
 //
+// # A bandwidth cap
+//
+// A link with Link.BytesPerSecond holds the bytes its relay pulls across
+// it to that rate. What is counted is each fetched message's payload and
+// headers as they are sent (the "NATS/1.0" line, every "Key: value" line
+// and the blank line after them): the message bytes that nats-server's
+// leafnode statistics count, and so leafline_link_bytes_total. Not
+// counted: each message's subject and ACK reply subject and the protocol
+// line around it, the relay's own pull requests, ACKs and consumer calls
+// (a few hundred bytes a batch, the other way), TLS, and compression,
+// which shrinks what the line carries. A message that comes again (a
+// lost ACK, a NAKed batch) crosses again and is counted again.
+//
+// The cap is a token bucket that holds one Link.Window's worth (1 s
+// unless set) and starts full. Every fetch waits until the bucket holds
+// half a window's worth (sleeping, never polling), asks the server for
+// at most what the bucket holds (a pull request's max bytes), and takes
+// what it got out of the bucket. So over any span of T the relay moves
+// at most BytesPerSecond × T plus one window's worth, plus one message
+// larger than what the bucket held: such a message would never fit a
+// bounded fetch, so the relay takes it alone, whatever its size, and
+// waits until the bucket has filled back. A link with a backlog averages
+// the cap over a few windows. A fetch that must take every unACKed
+// message at once (after a lost delivery on an upstream that refuses
+// the consumer reset; see above) is not bounded by bytes either, and its
+// bytes are owed in the same way. The cap changes none of the rules
+// above: a batch is stored whole before it is ACKed, and the prefix and
+// mark hold, as the batches are only smaller.
+//
 // # Caveats
 //
 //   - A batch that the server refuses because one of its Nats-Msg-Ids is
@@ -82,4 +111,6 @@
 //   - The upstream owner must not delete unACKed messages of the link (the
 //     trim never does): the lookup would then skip them.
 //   - Two relays must not run on one link at once.
+//   - A cap holds one relay, in one direction. Both directions of a
+//     leafnode link are capped by the relay at each end, each on its own.
 package hop

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,6 +69,15 @@ type Link struct {
 	// comes up (a new leafnode connection): a relay waiting on a pull
 	// request, which a cut may have swallowed, then asks again at once.
 	LinkUp func() <-chan struct{}
+	// BytesPerSecond caps the bytes the relay pulls across the link:
+	// the payload and headers of each message it fetches (msgBytes), as
+	// a token bucket that holds Window's worth and starts full (see the
+	// package doc, # A bandwidth cap). Zero means no cap.
+	BytesPerSecond int64
+	// Window is what the cap is averaged over: after a quiet spell the
+	// relay may move one Window's worth at once. Zero means 1s; at most
+	// 1m. Without BytesPerSecond it has no effect.
+	Window time.Duration
 	// Log receives the relay's log lines (never payloads). Nil discards.
 	Log *slog.Logger
 }
@@ -92,6 +102,13 @@ type Mover struct {
 	// refused counts the stores refused in a row: Run waits longer after
 	// each (storeBackoff), and a store that succeeds resets it.
 	refused int
+	// cap is Link.BytesPerSecond's bucket, nil without a cap.
+	cap *bucket
+	// takeAll is set when the consumer has unACKed messages that must
+	// come in one fetch (a batch NAKed for a lost delivery): the next
+	// fetch is not bounded by the cap's bytes, which would split them,
+	// but its bytes are still taken out of the bucket.
+	takeAll bool
 
 	// beforeAck, when set (tests), runs after a batch is stored and
 	// before it is ACKed; an error stops Run as a crash would.
@@ -115,6 +132,12 @@ func New(l Link) (*Mover, error) {
 	if l.Batch < 0 || l.Batch > 1000 {
 		errs = append(errs, fmt.Errorf("hop: link %q: Batch %d is outside 0..1000", l.Name, l.Batch))
 	}
+	if l.BytesPerSecond < 0 {
+		errs = append(errs, fmt.Errorf("hop: link %q: BytesPerSecond %d is negative", l.Name, l.BytesPerSecond))
+	}
+	if l.Window < 0 || l.Window > maxWindow {
+		errs = append(errs, fmt.Errorf("hop: link %q: Window %s is outside 0..%s", l.Name, l.Window, maxWindow))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -124,10 +147,17 @@ func New(l Link) (*Mover, error) {
 	if l.Expiry <= 0 {
 		l.Expiry = 2 * time.Second
 	}
+	if l.Window == 0 {
+		l.Window = time.Second
+	}
 	if l.Log == nil {
 		l.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Mover{l: l}, nil
+	r := &Mover{l: l}
+	if l.BytesPerSecond > 0 {
+		r.cap = newBucket(l.BytesPerSecond, l.Window, time.Now())
+	}
+	return r, nil
 }
 
 // Mark returns the upstream sequence of the newest message the relay
@@ -143,7 +173,8 @@ func (r *Mover) Mark() uint64 { return r.mark }
 // that the downstream stream refuses (a full disk, a stream limit) waits
 // twice as long as the one refused before it, up to maxStoreBackoff, so
 // that a link whose store stays refused costs one fetch and one refused
-// store per maxStoreBackoff, not a loop.
+// store per maxStoreBackoff, not a loop. Under a cap (Link.BytesPerSecond)
+// each fetch first waits for the cap's bucket (see the package doc).
 func (r *Mover) Run(ctx context.Context) error {
 	failing := ""
 	down := 0 // steps in a row that found the link down
@@ -273,14 +304,24 @@ func (r *Mover) step(ctx context.Context) error {
 	}
 	// Take what is there at once; if nothing is, wait up to Expiry for
 	// the first message and then take what followed it: a pull request
-	// for a whole batch would wait for the batch to fill.
-	msgs, err := r.fetch(ctx, r.l.Batch, true)
+	// for a whole batch would wait for the batch to fill. Under a cap,
+	// each fetch carries at most what the cap allows (budget), and one
+	// that brings nothing may mean a next message larger than that: the
+	// wait for the first message takes it whatever its size.
+	budget := r.budget(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	msgs, err := r.fetch(ctx, r.l.Batch, true, budget)
 	if err == nil && len(msgs) == 0 {
-		if msgs, err = r.fetch(ctx, 1, false); err == nil && len(msgs) > 0 {
-			more, err2 := r.fetch(ctx, r.l.Batch-1, true)
-			msgs, err = append(msgs, more...), err2
+		if msgs, err = r.fetch(ctx, 1, false, 0); err == nil && len(msgs) > 0 {
+			if left := budget - msgBytes(msgs[0]); budget == 0 || left > 0 {
+				more, err2 := r.fetch(ctx, r.l.Batch-1, true, max(left, 0))
+				msgs, err = append(msgs, more...), err2
+			}
 		}
 	}
+	r.charge(msgs)
 	if err != nil && len(msgs) == 0 {
 		r.cons = nil
 		return fmt.Errorf("fetch: %w", err)
@@ -294,13 +335,19 @@ func (r *Mover) step(ctx context.Context) error {
 // fetch asks the consumer for up to n messages, without waiting when
 // noWait, else for up to Expiry, or until the link comes up again
 // (Link.LinkUp): a pull request sent before a cut was lost with it. A
-// timeout is not an error.
-func (r *Mover) fetch(ctx context.Context, n int, noWait bool) ([]jetstream.Msg, error) {
+// timeout is not an error. maxBytes, if not 0, bounds a noWait fetch by
+// the server's count of the messages' bytes (subject, reply, headers and
+// payload: more than msgBytes counts); a next message larger than what
+// is left ends it.
+func (r *Mover) fetch(ctx context.Context, n int, noWait bool, maxBytes int64) ([]jetstream.Msg, error) {
 	var b jetstream.MessageBatch
 	var err error
-	if noWait {
+	switch {
+	case noWait && maxBytes > 0:
+		b, err = r.cons.Fetch(n, jetstream.FetchMaxBytes(int(min(maxBytes, math.MaxInt32))), jetstream.FetchMaxWait(capLinger))
+	case noWait:
 		b, err = r.cons.FetchNoWait(n)
-	} else {
+	default:
 		fctx, cancel := context.WithTimeout(ctx, r.l.Expiry)
 		defer cancel()
 		if r.l.LinkUp != nil {
@@ -445,8 +492,8 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 		if err != nil || !whole {
 			// Without a reset, they come again once the lost
-			// delivery's AckWait has passed.
-			r.prev = nil
+			// delivery's AckWait has passed, all in the next fetch.
+			r.prev, r.takeAll = nil, true
 			nakAll(ds)
 			if err == nil {
 				sleep(ctx, r.l.Expiry/4)
