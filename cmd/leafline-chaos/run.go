@@ -109,68 +109,117 @@ func run(ctx context.Context, o options) (*result, error) {
 	if err := c.startAll(ctx); err != nil {
 		return nil, err
 	}
-	l1 := c.boxes["l1"]
+	s, err := watchL1(ctx, c, rec)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	if s.hist, err = newHistory(filepath.Join(dir, "history.jsonl")); err != nil {
+		return nil, err
+	}
+	defer s.hist.close()
 
-	// The driver's own connection to L1: completion watch and final read.
+	runErr := s.faultPhase(ctx)
+	runErr = errors.Join(runErr, s.heal(ctx))
+	states := s.hist.snapshot()
+	drainS, complete := drain(ctx, o, s.obs, states, rec)
+	rec.Info("drain: %s after %.1fs", map[bool]string{true: "complete", false: "INCOMPLETE"}[complete], drainS)
+	if complete {
+		reportStreams(context.WithoutCancel(ctx), c, rec)
+	}
+	res, err := s.conclude(context.WithoutCancel(ctx), states, drainS, complete)
+	runErr = errors.Join(runErr, err)
+	if res.violation() || runErr != nil || len(res.Findings) > 0 || o.Keep || o.Dir != "" {
+		c.keep.Store(true)
+		rec.Info("kept %s (configs, logs, history.jsonl, chaos.log)", dir)
+	} else {
+		defer cleanup()
+	}
+	return res, runErr
+}
+
+// session is one run's checking side: the driver's connection to L1, the
+// watch on its completion log, L1's counters and the publish history.
+type session struct {
+	o     options
+	c     *cluster
+	rec   *faultlog.Log
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	obs   *check.Observer
+	l1acc *counterAcc
+	hist  *history
+	stop  context.CancelFunc // stops the watch and the counters
+}
+
+// watchL1 connects to L1, waits for its completion log and every link, and
+// starts following the log and L1's counters.
+func watchL1(ctx context.Context, c *cluster, rec *faultlog.Log) (*session, error) {
+	l1 := c.boxes["l1"]
 	nc, err := nats.Connect("nats://"+l1.natsAddr, nats.Name("chaos-checker"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true), nats.ErrorHandler(asyncErrors(rec, "checker")))
 	if err != nil {
 		return nil, err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	s := &session{o: c.o, c: c, rec: rec, nc: nc, stop: func() {}}
+	if s.js, err = jetstream.New(nc); err == nil {
+		err = completionLog(ctx, s.js)
+	}
+	if err == nil {
+		err = waitLinks(ctx, c, 60*time.Second)
+	}
 	if err != nil {
+		nc.Close()
 		return nil, err
 	}
-	if err := completionLog(ctx, js); err != nil {
-		return nil, err
-	}
-	if err := waitLinks(ctx, c, 60*time.Second); err != nil {
-		return nil, err
-	}
-
 	var edgeNames []string
 	for _, e := range c.edges() {
 		edgeNames = append(edgeNames, e.name)
 	}
-	obs := check.NewObserver(edgeNames)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go obs.Watch(watchCtx, js, rec.Debug)
-	l1acc := newCounterAcc(l1, "leafline_completion_applied_total", "leafline_completion_duplicates_total", "leafline_completion_redriven_total")
-	go l1acc.run(watchCtx, time.Second)
-	l1.beforeStop = l1acc.scrapeNow
+	s.obs = check.NewObserver(edgeNames)
+	var watchCtx context.Context
+	watchCtx, s.stop = context.WithCancel(ctx)
+	go s.obs.Watch(watchCtx, s.js, rec.Debug)
+	s.l1acc = newCounterAcc(l1, "leafline_completion_applied_total", "leafline_completion_duplicates_total", "leafline_completion_redriven_total")
+	go s.l1acc.run(watchCtx, time.Second)
+	l1.beforeStop = s.l1acc.scrapeNow
+	return s, nil
+}
 
-	hist, err := newHistory(filepath.Join(dir, "history.jsonl"))
-	if err != nil {
-		return nil, err
-	}
-	defer hist.close()
-	pub := &publisher{h: hist, url: "nats://" + l1.natsAddr, rate: o.Rate, rec: rec}
+func (s *session) close() {
+	s.stop()
+	s.nc.Close()
+}
+
+// faultPhase publishes at L1 and injects faults for o.Duration, logging
+// progress, and stops both.
+func (s *session) faultPhase(ctx context.Context) error {
+	o, rec := s.o, s.rec
+	pub := &publisher{h: s.hist, url: "nats://" + s.c.boxes["l1"].natsAddr, rate: o.Rate, rec: rec}
 	pubCtx, stopPub := context.WithCancel(ctx)
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- pub.run(pubCtx) }()
 
-	// Fault phase.
-	in := &injector{c: c, o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x1eaf)), rec: rec, l1acc: l1acc}
+	in := &injector{c: s.c, o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x1eaf)), rec: rec, l1acc: s.l1acc}
 	faultCtx, stopFaults := context.WithTimeout(ctx, o.Duration)
 	injDone := make(chan struct{})
 	go func() { in.run(faultCtx); close(injDone) }()
 	progress := time.NewTicker(o.progressEvery)
+	defer progress.Stop()
 	var runErr error
 phase:
 	for {
 		select {
 		case <-faultCtx.Done():
 			break phase
-		case err := <-c.fatal:
+		case err := <-s.c.fatal:
 			runErr = err
 			break phase
 		case <-progress.C:
-			missing, complete := obs.Remaining(hist.snapshot())
+			missing, complete := s.obs.Remaining(s.hist.snapshot())
 			total, kills, cuts, _ := faultTotals(rec)
 			rec.Info("published=%d acked=%d unknown=%d complete=%d incomplete_acked=%d faults=%d (kills %d, cuts %d)",
-				hist.published.Load(), hist.acked.Load(), hist.unknown.Load(), complete, missing, total, kills, cuts)
+				s.hist.published.Load(), s.hist.acked.Load(), s.hist.unknown.Load(), complete, missing, total, kills, cuts)
 		}
 	}
 	stopFaults()
@@ -182,56 +231,57 @@ phase:
 	if ctx.Err() != nil {
 		runErr = errors.Join(runErr, ctx.Err())
 	}
+	return runErr
+}
 
-	// Heal: every link up, every box running (unarmed in the negative control).
-	rec.Info("fault phase over: healing")
-	if o.NegativeControl {
-		for _, e := range c.edges() {
+// heal brings every link up and every box running (unarmed in the
+// negative control).
+func (s *session) heal(ctx context.Context) error {
+	s.rec.Info("fault phase over: healing")
+	ctx = context.WithoutCancel(ctx)
+	if s.o.NegativeControl {
+		for _, e := range s.c.edges() {
 			e.setEnv(nil)
 			e.stop(syscall.SIGTERM, 20*time.Second)
-			if err := e.start(context.WithoutCancel(ctx), nil); err != nil {
-				rec.Info("restart of %s without failpoints: %v", e.name, err)
+			if err := e.start(ctx, nil); err != nil {
+				s.rec.Info("restart of %s without failpoints: %v", e.name, err)
 			}
 		}
 	}
-	healCtx := context.WithoutCancel(ctx)
-	if err := c.heal(healCtx); err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("heal: %w", err))
+	var err error
+	if herr := s.c.heal(ctx); herr != nil {
+		err = fmt.Errorf("heal: %w", herr)
 	}
-	if err := waitLinks(healCtx, c, 60*time.Second); err != nil {
-		rec.Finding("after healing: %v", err)
+	if werr := waitLinks(ctx, s.c, 60*time.Second); werr != nil {
+		s.rec.Finding("after healing: %v", werr)
 	}
+	return err
+}
 
-	// Drain.
-	states := hist.snapshot()
-	drainStart := time.Now()
-	drainS, complete := drain(ctx, o, obs, states, rec)
-	rec.Info("drain: %s after %.1fs", map[bool]string{true: "complete", false: "INCOMPLETE"}[complete], drainS)
-	_ = drainStart
-	if complete {
-		reportStreams(context.WithoutCancel(ctx), c, rec)
-	}
-
-	// Final read of the whole history, and the metrics.
-	stopWatch()
-	l1acc.scrapeNow()
-	n, err := obs.ReadAll(context.WithoutCancel(ctx), js)
+// conclude reads the whole completion history and L1's counters once
+// more, checks the sinks, prints the report and returns the result.
+func (s *session) conclude(ctx context.Context, states []byte, drainS float64, complete bool) (*result, error) {
+	o, rec, c := s.o, s.rec, s.c
+	s.stop()
+	s.l1acc.scrapeNow()
+	var runErr error
+	n, err := s.obs.ReadAll(ctx, s.js)
 	if err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("final read of the completion history: %w", err))
+		runErr = fmt.Errorf("final read of the completion history: %w", err)
 	}
 	rec.Debug("final read: %d revisions", n)
-	v := obs.Verdict(states)
+	v := s.obs.Verdict(states)
 	var targetChecked, targetMissing int
 	if c.recv != nil {
-		targetChecked, targetMissing = checkReceiver(c.recv, obs, rec)
+		targetChecked, targetMissing = checkReceiver(c.recv, s.obs, rec)
 	}
-	filesChecked, filesMissing := checkFileSinks(c, obs, rec)
+	filesChecked, filesMissing := checkFileSinks(c, s.obs, rec)
 
 	res := &result{Seed: o.Seed, Duration: o.Duration, Events: v.Published, Acked: v.Acked, Unknown: v.Unknown,
 		Lost: v.Lost, DupKV: v.DupKV, Phantoms: v.Phantoms, Regressions: v.Regressions, ExpiredConflicts: v.ExpiredConflicts,
-		MaxDrainS: drainS, DrainComplete: complete, DuplicatesAbsorbed: v.DuplicatesAbsorbed, Dir: dir,
+		MaxDrainS: drainS, DrainComplete: complete, DuplicatesAbsorbed: v.DuplicatesAbsorbed, Dir: c.dir,
 		TargetChecked: targetChecked, TargetMissing: targetMissing, FilesChecked: filesChecked, FilesMissing: filesMissing}
-	applied := int(math.Round(l1acc.total("leafline_completion_applied_total")))
+	applied := int(math.Round(s.l1acc.total("leafline_completion_applied_total")))
 	res.DupMetric = max(0, applied-v.TerminalRecords)
 	res.DuplicateCompletions = max(res.DupKV, res.DupMetric)
 	res.Faults, res.Kills, res.Cuts, res.LongCuts = faultTotals(rec)
@@ -245,30 +295,29 @@ phase:
 	if res.FilesChecked > 0 {
 		res.FinalLine += fmt.Sprintf(" file_sink_missing=%d", res.FilesMissing)
 	}
-
 	if o.Cleanup {
-		cv, err := checkCleanup(context.WithoutCancel(ctx), js, "L1A", obs)
-		if err != nil {
-			runErr = errors.Join(runErr, fmt.Errorf("cleanup check: %w", err))
-		} else {
-			res.Cleanup = &cv
-			res.FinalLine += fmt.Sprintf(" cleaned=%d unaudited=%d", cv.audited, cv.unaudited)
-			for _, e := range cv.examples {
-				fmt.Fprintf(o.Stdout, "cleanup: %s\n", e)
-			}
-			fmt.Fprintf(o.Stdout, "cleanup: %d L1A messages deleted, %d audit records (%d not yet deleted), %d of events not done\n",
-				cv.deleted, cv.audited, cv.pending, cv.incomplete)
-		}
+		runErr = errors.Join(runErr, s.checkCleanup(ctx, res))
 	}
-	res.Redrives = int(math.Round(l1acc.total("leafline_completion_redriven_total")))
-	report(o.Stdout, o, rec, res, v, applied, l1acc.total("leafline_completion_duplicates_total"), n, obs.Revisions())
-	if res.violation() || runErr != nil || len(res.Findings) > 0 || o.Keep || o.Dir != "" {
-		c.keep.Store(true)
-		rec.Info("kept %s (configs, logs, history.jsonl, chaos.log)", dir)
-	} else {
-		defer cleanup()
-	}
+	res.Redrives = int(math.Round(s.l1acc.total("leafline_completion_redriven_total")))
+	report(o.Stdout, o, rec, res, v, applied, s.l1acc.total("leafline_completion_duplicates_total"), n, s.obs.Revisions())
 	return res, runErr
+}
+
+// checkCleanup checks that every message L1's cleanup deleted has an
+// audit record of a done event, and adds the figures to res.
+func (s *session) checkCleanup(ctx context.Context, res *result) error {
+	cv, err := checkCleanup(ctx, s.js, "L1A", s.obs)
+	if err != nil {
+		return fmt.Errorf("cleanup check: %w", err)
+	}
+	res.Cleanup = &cv
+	res.FinalLine += fmt.Sprintf(" cleaned=%d unaudited=%d", cv.audited, cv.unaudited)
+	for _, e := range cv.examples {
+		fmt.Fprintf(s.o.Stdout, "cleanup: %s\n", e)
+	}
+	fmt.Fprintf(s.o.Stdout, "cleanup: %d L1A messages deleted, %d audit records (%d not yet deleted), %d of events not done\n",
+		cv.deleted, cv.audited, cv.pending, cv.incomplete)
+	return nil
 }
 
 func workDir(o options) (string, func(), error) {
