@@ -193,13 +193,20 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 			return err
 		}
 		name := sp.linkName(a.site)
+		// The link's cap holds each direction on its own: this relay
+		// pulls one of them, the other end's relay the other.
+		capped := a.cfg.Topology.LinkBandwidth(lowerEnd(a.site, sp.from))
 		r, err := hop.New(hop.Link{
 			Name: name, Upstream: up, Stream: sp.stream, Consumer: topology.RelayConsumerName(a.site.Name),
 			Local: local, LocalStream: sp.localStream, Subject: sp.subject, Marks: sp.marks,
-			Batch: relayBatch, LinkUp: watch.next, Log: a.log.With("component", "hop-relay", "link", name),
+			Batch: relayBatch, BytesPerSecond: capped, LinkUp: watch.next,
+			Log: a.log.With("component", "hop-relay", "link", name),
 		})
 		if err != nil {
 			return err
+		}
+		if capped > 0 {
+			a.metrics.setLinkCap(sp.from.Name, capped)
 		}
 		g.Go(func() error { return r.Run(ctx) })
 	}

@@ -49,6 +49,34 @@ func TestSystem_Relay_TwoEdges(t *testing.T) {
 	}
 }
 
+// A capped link's relays, one at each end, get the cap, and each box
+// exports it for the link it pulls from; an uncapped link has none. The
+// events and receipts still all arrive.
+func TestSystem_Relay_CappedLink(t *testing.T) {
+	ls := testSystem(t, LocalOptions{Edges: 2, Configure: func(c *topology.Config) {
+		withTransport(topology.TransportRelay, "")(c)
+		if s, ok := c.Topology.Site("edge1"); ok {
+			s.Bandwidth = "16KB/s"
+		}
+	}}, nil)
+	js := clientJS(t, ls.App("l1").ClientURL())
+	ids := publishData(t, js, "capped", 60, make([]byte, 256))
+	waitCompleted(t, ls, ids, "edge1", "edge2")
+	for _, c := range []struct {
+		box, link string
+		want      float64
+	}{
+		{"edge1", "hub", 16_000}, {"hub", "edge1", 16_000},
+		{"edge2", "hub", 0}, {"hub", "edge2", 0}, {"hub", "l1", 0}, {"l1", "hub", 0},
+	} {
+		got := registryValue(t, ls.App(c.box).metrics.reg, "leafline_link_bandwidth_cap_bytes_per_second",
+			map[string]string{"link": c.link, "direction": "in"})
+		if got != c.want {
+			t.Errorf("%s's cap on its link to %s: %v bytes/s, want %v", c.box, c.link, got, c.want)
+		}
+	}
+}
+
 // stockSite marks the named site as a stock nats-server in a LocalSystem's
 // topology: its links default to sourcing.
 func stockSite(name string) func(*topology.Config) {

@@ -105,6 +105,24 @@ type linkMetrics struct {
 	desc  *prometheus.Desc
 	bytes *linkBytes
 	srv   func() *server.Server
+
+	capOnce sync.Once
+	caps    *prometheus.GaugeVec // see setLinkCap
+}
+
+// setLinkCap exports the bandwidth cap, in bytes a second, on what this
+// box's relay pulls across its link to the site named link (the
+// topology's bandwidth): leafline_link_bandwidth_cap_bytes_per_second
+// {link, direction="in"}, beside that link's leafline_link_bytes_total.
+// The other direction is the other end's relay, and its cap is exported
+// there. An uncapped link has no series.
+func (m *Metrics) setLinkCap(link string, perSecond int64) {
+	m.links.capOnce.Do(func() {
+		m.links.caps = m.f.gaugeVec("link_bandwidth_cap_bytes_per_second",
+			"The cap, in message bytes a second (headers and payload, as leafline_link_bytes_total counts them), on what this box's relay pulls across its leafnode link to the site named by link.",
+			"link", "direction")
+	})
+	m.links.caps.WithLabelValues(link, "in").Set(float64(perSecond))
 }
 
 // watchLinks exports each leafnode link's bytes, reading the box's current
