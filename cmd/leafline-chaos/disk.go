@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,37 +86,8 @@ var diskWords = regexp.MustCompile(`(?i)no space left|enospc|disk is full|disk f
 // most hold + 60s): a half-observed full disk proves nothing.
 func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 	defer b.mu.Unlock()
-	ctx := context.Background()
+	defer in.holdLinks()()
 	t := in.c.disk
-	acked := func() (float64, *proc) {
-		p := b.running()
-		m, err := scrape(b.opsAddr)
-		if err != nil || p == nil {
-			return -1, p
-		}
-		return m["leafline_messages_acked_total"], p
-	}
-	// Keep edge1's path to L1 up for the whole fault, so that events keep
-	// arriving and the full disk is actually hit.
-	var held []*link
-	for _, name := range []string{"edge1-hub", "hub-l1"} {
-		l := in.c.link(name)
-		for !l.busy.CompareAndSwap(false, true) {
-			ctxsleep.For(ctx, 200*time.Millisecond)
-		}
-		held = append(held, l)
-	}
-	if ns := in.c.ns; ns != nil {
-		for !ns.busy.CompareAndSwap(false, true) {
-			ctxsleep.For(ctx, 200*time.Millisecond)
-		}
-		defer ns.busy.Store(false)
-	}
-	defer func() {
-		for _, l := range held {
-			l.busy.Store(false)
-		}
-	}()
 	logOff := logSize(b.logPath)
 	startsBefore := b.Starts()
 	b.setNote("the full-disk fault")
@@ -125,71 +97,139 @@ func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 		in.rec.Info("disk fault: filling %s: %v", t.dir, err)
 	}
 	in.rec.Debug("disk fault: %s full (filler %s)", t.dir, fmtBytes(n))
+	f := watchFull(b, t0.Add(hold))
+	f.log = b.logSince(logOff, 400)
+	f.restarts = b.Starts() - startsBefore
 
-	// While full: does it stop ACKing, and does it say why?
-	var (
-		readyzBad  string // first /readyz answer that is not 200 ready
-		readyzSeen string
-		readyzDown int // answers missed: the process was down (exiting and restarting)
-		ackedAt5s  = -1.0
-		ackedEnd   = -1.0
-		procAt5s   *proc
-		procEnd    *proc
-	)
-	deadline := t0.Add(hold)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		ctxsleep.For(ctx, 2*time.Second)
-		if code, r, body, err := b.readyz(); err == nil {
-			readyzSeen = fmt.Sprintf("HTTP %d %s", code, oneLine(body))
-			if (code != 200 || !r.Ready) && readyzBad == "" {
-				readyzBad = readyzSeen
-			}
-		} else {
-			readyzDown++
-		}
-		if v, p := acked(); v >= 0 {
-			if ackedAt5s < 0 && time.Since(t0) >= 5*time.Second {
-				ackedAt5s, procAt5s = v, p
-			}
-			ackedEnd, procEnd = v, p
+	t.removeFiller()
+	resumed, how := awaitResume(b, startsBefore+f.restarts)
+	b.setNote("")
+
+	problems, logHits := f.problems()
+	if f.restarts > 0 {
+		in.rec.Info("disk fault: %s exited %d time(s) while the disk was full (restarted by the driver, as a service manager would)", b.name, f.restarts)
+	}
+	if !resumed {
+		how = in.restartStuck(b)
+		problems = append(problems, "did not resume within 60s after the space was freed (the process stayed up, stuck)")
+	}
+	note := "ok"
+	if len(problems) > 0 {
+		note = "check failed"
+		in.rec.Finding("full disk at %s: %s\n    log lines while full: %s\n    /readyz while full: %s\n    metrics: %s\n    recovery: %s",
+			b.name, strings.Join(problems, "; "), firstN(logHits, 3), orNone(f.readyzBad, f.readyzSeen), firstN(f.metrics, 5), orNone(how, "none"))
+	} else {
+		in.rec.Info("full disk at %s: stopped ACKing, said why (log: %s; readyz: %s; metrics: %s); %s",
+			b.name, oneLine(logHits[0]), f.readyzBad, firstN(f.metrics, 2), how)
+	}
+	in.rec.FaultNote(faultDisk, b.name, time.Since(t0), note)
+}
+
+// holdLinks keeps edge1's path to L1 up for the whole fault, so that
+// events keep arriving and the full disk is actually hit. It returns the
+// release.
+func (in *injector) holdLinks() func() {
+	ctx := context.Background()
+	busy := []*atomic.Bool{&in.c.link("edge1-hub").busy, &in.c.link("hub-l1").busy}
+	if ns := in.c.ns; ns != nil {
+		busy = append(busy, &ns.busy)
+	}
+	for _, f := range busy {
+		for !f.CompareAndSwap(false, true) {
+			ctxsleep.For(ctx, 200*time.Millisecond)
 		}
 	}
-	fullLog := b.logSince(logOff, 400)
-	metricsSeen := metricLines(b.opsAddr, "disk", "storage", "space", "jetstream_enabled", "full")
-	_, _, metricsErr := httpGet("http://" + b.opsAddr + "/metrics")
-	restartsWhileFull := b.Starts() - startsBefore
+	return func() {
+		for _, f := range busy {
+			f.Store(false)
+		}
+	}
+}
 
-	// Free the space: does it resume by itself?
-	t.removeFiller()
+// ackedBy is b's leafline_messages_acked_total and its current process;
+// -1 when it cannot be read.
+func ackedBy(b *box) (float64, *proc) {
+	p := b.running()
+	m, err := scrape(b.opsAddr)
+	if err != nil || p == nil {
+		return -1, p
+	}
+	return m["leafline_messages_acked_total"], p
+}
+
+// fullDisk is what a box showed while its disk was full.
+type fullDisk struct {
+	readyzBad  string // first /readyz answer that is not 200 ready
+	readyzSeen string // the last answer
+	readyzDown int    // answers missed: the process was down (exiting and restarting)
+	ackedAt5s  float64
+	ackedEnd   float64
+	procAt5s   *proc
+	procEnd    *proc
+	log        string   // the box's log lines meanwhile
+	metrics    []string // metric lines about the disk or storage
+	metricsErr error
+	restarts   int // times the box exited and was started again
+}
+
+// watchFull polls b's /readyz and ACK counter until deadline.
+func watchFull(b *box, deadline time.Time) *fullDisk {
+	ctx := context.Background()
+	f := &fullDisk{ackedAt5s: -1, ackedEnd: -1}
+	t0 := time.Now()
+	for time.Now().Before(deadline) {
+		ctxsleep.For(ctx, 2*time.Second)
+		if code, r, body, err := b.readyz(); err == nil {
+			f.readyzSeen = fmt.Sprintf("HTTP %d %s", code, oneLine(body))
+			if (code != 200 || !r.Ready) && f.readyzBad == "" {
+				f.readyzBad = f.readyzSeen
+			}
+		} else {
+			f.readyzDown++
+		}
+		if v, p := ackedBy(b); v >= 0 {
+			if f.ackedAt5s < 0 && time.Since(t0) >= 5*time.Second {
+				f.ackedAt5s, f.procAt5s = v, p
+			}
+			f.ackedEnd, f.procEnd = v, p
+		}
+	}
+	f.metrics = metricLines(b.opsAddr, "disk", "storage", "space", "jetstream_enabled", "full")
+	_, _, f.metricsErr = httpGet("http://" + b.opsAddr + "/metrics")
+	return f
+}
+
+// awaitResume waits up to 60 s, once the space is freed, for b to ACK
+// again; starts is b's start count when the space was freed.
+func awaitResume(b *box, starts int) (bool, string) {
+	ctx := context.Background()
 	t1 := time.Now()
-	base, baseProc := acked()
-	resumed, how := false, ""
-	for time.Since(t1) < 60*time.Second && ctx.Err() == nil {
+	base, baseProc := ackedBy(b)
+	for time.Since(t1) < 60*time.Second {
 		ctxsleep.For(ctx, time.Second)
-		v, p := acked()
+		v, p := ackedBy(b)
 		if v < 0 {
 			continue
 		}
 		if (p == baseProc && v > base) || (p != baseProc && v > 0) {
-			resumed = true
-			if b.Starts() > startsBefore+restartsWhileFull || p != baseProc {
-				how = fmt.Sprintf("resumed %.0fs after the space was freed, after the process exited and was restarted", time.Since(t1).Seconds())
-			} else {
-				how = fmt.Sprintf("resumed in-process %.0fs after the space was freed", time.Since(t1).Seconds())
+			if b.Starts() > starts || p != baseProc {
+				return true, fmt.Sprintf("resumed %.0fs after the space was freed, after the process exited and was restarted", time.Since(t1).Seconds())
 			}
-			break
+			return true, fmt.Sprintf("resumed in-process %.0fs after the space was freed", time.Since(t1).Seconds())
 		}
 	}
-	b.setNote("")
+	return false, ""
+}
 
-	var problems []string
+// problems lists what b did wrong while its disk was full, and the log
+// lines that speak of the disk.
+func (f *fullDisk) problems() (problems, logHits []string) {
 	// A few ACKs are fine: a redelivered event whose receipt is already
 	// published is ACKed without writing anything. More than a batch is not.
-	if procAt5s != nil && procAt5s == procEnd && ackedEnd > ackedAt5s+64 {
-		problems = append(problems, fmt.Sprintf("kept ACKing on a full disk (messages_acked_total %v -> %v)", ackedAt5s, ackedEnd))
+	if f.procAt5s != nil && f.procAt5s == f.procEnd && f.ackedEnd > f.ackedAt5s+64 {
+		problems = append(problems, fmt.Sprintf("kept ACKing on a full disk (messages_acked_total %v -> %v)", f.ackedAt5s, f.ackedEnd))
 	}
-	var logHits []string
-	for _, l := range strings.Split(fullLog, "\n") {
+	for _, l := range strings.Split(f.log, "\n") {
 		if diskWords.MatchString(l) {
 			logHits = append(logHits, l)
 		}
@@ -204,47 +244,37 @@ func (in *injector) diskFull(_ context.Context, b *box, hold time.Duration) {
 	case !own:
 		problems = append(problems, "log: only the embedded nats-server says it ("+oneLine(logHits[0])+"); leafline itself logs nothing about the disk")
 	}
+	lower := strings.ToLower(f.readyzBad)
 	switch {
-	case readyzBad == "" && readyzSeen == "":
+	case f.readyzBad == "" && f.readyzSeen == "":
 		// Never answered: the box kept exiting; its log says why.
-		readyzBad = fmt.Sprintf("no answer (%d tries): the box kept exiting and restarting", readyzDown)
-	case readyzBad == "":
-		problems = append(problems, "/readyz: stayed ready while the disk was full (last: "+readyzSeen+")")
-	case readyzSeen != "" && !diskWords.MatchString(readyzBad) && !strings.Contains(strings.ToLower(readyzBad), "disk") && !strings.Contains(strings.ToLower(readyzBad), "jetstream"):
-		problems = append(problems, "/readyz: not ready, but the reason does not name the disk ("+readyzBad+")")
+		f.readyzBad = fmt.Sprintf("no answer (%d tries): the box kept exiting and restarting", f.readyzDown)
+	case f.readyzBad == "":
+		problems = append(problems, "/readyz: stayed ready while the disk was full (last: "+f.readyzSeen+")")
+	case f.readyzSeen != "" && !diskWords.MatchString(f.readyzBad) && !strings.Contains(lower, "disk") && !strings.Contains(lower, "jetstream"):
+		problems = append(problems, "/readyz: not ready, but the reason does not name the disk ("+f.readyzBad+")")
 	}
-	if len(metricsSeen) == 0 && metricsErr == nil {
+	if len(f.metrics) == 0 && f.metricsErr == nil {
 		problems = append(problems, "/metrics: no leafline metric shows the full disk or a disabled JetStream")
 	}
-	if restartsWhileFull > 0 {
-		in.rec.Info("disk fault: %s exited %d time(s) while the disk was full (restarted by the driver, as a service manager would)", b.name, restartsWhileFull)
+	return problems, logHits
+}
+
+// restartStuck restarts b, which did not resume by itself, and says
+// whether it ACKs again within 60 s.
+func (in *injector) restartStuck(b *box) string {
+	b.stop(syscall.SIGTERM, 20*time.Second)
+	t2 := time.Now()
+	if err := b.start(context.Background(), b.env()); err != nil {
+		in.rec.Info("disk fault: restart of %s: %v", b.name, err)
 	}
-	if !resumed {
-		b.stop(syscall.SIGTERM, 20*time.Second)
-		t2 := time.Now()
-		if err := b.start(context.Background(), b.env()); err != nil {
-			in.rec.Info("disk fault: restart of %s: %v", b.name, err)
+	for time.Since(t2) < 60*time.Second {
+		ctxsleep.For(context.Background(), time.Second)
+		if v, _ := ackedBy(b); v > 0 {
+			return fmt.Sprintf("none by itself; ACKing again %.0fs after a restart by the driver", time.Since(t2).Seconds())
 		}
-		how = "none by itself; after a restart by the driver: no ACK within 60s"
-		for time.Since(t2) < 60*time.Second {
-			ctxsleep.For(ctx, time.Second)
-			if v, _ := acked(); v > 0 {
-				how = fmt.Sprintf("none by itself; ACKing again %.0fs after a restart by the driver", time.Since(t2).Seconds())
-				break
-			}
-		}
-		problems = append(problems, "did not resume within 60s after the space was freed (the process stayed up, stuck)")
 	}
-	note := "ok"
-	if len(problems) > 0 {
-		note = "check failed"
-		in.rec.Finding("full disk at %s: %s\n    log lines while full: %s\n    /readyz while full: %s\n    metrics: %s\n    recovery: %s",
-			b.name, strings.Join(problems, "; "), firstN(logHits, 3), orNone(readyzBad, readyzSeen), firstN(metricsSeen, 5), orNone(how, "none"))
-	} else {
-		in.rec.Info("full disk at %s: stopped ACKing, said why (log: %s; readyz: %s; metrics: %s); %s",
-			b.name, oneLine(logHits[0]), readyzBad, firstN(metricsSeen, 2), how)
-	}
-	in.rec.FaultNote(faultDisk, b.name, time.Since(t0), note)
+	return "none by itself; after a restart by the driver: no ACK within 60s"
 }
 
 func oneLine(s string) string {

@@ -65,6 +65,12 @@ func (in *injector) regular() []string {
 	return out
 }
 
+// schedule is when the next fault of each kind that runs on a schedule
+// (rather than at random) is due.
+type schedule struct {
+	long, disk, corrupt time.Time
+}
+
 // run schedules faults until ctx is done, then waits for every fault to
 // have restored what it broke.
 func (in *injector) run(ctx context.Context) {
@@ -73,15 +79,15 @@ func (in *injector) run(ctx context.Context) {
 	start := time.Now()
 	end := start.Add(o.Duration)
 	never := end.Add(time.Hour)
-	nextLong, nextDisk, nextCorrupt := never, never, never
+	next := schedule{long: never, disk: never, corrupt: never}
 	if o.Faults[faultLinkCut] && o.LongCutEvery > 0 && o.Duration >= o.LongCut+time.Minute {
-		nextLong = start.Add(min(o.Duration/10, time.Minute))
+		next.long = start.Add(min(o.Duration/10, time.Minute))
 	}
 	if o.Faults[faultDisk] && in.c.disk != nil {
-		nextDisk = start.Add(max(o.Duration/5, 15*time.Second))
+		next.disk = start.Add(max(o.Duration/5, 15*time.Second))
 	}
 	if o.Faults[faultCorrupt] {
-		nextCorrupt = start.Add(max(o.Duration*2/5, 20*time.Second))
+		next.corrupt = start.Add(max(o.Duration*2/5, 20*time.Second))
 	}
 	kinds := in.regular()
 	for {
@@ -91,104 +97,116 @@ func (in *injector) run(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		now := time.Now()
-		left := end.Sub(now)
-		if now.After(nextLong) {
-			if left >= o.LongCut+10*time.Second {
-				if l := in.pickLink(); l != nil {
-					in.spawn(func() { in.cut(ctx, l, o.LongCut, true) })
-					nextLong = nextLong.Add(o.LongCutEvery)
-				}
-			} else {
-				nextLong = never
+		in.scheduled(ctx, &next, end.Sub(time.Now()), never)
+		if len(kinds) > 0 {
+			in.random(ctx, kinds[in.rng.IntN(len(kinds))])
+		}
+	}
+}
+
+// scheduled starts the scheduled faults that are due; left is the time
+// left in the fault phase, and never the time of a fault that will not
+// come again.
+func (in *injector) scheduled(ctx context.Context, next *schedule, left time.Duration, never time.Time) {
+	o := in.o
+	now := time.Now()
+	if now.After(next.long) {
+		if left >= o.LongCut+10*time.Second {
+			if l := in.pickLink(); l != nil {
+				in.spawn(func() { in.cut(ctx, l, o.LongCut, true) })
+				next.long = next.long.Add(o.LongCutEvery)
+			}
+		} else {
+			next.long = never
+		}
+	}
+	if now.After(next.disk) {
+		if left < 20*time.Second {
+			next.disk = never
+		} else if e1 := in.c.boxes["edge1"]; e1.mu.TryLock() {
+			hold := 20*time.Second + time.Duration(in.rng.IntN(10))*time.Second
+			in.spawn(func() { in.diskFull(ctx, e1, hold) })
+			next.disk = next.disk.Add(o.DiskEvery)
+		}
+	}
+	if now.After(next.corrupt) {
+		edges := in.c.edges()
+		b := edges[in.rng.IntN(len(edges))]
+		mode := corruptModes[in.nCorr%len(corruptModes)]
+		r := in.rng.Uint64()
+		if left < 30*time.Second {
+			next.corrupt = never
+		} else if b.mu.TryLock() {
+			in.nCorr++
+			in.spawn(func() { in.corrupt(ctx, b, mode, r) })
+			next.corrupt = next.corrupt.Add(o.CorruptEvery)
+		}
+	}
+}
+
+// random starts one fault of kind on a target picked at random.
+func (in *injector) random(ctx context.Context, kind string) {
+	o := in.o
+	switch kind {
+	case faultKill:
+		down := time.Duration(in.rng.IntN(3000)) * time.Millisecond
+		if r := in.c.recv; r != nil && in.rng.IntN(4) == 0 {
+			in.spawn(func() { in.killReceiver(ctx, r, down) })
+			return
+		}
+		if b := in.lockBox(func() *box { return in.pickBox(true) }); b != nil {
+			in.spawn(func() { in.kill(ctx, b, down) })
+		} else {
+			in.rec.Debug("kill skipped: every box picked was busy")
+		}
+	case faultFailpoint:
+		point, p := edgeFailpoints[in.rng.IntN(len(edgeFailpoints))], 0.2 // per batch
+		pick := func() *box { edges := in.c.edges(); return edges[in.rng.IntN(len(edges))] }
+		if in.rng.IntN(6) == 0 {
+			point, p = l1Failpoint, 0.02 // per receipt applied
+			pick = func() *box { return in.c.boxes["l1"] }
+			if in.o.Cleanup && in.rng.IntN(2) == 0 {
+				point, p = l1CleanupFailpoint, 0.05 // per message the cleanup deletes
 			}
 		}
-		if now.After(nextDisk) {
-			if left < 20*time.Second {
-				nextDisk = never
-			} else if e1 := in.c.boxes["edge1"]; e1.mu.TryLock() {
-				hold := 20*time.Second + time.Duration(in.rng.IntN(10))*time.Second
-				in.spawn(func() { in.diskFull(ctx, e1, hold) })
-				nextDisk = nextDisk.Add(o.DiskEvery)
-			}
+		if b := in.lockBox(pick); b != nil {
+			in.spawn(func() { in.failpoint(ctx, b, point, p) })
+		} else {
+			in.rec.Debug("failpoint %s skipped: busy", point)
 		}
-		if now.After(nextCorrupt) {
-			edges := in.c.edges()
-			b := edges[in.rng.IntN(len(edges))]
-			mode := corruptModes[in.nCorr%len(corruptModes)]
-			r := in.rng.Uint64()
-			if left < 30*time.Second {
-				nextCorrupt = never
-			} else if b.mu.TryLock() {
-				in.nCorr++
-				in.spawn(func() { in.corrupt(ctx, b, mode, r) })
-				nextCorrupt = nextCorrupt.Add(o.CorruptEvery)
-			}
+	case faultLinkCut:
+		l := in.pickLink()
+		if l == nil {
+			in.rec.Debug("link cut skipped: every link is cut")
+			return
 		}
-		if len(kinds) == 0 {
-			continue
+		var d time.Duration
+		switch x := in.rng.IntN(10); {
+		case x < 6:
+			d = time.Second + time.Duration(in.rng.IntN(9000))*time.Millisecond
+		case x < 9:
+			d = 10*time.Second + time.Duration(in.rng.IntN(35))*time.Second
+		default:
+			d = 45*time.Second + time.Duration(in.rng.IntN(55))*time.Second
 		}
-		switch kinds[in.rng.IntN(len(kinds))] {
-		case faultKill:
-			down := time.Duration(in.rng.IntN(3000)) * time.Millisecond
-			if r := in.c.recv; r != nil && in.rng.IntN(4) == 0 {
-				in.spawn(func() { in.killReceiver(ctx, r, down) })
-				continue
-			}
-			if b := in.lockBox(func() *box { return in.pickBox(true) }); b != nil {
-				in.spawn(func() { in.kill(ctx, b, down) })
-			} else {
-				in.rec.Debug("kill skipped: every box picked was busy")
-			}
-		case faultFailpoint:
-			point, p := edgeFailpoints[in.rng.IntN(len(edgeFailpoints))], 0.2 // per batch
-			pick := func() *box { edges := in.c.edges(); return edges[in.rng.IntN(len(edges))] }
-			if in.rng.IntN(6) == 0 {
-				point, p = l1Failpoint, 0.02 // per receipt applied
-				pick = func() *box { return in.c.boxes["l1"] }
-				if in.o.Cleanup && in.rng.IntN(2) == 0 {
-					point, p = l1CleanupFailpoint, 0.05 // per message the cleanup deletes
-				}
-			}
-			if b := in.lockBox(pick); b != nil {
-				in.spawn(func() { in.failpoint(ctx, b, point, p) })
-			} else {
-				in.rec.Debug("failpoint %s skipped: busy", point)
-			}
-		case faultLinkCut:
-			l := in.pickLink()
-			if l == nil {
-				in.rec.Debug("link cut skipped: every link is cut")
-				continue
-			}
-			var d time.Duration
-			switch x := in.rng.IntN(10); {
-			case x < 6:
-				d = time.Second + time.Duration(in.rng.IntN(9000))*time.Millisecond
-			case x < 9:
-				d = 10*time.Second + time.Duration(in.rng.IntN(35))*time.Second
-			default:
-				d = 45*time.Second + time.Duration(in.rng.IntN(55))*time.Second
-			}
-			in.spawn(func() { in.cut(ctx, l, d, false) })
-		case faultPowerCut:
-			down := time.Duration(in.rng.IntN(3000)) * time.Millisecond
-			torn, seed := in.rng.IntN(2) == 0, in.rng.Uint64()
-			if b := in.lockBox(in.pickPowerBox); b != nil {
-				in.spawn(func() { in.powerCut(ctx, b, down, torn, seed) })
-			} else {
-				in.rec.Debug("power cut skipped: every box picked was busy")
-			}
-		case faultPause:
-			d := time.Duration(float64(o.AckWait) * (1.2 + 1.8*in.rng.Float64()))
-			if b := in.lockBox(func() *box { return in.pickBox(false) }); b != nil {
-				in.spawn(func() { in.pause(ctx, b, d) })
-			}
-		case faultNetns:
-			d := 3*time.Second + time.Duration(in.rng.IntN(40))*time.Second
-			if in.c.ns.busy.CompareAndSwap(false, true) {
-				in.spawn(func() { in.nsCut(ctx, d) })
-			}
+		in.spawn(func() { in.cut(ctx, l, d, false) })
+	case faultPowerCut:
+		down := time.Duration(in.rng.IntN(3000)) * time.Millisecond
+		torn, seed := in.rng.IntN(2) == 0, in.rng.Uint64()
+		if b := in.lockBox(in.pickPowerBox); b != nil {
+			in.spawn(func() { in.powerCut(ctx, b, down, torn, seed) })
+		} else {
+			in.rec.Debug("power cut skipped: every box picked was busy")
+		}
+	case faultPause:
+		d := time.Duration(float64(o.AckWait) * (1.2 + 1.8*in.rng.Float64()))
+		if b := in.lockBox(func() *box { return in.pickBox(false) }); b != nil {
+			in.spawn(func() { in.pause(ctx, b, d) })
+		}
+	case faultNetns:
+		d := 3*time.Second + time.Duration(in.rng.IntN(40))*time.Second
+		if in.c.ns.busy.CompareAndSwap(false, true) {
+			in.spawn(func() { in.nsCut(ctx, d) })
 		}
 	}
 }
