@@ -35,151 +35,182 @@ type consumerPlan struct {
 
 // sitePlan derives the streams and consumers of one site from the topology.
 //
-// Every link that crosses a leafnode uses durable sourcing: the owner of the
-// source stream creates a durable push consumer (AckFlowControl, 1s
-// heartbeat) per downstream site, and the downstream stream binds to it by
-// name. A durable source resumes within about a second after a long cut,
-// where an ephemeral one can take tens of seconds (its create request,
-// sent during the outage, blocks recovery for its timeout plus backoff).
+// Each link takes a stream by its transport (topology.LinkTransport): by
+// the relay, whose consumer the owner of the stream creates and the taker
+// pulls (package hop), or by durable stream sourcing. For sourcing, the
+// owner of the source stream creates a durable push consumer
+// (AckFlowControl, 1s heartbeat) per downstream site, and the downstream
+// stream binds to it by name. A durable source resumes within about a
+// second after a long cut, where an ephemeral one can take tens of seconds
+// (its create request, sent during the outage, blocks recovery for its
+// timeout plus backoff).
 //
 // An edge in direct delivery mode (topology Site.DeliveryMode) owns only its
-// receipts and DLQ streams: it has no L2A, and its hub creates no source
-// consumer on HA for it (the hub keeps HA, which its sourced edges use and
-// which lets an edge switch back to sourced with the full history). An
-// L2A left from an earlier sourced run is neither used nor deleted.
+// receipts and DLQ streams: it has no L2A, and its hub creates no consumer
+// on HA for it (the hub keeps HA, which its other edges use and which lets
+// an edge switch back with the full history). An L2A left from an earlier
+// run is neither used nor deleted.
 func sitePlan(cfg *topology.Config, site *topology.Site) plan {
-	t := cfg.Topology
-	ev, rc := t.Events, t.Receipts
-	maxBytes := cfg.JetStream.MaxStreamBytes
-	var p plan
-	base := func(name string) jetstream.StreamConfig {
-		return jetstream.StreamConfig{
-			Name:       name,
-			Storage:    jetstream.FileStorage,
-			Retention:  jetstream.LimitsPolicy,
-			Discard:    jetstream.DiscardNew,
-			MaxBytes:   maxBytes,
-			Duplicates: ev.DuplicateWindow.D(),
-		}
-	}
-	// sourced is a stream that only sources: no Nats-Msg-Id window. The
-	// sourcing itself tracks the upstream sequence, and every consumer
-	// downstream is idempotent by key (the edge's outbox by receipt key,
-	// L1 by event_id), so a window would only cost memory and CPU on every
-	// hop: about 190 bytes per message stored in the last window, which a
-	// backlog catching up after a cut fills with every event.
-	sourced := func(name string) jetstream.StreamConfig {
-		c := base(name)
-		c.Duplicates = 0
-		return c
-	}
-	// sourceFrom binds a stream to the durable consumer that the owner of
-	// the upstream stream created for this site.
-	sourceFrom := func(stream string, from *topology.Site) *jetstream.StreamSource {
-		return &jetstream.StreamSource{
-			Name:     stream,
-			External: &jetstream.ExternalStream{APIPrefix: topology.APIPrefix(from.Domain)},
-			Consumer: &jetstream.StreamConsumerSource{
-				Name:           topology.SourceConsumerName(site.Name),
-				DeliverSubject: topology.SourceDeliverSubject(from.Name, stream, site.Name),
-			},
-		}
-	}
-	// serve creates, on a stream this site owns, the durable source consumer
-	// for a downstream site.
-	serve := func(stream string, down *topology.Site, filter string) {
-		if relayed(t, site, down) {
-			p.consumers = append(p.consumers, consumerPlan{stream: stream, cfg: relayConsumerConfig(down, filter),
-				eitherAck: true, replaces: topology.SourceConsumerName(down.Name)})
-			return
-		}
-		p.consumers = append(p.consumers, consumerPlan{stream: stream, replaces: topology.RelayConsumerName(down.Name), cfg: jetstream.ConsumerConfig{
-			Durable:        topology.SourceConsumerName(down.Name),
-			Description:    "leafline durable source for " + down.Name,
-			DeliverPolicy:  jetstream.DeliverAllPolicy,
-			AckPolicy:      jetstream.AckFlowControlPolicy,
-			MaxAckPending:  sourceMaxAckPending,
-			FilterSubject:  filter,
-			DeliverSubject: topology.SourceDeliverSubject(site.Name, stream, down.Name),
-			FlowControl:    true,
-			IdleHeartbeat:  time.Second,
-		}})
-	}
-	up, _ := t.Site(site.Upstream)
-	// take makes c take stream from the site from, by the link's transport.
-	take := func(c *jetstream.StreamConfig, stream string, from *topology.Site) *jetstream.StreamSource {
-		if relayed(t, site, from) {
-			relayInto(c, site)
-			return nil
-		}
-		src := sourceFrom(stream, from)
-		c.Sources = append(c.Sources, src)
-		return src
-	}
-
+	pl := &planner{cfg: cfg, t: cfg.Topology, site: site}
 	switch site.Role {
 	case topology.RoleL1:
-		origin := base(ev.OriginStream)
-		origin.Subjects = ev.Subjects
-		origin.Description = "leafline origin events"
-		origin.AllowAtomicPublish = true // leafline publish writes atomic batches
-		r1 := sourced(rc.L1Stream)
-		r1.Description = "leafline receipts at L1"
-		for _, hub := range t.Downstream(site.Name) {
-			serve(ev.OriginStream, hub, "")
-			take(&r1, rc.HubStream, hub)
-		}
-		p.streams = append(p.streams, origin, r1)
+		pl.l1()
 	case topology.RoleHub:
-		ha := sourced(ev.HubStream)
-		ha.Description = "leafline events at hub"
-		take(&ha, ev.OriginStream, up)
-		rh := sourced(rc.HubStream)
-		rh.Description = "leafline receipts at hub"
-		for _, e := range t.Downstream(site.Name) {
-			// A direct-mode edge consumes L1A itself: no source for it on HA.
-			if !e.Direct() {
-				serve(ev.HubStream, e, e.Filter)
-			}
-			// Each edge's link carries only its own site's receipts
-			// (topology.ReceiptBinding).
-			if src := take(&rh, rc.EdgeStream, e); src != nil {
-				from, to := t.ReceiptBinding(e.Name)
-				src.SubjectTransforms = []jetstream.SubjectTransformConfig{{Source: from, Destination: to}}
-			}
-		}
-		serve(rc.HubStream, up, "")
-		p.streams = append(p.streams, ha, rh)
+		pl.hub()
 	case topology.RoleEdge:
-		// A direct-mode edge has no events stream of its own: its sink
-		// consumer lives on L1A at L1 and is reconciled by the box itself
-		// through the links (direct.go), not by this plan, so that the
-		// box starts while L1 is unreachable.
-		if !site.Direct() {
-			l2 := sourced(ev.EdgeStream)
-			l2.Description = "leafline events at edge"
-			take(&l2, ev.HubStream, up)
-			p.streams = append(p.streams, l2)
+		pl.edge()
+	}
+	return pl.p
+}
+
+// planner builds the plan of one site.
+type planner struct {
+	cfg  *topology.Config
+	t    *topology.Topology
+	site *topology.Site
+	p    plan
+}
+
+// base is a stream of the site with the events' duplicate window.
+func (pl *planner) base(name string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:       name,
+		Storage:    jetstream.FileStorage,
+		Retention:  jetstream.LimitsPolicy,
+		Discard:    jetstream.DiscardNew,
+		MaxBytes:   pl.cfg.JetStream.MaxStreamBytes,
+		Duplicates: pl.t.Events.DuplicateWindow.D(),
+	}
+}
+
+// sourced is a stream that only takes from a link: no Nats-Msg-Id window.
+// The link itself tracks the upstream sequence, and every consumer
+// downstream is idempotent by key (the edge's outbox by receipt key, L1 by
+// event_id), so a window would only cost memory and CPU on every hop:
+// about 190 bytes per message stored in the last window, which a backlog
+// catching up after a cut fills with every event.
+func (pl *planner) sourced(name string) jetstream.StreamConfig {
+	c := pl.base(name)
+	c.Duplicates = 0
+	return c
+}
+
+// serve creates, on a stream this site owns, the consumer that a
+// downstream site takes it with.
+func (pl *planner) serve(stream string, down *topology.Site, filter string) {
+	if relayed(pl.t, pl.site, down) {
+		pl.p.consumers = append(pl.p.consumers, consumerPlan{stream: stream, cfg: relayConsumerConfig(down, filter),
+			eitherAck: true, replaces: topology.SourceConsumerName(down.Name)})
+		return
+	}
+	pl.p.consumers = append(pl.p.consumers, consumerPlan{stream: stream, replaces: topology.RelayConsumerName(down.Name), cfg: jetstream.ConsumerConfig{
+		Durable:        topology.SourceConsumerName(down.Name),
+		Description:    "leafline durable source for " + down.Name,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckFlowControlPolicy,
+		MaxAckPending:  sourceMaxAckPending,
+		FilterSubject:  filter,
+		DeliverSubject: topology.SourceDeliverSubject(pl.site.Name, stream, down.Name),
+		FlowControl:    true,
+		IdleHeartbeat:  time.Second,
+	}})
+}
+
+// take makes c take stream from the site from, by the link's transport.
+// With sourcing it returns the source, bound to the durable consumer that
+// from created for this site; with the relay, nil.
+func (pl *planner) take(c *jetstream.StreamConfig, stream string, from *topology.Site) *jetstream.StreamSource {
+	if relayed(pl.t, pl.site, from) {
+		relayInto(c, pl.site)
+		return nil
+	}
+	src := &jetstream.StreamSource{
+		Name:     stream,
+		External: &jetstream.ExternalStream{APIPrefix: topology.APIPrefix(from.Domain)},
+		Consumer: &jetstream.StreamConsumerSource{
+			Name:           topology.SourceConsumerName(pl.site.Name),
+			DeliverSubject: topology.SourceDeliverSubject(from.Name, stream, pl.site.Name),
+		},
+	}
+	c.Sources = append(c.Sources, src)
+	return src
+}
+
+// l1 plans the origin stream, served to every hub, and the receipts
+// stream, taken from every hub.
+func (pl *planner) l1() {
+	ev, rc := pl.t.Events, pl.t.Receipts
+	origin := pl.base(ev.OriginStream)
+	origin.Subjects = ev.Subjects
+	origin.Description = "leafline origin events"
+	origin.AllowAtomicPublish = true // leafline publish writes atomic batches
+	r1 := pl.sourced(rc.L1Stream)
+	r1.Description = "leafline receipts at L1"
+	for _, hub := range pl.t.Downstream(pl.site.Name) {
+		pl.serve(ev.OriginStream, hub, "")
+		pl.take(&r1, rc.HubStream, hub)
+	}
+	pl.p.streams = append(pl.p.streams, origin, r1)
+}
+
+// hub plans the events stream, taken from L1 and served to each edge, and
+// the receipts stream, taken from each edge and served to L1.
+func (pl *planner) hub() {
+	t, ev, rc := pl.t, pl.t.Events, pl.t.Receipts
+	up, _ := t.Site(pl.site.Upstream)
+	ha := pl.sourced(ev.HubStream)
+	ha.Description = "leafline events at hub"
+	pl.take(&ha, ev.OriginStream, up)
+	rh := pl.sourced(rc.HubStream)
+	rh.Description = "leafline receipts at hub"
+	for _, e := range t.Downstream(pl.site.Name) {
+		// A direct-mode edge consumes L1A itself: nothing for it on HA.
+		if !e.Direct() {
+			pl.serve(ev.HubStream, e, e.Filter)
 		}
-		re := base(rc.EdgeStream)
-		re.Description = "leafline receipts at edge"
-		re.Subjects = []string{t.ReceiptFilter(site.Name)}
-		// Receipts are written in atomic batches: one fsync per batch.
-		re.AllowAtomicPublish = true
-		re.Duplicates = rc.DuplicateWindow.D()
-		serve(rc.EdgeStream, up, "")
-		p.streams = append(p.streams, re)
-		if cfg.DeadLetter.Enabled {
-			dlq := base(cfg.DeadLetter.Stream)
-			dlq.Description = "leafline dead letters"
-			dlq.Subjects = []string{cfg.DeadLetter.Subject}
-			p.streams = append(p.streams, dlq)
-		}
-		if !site.Direct() {
-			p.consumers = append(p.consumers, consumerPlan{stream: ev.EdgeStream, cfg: sinkConsumerConfig(cfg)})
+		// Each edge's link carries only its own site's receipts
+		// (topology.ReceiptBinding).
+		if src := pl.take(&rh, rc.EdgeStream, e); src != nil {
+			from, to := t.ReceiptBinding(e.Name)
+			src.SubjectTransforms = []jetstream.SubjectTransformConfig{{Source: from, Destination: to}}
 		}
 	}
-	return p
+	pl.serve(rc.HubStream, up, "")
+	pl.p.streams = append(pl.p.streams, ha, rh)
+}
+
+// edge plans the events stream taken from the hub with the sink's
+// consumer on it, the receipts stream served to the hub, and the DLQ.
+func (pl *planner) edge() {
+	t, ev, rc, site := pl.t, pl.t.Events, pl.t.Receipts, pl.site
+	up, _ := t.Site(site.Upstream)
+	// A direct-mode edge has no events stream of its own: its sink
+	// consumer lives on L1A at L1 and is reconciled by the box itself
+	// through the links (direct.go), not by this plan, so that the
+	// box starts while L1 is unreachable.
+	if !site.Direct() {
+		l2 := pl.sourced(ev.EdgeStream)
+		l2.Description = "leafline events at edge"
+		pl.take(&l2, ev.HubStream, up)
+		pl.p.streams = append(pl.p.streams, l2)
+	}
+	re := pl.base(rc.EdgeStream)
+	re.Description = "leafline receipts at edge"
+	re.Subjects = []string{t.ReceiptFilter(site.Name)}
+	// Receipts are written in atomic batches: one fsync per batch.
+	re.AllowAtomicPublish = true
+	re.Duplicates = rc.DuplicateWindow.D()
+	pl.serve(rc.EdgeStream, up, "")
+	pl.p.streams = append(pl.p.streams, re)
+	if dl := pl.cfg.DeadLetter; dl.Enabled {
+		dlq := pl.base(dl.Stream)
+		dlq.Description = "leafline dead letters"
+		dlq.Subjects = []string{dl.Subject}
+		pl.p.streams = append(pl.p.streams, dlq)
+	}
+	if !site.Direct() {
+		pl.p.consumers = append(pl.p.consumers, consumerPlan{stream: ev.EdgeStream, cfg: sinkConsumerConfig(pl.cfg)})
+	}
 }
 
 // sinkConsumerConfig is the edge's durable pull consumer on its events stream.
