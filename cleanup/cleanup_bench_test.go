@@ -30,7 +30,7 @@ var (
 // applies the receipts of the other n while the cleaner deletes the first
 // n, each after its audit record (receipts/s with-cleanup, deletes/s).
 //
-//	go test ./receipts/ -run '^$' -bench Cleanup -benchtime=1x
+//	go test ./cleanup/ -run '^$' -bench Cleanup -benchtime=1x
 func BenchmarkCleanup(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()

@@ -33,7 +33,7 @@ var benchBatchN = flag.Int("receipts.batch-n", 5000, "BenchmarkApplyBatched: rec
 // flushes the disk under the temp dir completed per receipt (flush/rcpt,
 // -1 where the kernel does not count them; the count is the whole disk's).
 //
-//	go test ./receipts/ -run '^$' -bench ApplyBatched -benchtime=1x
+//	go test ./completion/ -run '^$' -bench ApplyBatched -benchtime=1x
 func BenchmarkApplyBatched(b *testing.B) {
 	b.Run("per-receipt", func(b *testing.B) { benchApplyMode(b, *benchBatchN, 1) })
 	b.Run("batched", func(b *testing.B) { benchApplyMode(b, *benchBatchN, completion.DefaultApplyBatch) })

@@ -69,7 +69,7 @@ func rawConsume(b *testing.B, js jetstream.JetStream, name string, n int) time.D
 //     from L1A (reported as origin-events/s); each receipt then completes a
 //     pending event (read, compare-and-set, two index removals: 4 round trips).
 //
-//     go test ./receipts/ -run '^$' -bench Apply100k -benchtime=1x
+//     go test ./completion/ -run '^$' -bench Apply100k -benchtime=1x
 //
 // -receipts.n sets the count; with -receipts.sync-always the server
 // fsyncs every write, as leafline's boxes do; -receipts.lanes sets the

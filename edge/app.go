@@ -1,15 +1,12 @@
 package edge
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,15 +20,11 @@ import (
 
 	"github.com/leafline/leafline/cleanup"
 	"github.com/leafline/leafline/completion"
-	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/completion/state"
-	"github.com/leafline/leafline/edge/eventid"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/dirsync"
 	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/outbox"
-	"github.com/leafline/leafline/receipt"
-	"github.com/leafline/leafline/status"
 
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/status/console"
@@ -78,7 +71,7 @@ type App struct {
 	opsFailed atomic.Value                    // error: the ops server failed
 	opsSrv    atomic.Pointer[server.Server]   // the current server, for the ops handlers
 	opsL1     atomic.Pointer[l1Ops]           // the current completion service and its status API
-	opsFleet  atomic.Pointer[console.Console] // the current L1 console (fleet.go)
+	opsFleet  atomic.Pointer[console.Console] // the current L1 console (role_l1_fleet.go)
 	opsDirect atomic.Pointer[directConsumer]  // the current direct-mode sink consumer
 	opsState  atomic.Pointer[state.State]     // L1's current completion state
 	ready     chan struct{}
@@ -261,7 +254,7 @@ func (a *App) start(ctx context.Context) error {
 			"sync_interval", cfg.JetStream.SyncInterval)
 	}
 	if a.site.Role == topology.RoleEdge {
-		if err := a.openOutbox(); err != nil { // see lockfirst.go
+		if err := a.openOutbox(); err != nil { // see outbox_open.go
 			return err
 		}
 	}
@@ -307,242 +300,6 @@ func (a *App) start(ctx context.Context) error {
 	return nil
 }
 
-func (a *App) startEdge(ctx context.Context) error {
-	cfg := a.cfg
-	ob := a.ob // opened first, by start
-	var err error
-	// A full integrity check (record checksums included) before anything
-	// is published from the file: a corrupt outbox stops the box with the
-	// file named, and is never replaced by an empty one.
-	if err := ob.Check(); err != nil {
-		return err
-	}
-	if cfg.Signing.KeyFile != "" {
-		if a.signer, err = loadSigner(cfg.Signing.KeyFile, a.site.ReceiptKey); err != nil {
-			return err
-		}
-	}
-	cons, err := a.sinkConsumer(ctx)
-	if err != nil {
-		return fmt.Errorf("sink consumer: %w", err)
-	}
-	// The server stages one atomic batch at a time per connection: a
-	// second connection lets the runner's second publisher overlap its
-	// batch with the first's (runner.Options.Publishers).
-	if a.pubNC, err = nats.Connect("", nats.InProcessServer(a.srv), nats.Name("leafline-"+a.site.Name+"-receipts"),
-		nats.MaxReconnects(-1)); err != nil {
-		return fmt.Errorf("connect to embedded server: %w", err)
-	}
-	js2, err := jetstream.New(a.pubNC)
-	if err != nil {
-		return err
-	}
-	progress, err := inProgressInterval(cfg.Delivery, cons.CachedInfo().Config.AckWait)
-	if err != nil {
-		return err
-	}
-	ro := runner.Options{
-		Config:   cfg,
-		Site:     a.site.Name,
-		NC:       sinkConn(cons, a.nc), // a direct consumer's own connection
-		JS:       a.js,
-		Progress: progress,
-		Consumer: cons,
-		Outbox:   ob,
-		Publishers: []outbox.Publisher{
-			&receiptPublisher{js: a.js, signer: a.signer},
-			&receiptPublisher{js: js2, signer: a.signer},
-		},
-		Metrics: a.metrics.runner(),
-		Log:     a.log.With("component", "runner"),
-		Wrote:   a.wrote,
-		Hooks:   a.opts.runnerHooks,
-	}
-	switch {
-	case a.opts.sink != nil:
-		ro.Sink = a.opts.sink
-	case a.opts.txSink != nil:
-		ro.TxSink = a.opts.txSink
-	default:
-		if a.opened, err = sink.Open(cfg.Sink, sink.Deps{NC: a.nc, Log: a.log, Count: a.metrics.sink()}); err != nil {
-			return err
-		}
-		ro.Sink, ro.TxSink = a.opened.Sink, a.opened.TxSink
-	}
-	if a.run, err = runner.New(ro); err != nil {
-		return err
-	}
-	if d, ok := cons.(*directConsumer); ok {
-		a.opsDirect.Store(d)
-	}
-	return nil
-}
-
-func (a *App) startL1(ctx context.Context) error {
-	cfg, t := a.cfg, a.cfg.Topology
-	filters := map[string]string{}
-	var sites []string
-	for _, e := range t.Edges() {
-		filters[e.Name] = e.Filter
-		sites = append(sites, e.Name)
-	}
-	svc, err := completion.NewService(completion.ServiceConfig{
-		JS: a.js,
-		// The completion records live in a local file folded from a log
-		// stream that every l1 box on this JetStream shares (package
-		// completion); the bucket of the previous layout is imported once.
-		OpenState: func(ctx context.Context) (record.State, error) {
-			st, err := state.Open(ctx, state.Config{
-				JS:              a.js,
-				Path:            filepath.Join(a.cfg.DataDir, completionFile),
-				Replicas:        a.replicas(),
-				ImportBucket:    cfg.Completion.Bucket,
-				OverdueAfter:    cfg.Completion.OverdueAfter.D(),
-				Sites:           sites,
-				HoldUntilOrigin: true,
-				Logger:          a.log,
-			})
-			if err != nil {
-				return nil, err
-			}
-			a.state = st
-			a.opsState.Store(st)
-			a.metrics.watchState(st)
-			return st, nil
-		},
-		Stream:            t.Receipts.L1Stream,
-		Consumer:          cfg.Completion.Consumer,
-		Bucket:            cfg.Completion.Bucket,
-		Replicas:          a.replicas(),
-		History:           cfg.Completion.History,
-		QuarantineStream:  cfg.Completion.QuarantineStream,
-		QuarantineSubject: cfg.Completion.QuarantineSubject,
-		Accept:            acceptReceipt(t),
-		Verify:            verifyReceipt(t),
-		// A receipt speaks only for the site that sent it: the hub binds
-		// each link's receipts to its site's subjects, and an edge reports
-		// only for itself (its processor is its site name).
-		SubjectPrefix:   t.Receipts.SubjectPrefix,
-		ProcessorIsSite: true,
-		// The service also follows the origin stream, with its own
-		// consumer, so that every published event has a pending record
-		// and can be reported overdue. It ACKs nothing that matters on
-		// L1A: a receipt is not an ACK of the origin message,
-		// and deletes nothing there.
-		OriginStream:  t.Events.OriginStream,
-		OriginEventID: eventid.Extractor(cfg.EventID),
-		Expected:      completion.ExpectedByFilter(filters),
-		OverdueAfter:  cfg.Completion.OverdueAfter.D(),
-		RedriveAfter:  cfg.Completion.RedriveAfter.D(),
-		// A receipt for an event L1 has not seen is held: for hold_for at
-		// most, and within the bounds of its site.
-		HoldFor:             cfg.Completion.HoldFor.D(),
-		HeldMaxPerSite:      cfg.Completion.HeldMaxPerSite,
-		HeldMaxBytesPerSite: cfg.Completion.HeldMaxBytesPerSite,
-		// The state commits whatever is waiting as one log entry and one
-		// transaction: large batches make few, large commits.
-		ApplyBatch: state.ServiceApplyBatch,
-		BatchSize:  state.ServiceBatchSize,
-		Sites:      sites,
-		Logger:     a.log.With("component", "completion"),
-	})
-	if err != nil {
-		return err
-	}
-	if err := svc.Setup(ctx); err != nil {
-		return fmt.Errorf("completion service: %w", err)
-	}
-	a.svc = svc
-	a.opsL1.Store(&l1Ops{svc: svc, status: status.NewHTTPHandler(svc)})
-	a.metrics.watchCompletions(svc.Stats)
-	a.metrics.watchRefusals(svc.Refusals)
-	a.metrics.watchHeld(svc.HeldBySite, sites)
-	a.metrics.watchUnidentified(svc.UnidentifiedCount)
-	if err := a.startCleanup(svc); err != nil {
-		return err
-	}
-	// Any NATS client can ask "what happened to event X?" (nats micro ls).
-	if a.micro, err = status.StartMicro(a.nc, svc, status.MicroConfig{}); err != nil {
-		return fmt.Errorf("status micro service: %w", err)
-	}
-	return nil
-}
-
-// loadSigner reads the edge's nkey seed and checks that it is the key the
-// topology publishes for this site, so that L1 will verify what it signs.
-func loadSigner(path, want string) (nkeys.KeyPair, error) {
-	seed, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("signing.key_file: %w", err)
-	}
-	kp, err := nkeys.FromSeed(bytes.TrimSpace(seed))
-	if err != nil {
-		return nil, fmt.Errorf("signing.key_file %s: not an nkey seed: %w", path, err)
-	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("signing.key_file %s: %w", path, err)
-	}
-	if pub != want {
-		return nil, fmt.Errorf("signing.key_file %s: its public key %s is not this site's receipt_key %s in the topology", path, pub, want)
-	}
-	return kp, nil
-}
-
-// verifyReceipt checks each receipt against the public key its site has in
-// the topology. A site with a receipt_key must sign: an unsigned, forged or
-// altered receipt is quarantined, never applied. A site without one is
-// accepted unverified. The receipts of one signed batch cost one signature
-// verification between them (receipt.Verifier).
-func verifyReceipt(t *topology.Topology) func(receipt.Receipt, []byte, nats.Header) (bool, error) {
-	v := receipt.NewVerifier()
-	return func(r receipt.Receipt, data []byte, h nats.Header) (bool, error) {
-		s, ok := t.Site(r.Site)
-		if !ok || s.ReceiptKey == "" {
-			return false, nil
-		}
-		if err := v.VerifyMsg(s.ReceiptKey, data, h); err != nil {
-			return false, fmt.Errorf("site %s: %w", r.Site, err)
-		}
-		return true, nil
-	}
-}
-
-// inProgressInterval is the InProgress heartbeat interval, checked against
-// the consumer's real AckWait: a heartbeat must arrive well before the
-// server would redeliver.
-func inProgressInterval(d topology.DeliveryConfig, ackWait time.Duration) (time.Duration, error) {
-	if !d.InProgress.Enabled {
-		return 0, nil
-	}
-	iv := time.Duration(d.InProgress.IntervalMS) * time.Millisecond
-	if iv == 0 {
-		iv = ackWait / 3
-	}
-	if iv <= 0 || float64(iv) >= 0.8*float64(ackWait) {
-		return 0, fmt.Errorf("delivery.in_progress.interval_ms: %s must be below 80%% of the consumer's AckWait (%s)", iv, ackWait)
-	}
-	return iv, nil
-}
-
-// acceptReceipt refuses receipts from sites the topology does not know as
-// edges, or for origin streams other than the topology's.
-func acceptReceipt(t *topology.Topology) func(receipt.Receipt) error {
-	return func(r receipt.Receipt) error {
-		s, ok := t.Site(r.Site)
-		if !ok || s.Role != topology.RoleEdge {
-			return fmt.Errorf("receipt from unknown edge site %q", r.Site)
-		}
-		if p, ok := t.Site(r.Processor); !ok || p.Role != topology.RoleEdge {
-			return fmt.Errorf("receipt names unknown processor %q", r.Processor)
-		}
-		if r.OriginStream != t.Events.OriginStream {
-			return fmt.Errorf("receipt names unknown origin stream %q", r.OriginStream)
-		}
-		return nil
-	}
-}
-
 func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { return a.monitor(ctx) })
 	if a.run != nil {
@@ -569,7 +326,7 @@ func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	if held := a.held; len(held) > 0 {
 		g.Go(func() error { a.positionSources(ctx, held); return nil })
 	}
-	a.startFleetLoops(ctx, g) // see fleet.go
+	a.startFleetLoops(ctx, g) // see role_l1_fleet.go
 	if err := a.startHopRelays(ctx, g); err != nil {
 		g.Go(func() error { return err })
 	}

@@ -19,7 +19,7 @@ import (
 // Direct delivery mode (topology Site.DeliveryMode "direct"): the edge's
 // sink runner consumes the origin stream on L1 itself, through both
 // leafnode links, with L1's JetStream API prefix, and ACKs the original
-// delivery on L1. L1 creates the consumer (direct_guard.go); the edge only
+// delivery on L1. L1 creates the consumer (role_l1_direct_guard.go); the edge only
 // binds to it. The receipt path is unchanged.
 
 const (

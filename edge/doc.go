@@ -142,12 +142,12 @@
 //
 // # Redrive: the end-to-end repair
 //
-// Every hop is a JetStream source, and a hop that skips a message (the
-// chaos runs saw nats-server durable sourcing do so after an L1 restart
-// during a long cut) would lose an event or a receipt silently. L1 sees it:
+// A hop that skips a message (nats-server durable sourcing was seen to do
+// so after an L1 restart during a long cut) would lose an event or a
+// receipt silently. L1 sees it:
 // the event stays pending for that edge while the edge reports later
 // events. L1 then publishes the event again on the origin stream
-// (receipts/redrive.go, completion.redrive_after). An edge that gets such
+// (completion/redrive.go, completion.redrive_after). An edge that gets such
 // a copy (header Leafline-Redrive) processes it idempotently and publishes
 // its receipt again even when its outbox has it published — the receipt
 // may be what was lost. Duplicates are absorbed at L1.

@@ -54,7 +54,7 @@ type Metrics struct {
 	held  heldMetrics     // see metrics_held.go
 	links linkMetrics     // see metrics_links.go
 
-	cleanup cleanupMetrics // see cleanup.go
+	cleanup cleanupMetrics // see role_l1_cleanup.go
 }
 
 func newMetrics(site, role string) *Metrics {

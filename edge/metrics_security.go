@@ -18,7 +18,7 @@ type securityMetrics struct {
 	refusalsOnce sync.Once
 	violations   *prometheus.CounterVec // kind, conn
 	// directAltered counts the checks that found a direct edge's consumer
-	// on L1 not the shape L1 creates, or deleted (direct_guard.go).
+	// on L1 not the shape L1 creates, or deleted (role_l1_direct_guard.go).
 	directAltered *prometheus.CounterVec // edge
 
 	last atomic.Pointer[LinkViolation]

@@ -39,7 +39,7 @@ func (a *App) opsHandler() http.Handler {
 			}
 			l1.status.ServeHTTP(w, r)
 		})
-		mux.Handle("/console/", a.consoleHandler()) // see fleet.go
+		mux.Handle("/console/", a.consoleHandler()) // see role_l1_fleet.go
 	}
 	if a.cfg.Ops.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)

@@ -14,7 +14,7 @@ type options struct {
 	sink        sink.Sink
 	txSink      sink.TxSink
 	runnerHooks runner.Hooks
-	// consoleSample is L1's console sampling interval (fleet.go).
+	// consoleSample is L1's console sampling interval (role_l1_fleet.go).
 	consoleSample time.Duration
 	// keepFree, when set, replaces stopFreeBytes (storage.go).
 	keepFree func(total uint64) uint64

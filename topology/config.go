@@ -297,7 +297,7 @@ type CompletionConfig struct {
 	// RedriveAfter: an event that an alive edge has still not reported
 	// this long after it was published (and after overdue_after) is
 	// published again on the origin stream, so that an event or receipt a
-	// hop lost is repaired end to end (see receipts/redrive.go). It must
+	// hop lost is repaired end to end (see completion/redrive.go). It must
 	// exceed events.duplicate_window. Zero value means 10m.
 	RedriveAfter Duration `json:"redrive_after,omitempty"`
 	// HoldFor is how long L1 holds a receipt for an event whose origin it

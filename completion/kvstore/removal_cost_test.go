@@ -34,7 +34,7 @@ var (
 //
 // A process's fsyncs are counted from outside, e.g.
 //
-//	go test -c -o /tmp/rx.test ./receipts/
+//	go test -c -o /tmp/rx.test ./completion/kvstore/
 //	strace -f -c -e trace=fsync,fdatasync /tmp/rx.test -test.run '^$' \
 //	    -test.bench IndexRemoval -test.benchtime 1x -receipts.removal purge
 //
