@@ -48,6 +48,10 @@ phases (--only, comma-separated; default all of them):
   wire  bytes on the edge link per event down and per receipt up, with
      compression off, s2_fast and s2_best (--wire events each, on the
      first --transport)
+  cap  the edge link capped at 64KB/s (64,000 bytes a second) each way,
+     over the relay, with a backlog both ways: the message bytes it
+     carries down and up over --cap-window, and cap_error_pct, how far
+     the rate is from the cap
   expiry  --expiry events that go stale behind a cut edge link (expire_after
      2s): each must end expired at L1 once, none processed, none pending
   r  peak RSS of an edge run as a separate leafline process
@@ -80,7 +84,7 @@ type benchFlags struct {
 	rss, batch, backlogBatch, wire, expiry       int
 	l1Events, l1Tracked                          int
 	cuts, rate, fleetEdges, fleetEvents          int
-	cutFor, fleetCut                             time.Duration
+	cutFor, fleetCut, capWindow                  time.Duration
 	unsigned, insecure, verbose, full            bool
 	// the sinks table
 	events         int
@@ -106,6 +110,7 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.rss, "rss", 100_000, "backlog of the separate-process edge (r)")
 	fs.IntVar(&f.wire, "wire", 2000, "events per compression mode (wire)")
 	fs.IntVar(&f.expiry, "expiry", 1000, "events that go stale behind a cut link (expiry)")
+	fs.DurationVar(&f.capWindow, "cap-window", time.Minute, "how long cap measures the capped link")
 	fs.IntVar(&f.l1Events, "l1-events", 100_000, "events L1 applies alone (l1)")
 	fs.IntVar(&f.l1Tracked, "l1-tracked", 1_000_000, "events tracked for l1's flat cost and summary")
 	fs.IntVar(&f.cuts, "cuts", 20, "link cuts (l)")
@@ -182,7 +187,7 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 		Phases: phases, Transports: list(f.transport),
 		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
 		Probe: f.prob, RSS: f.rss, Wire: f.wire, Expiry: f.expiry, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
-		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
+		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, CapWindow: f.capWindow, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
 		Compression: f.compression, Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,
 	}

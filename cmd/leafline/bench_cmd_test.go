@@ -57,6 +57,8 @@ func TestBench_BadFlags(t *testing.T) {
 		{[]string{"--only", "F", "--fleet-edges", "500"}, "fleet-edges must be 0..200"},
 		{[]string{"--only", "l", "--cut-for", "-1s"}, "cut-for must be 0..1h"},
 		{[]string{"--only", "wire", "--wire", "-5"}, "wire must be 0..10000000"},
+		{[]string{"--only", "cap", "--cap-window", "500ms"}, "cap-window must be at least 1s"},
+		{[]string{"--only", "cap", "--cap-window", "2h"}, "cap-window must be 0..1h"},
 		{[]string{"--only", "F", "--full", "--fleet-edges", "500"}, "fleet-edges must be 0..200"},
 	} {
 		var out, errb bytes.Buffer

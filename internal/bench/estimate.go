@@ -82,6 +82,12 @@ func (o Options) Estimate() time.Duration {
 	if o.on("wire") {
 		s += 3 * (1.5 + per(o.Wire, 0.25))
 	}
+	if o.on("cap") {
+		// Started, the backlogs built behind a cut, every box
+		// restarted with the cap, then the warm-up and the window.
+		up, down := capBacklogs(o.CapWindow, o.Size)
+		s += 10 + per(up, 0.3) + per(down, 0.15) + (capWarm + o.CapWindow).Seconds()
+	}
 	if o.on("expiry") {
 		s += 4.5 + per(o.Expiry, 1.5)
 	}

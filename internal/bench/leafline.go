@@ -12,7 +12,7 @@ import (
 )
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
-var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "expiry", "r"}
+var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "r"}
 
 // Transports are the link transports SetTransport knows.
 var Transports = []string{topology.TransportSourcing, topology.TransportRelay}
@@ -96,6 +96,14 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	      them the message bytes of leafline_link_bytes_total, which do
 //	      not see compression.
 //
+// Then a system of l1, a hub and one edge over the relay, the hub-edge
+// link capped at 64,000 bytes a second (64KB/s) each way:
+//
+//	cap  a backlog each way (events at the hub, receipts at the edge)
+//	     built behind a cut, the link restored under the cap; the message
+//	     bytes it carries each way over CapWindow (leafline_link_bytes_total
+//	     at the hub), and how far each is from the cap.
+//
 // Then, on the first transport, a system of l1, a hub and one edge whose
 // events expire after 2s:
 //
@@ -124,6 +132,9 @@ type Options struct {
 	RSS     int // backlog of the separate-process run r (100000)
 	Wire    int // events per compression mode for wire (2000)
 	Expiry  int // stale events for expiry (1000)
+
+	// CapWindow is how long cap measures the capped link (60s).
+	CapWindow time.Duration
 
 	// L1Events and L1Tracked shape l1: the events applied (100000) and the
 	// events tracked for the flat cost and the summary (1000000).
@@ -206,6 +217,9 @@ func (o *Options) setDefaults() {
 	if o.FleetCut == 0 {
 		o.FleetCut = 30 * time.Second
 	}
+	if o.CapWindow == 0 {
+		o.CapWindow = time.Minute
+	}
 	o.File, o.Naive = min(o.File, o.Backlog), min(o.Naive, o.Backlog)
 	if len(o.Phases) == 0 {
 		o.Phases = Phases
@@ -253,10 +267,13 @@ func (o *Options) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"cut-for", o.CutFor}, {"fleet-cut", o.FleetCut}} {
+	}{{"cut-for", o.CutFor}, {"fleet-cut", o.FleetCut}, {"cap-window", o.CapWindow}} {
 		if d.v < 0 || d.v > time.Hour {
 			errs = append(errs, fmt.Sprintf("%s must be 0..1h, got %v", d.name, d.v))
 		}
+	}
+	if o.CapWindow > 0 && o.CapWindow < time.Second {
+		errs = append(errs, fmt.Sprintf("cap-window must be at least 1s, got %v", o.CapWindow))
 	}
 	if o.Size > 0 && o.Size < 16 {
 		errs = append(errs, fmt.Sprintf("size must be at least 16 bytes, got %d", o.Size))

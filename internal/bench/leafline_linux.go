@@ -110,6 +110,7 @@ type run struct {
 	rss        *benchRow
 	l1         *l1Res
 	wires      []wireRes
+	caps       []capRes
 	expiries   []expiryRes
 }
 
@@ -234,6 +235,9 @@ func (r *run) phases() (figs []Figure, err error) {
 	}
 	if r.o.on("wire") {
 		r.wire(o.Transports[0])
+	}
+	if r.o.on("cap") {
+		r.capLink()
 	}
 	if r.o.on("expiry") {
 		r.expiry(o.Transports[0])

@@ -34,6 +34,7 @@ func (r *run) report() []Figure {
 	figs = append(figs, r.transportFigures()...)
 	figs = append(figs, r.restoreFigures()...)
 	figs = append(figs, r.wireFigures()...)
+	figs = append(figs, r.capFigures()...)
 	figs = append(figs, r.expiryFigures()...)
 	if r.rss != nil {
 		fmt.Fprintf(out, "edge process peak RSS draining %d events: %.0f MiB\n", r.rss.n, float64(r.rss.rssKB)/1024)

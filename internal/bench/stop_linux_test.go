@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -27,23 +28,32 @@ func TestLeafline_StoppedInACut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three servers; skipped with -short")
 	}
+	stopWhen(t, Options{Phases: []string{"l"}, Cuts: 1, CutFor: 10 * time.Minute, Rate: 10},
+		"cut for 10m0s", "bench: l link restore [sourcing]: ended after")
+}
+
+// stopWhen runs Leafline with o (unsigned receipts, plain TCP links) and
+// stops it once its progress shows shown; then it must return the
+// context's error, end its phase's line with ended (the phase's
+// "bench: <phase>: ended after"), and leave nothing in its temp dir.
+func stopWhen(t *testing.T, o Options, shown, ended string) {
+	t.Helper()
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	var prog lockedBuf
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	o := Options{Phases: []string{"l"}, Cuts: 1, CutFor: 10 * time.Minute, Rate: 10,
-		Unsigned: true, Insecure: true, Progress: &prog}
+	o.Unsigned, o.Insecure, o.Progress = true, true, &prog
 	done := make(chan error, 1)
 	go func() { _, err := Leafline(ctx, o); done <- err }()
-	check.For(t, time.Minute, 50*time.Millisecond, func() error {
+	check.For(t, 2*time.Minute, 50*time.Millisecond, func() error {
 		select {
 		case err := <-done:
-			t.Fatalf("Leafline returned before the cut: %v\n%s", err, prog.String())
+			t.Fatalf("Leafline returned before %q: %v\n%s", shown, err, prog.String())
 		default:
 		}
-		if !strings.Contains(prog.String(), "cut for 10m0s") {
-			return errors.New("not in the cut yet")
+		if !strings.Contains(prog.String(), shown) {
+			return fmt.Errorf("progress does not show %q yet", shown)
 		}
 		return nil
 	})
@@ -51,7 +61,7 @@ func TestLeafline_StoppedInACut(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Leafline returned %v, want context.Canceled", err)
 	}
-	if !strings.Contains(prog.String(), "bench: l link restore [sourcing]: ended after") {
+	if !strings.Contains(prog.String(), ended) {
 		t.Errorf("progress does not end the stopped phase's line: %q", prog.String())
 	}
 	left, err := os.ReadDir(tmp)
