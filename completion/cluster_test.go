@@ -15,6 +15,7 @@ import (
 	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/internal/l1test"
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/internal/receipttest"
@@ -36,26 +37,12 @@ func startCluster(t *testing.T) []*server.Server {
 	}
 	servers := make([]*server.Server, 3)
 	for i := range servers {
-		s, err := server.NewServer(&server.Options{
+		servers[i] = jstest.Run(t, &server.Options{
 			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: -1,
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+			JetStream: true, StoreDir: t.TempDir(), NoLog: true,
 			Cluster: server.ClusterOpts{Name: "leafline", Host: "127.0.0.1", Port: ports[i]},
 			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Start()
-		servers[i] = s
-		t.Cleanup(func() {
-			s.Shutdown()
-			s.WaitForShutdown()
-		})
-	}
-	for _, s := range servers {
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatal("cluster node not ready")
-		}
 	}
 	return servers
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/receipt"
 
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/topology"
 	"github.com/leafline/leafline/topology/render"
 )
@@ -516,18 +517,10 @@ func TestAttack_StolenEdgeCertAsServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rogue, err := server.NewServer(&server.Options{
-				Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+			jstest.Run(t, &server.Options{
+				Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true,
 				LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: ports[0], TLSConfig: tc, TLSTimeout: leafTLSTimeout},
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			go rogue.Start()
-			t.Cleanup(rogue.Shutdown)
-			if !rogue.ReadyForConnections(10 * time.Second) {
-				t.Fatal("rogue server not ready")
-			}
 			ls.Configs["edge2"].Leafnode.UpstreamURL = fmt.Sprintf("nats-leaf://127.0.0.1:%d", ports[0])
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -740,18 +733,7 @@ func TestLint_StockHubConfig(t *testing.T) {
 		})
 	}
 
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
-		JetStream: true, JetStreamDomain: "not-hub", StoreDir: t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	srv := jstest.Start(t, jstest.Options{Domain: "not-hub"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	js := clientJS(t, srv.ClientURL())

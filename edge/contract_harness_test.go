@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/edge/runner"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
@@ -298,26 +299,15 @@ func ctLogger(t *testing.T) *slog.Logger {
 // startContractServer starts an embedded JetStream server in dir.
 func startContractServer(t *testing.T, dir string, port int) *server.Server {
 	t.Helper()
-	opts := &server.Options{
+	return jstest.Run(t, &server.Options{
 		ServerName:      ctSite,
 		Host:            "127.0.0.1",
 		Port:            port,
 		JetStream:       true,
 		JetStreamDomain: ctSite,
 		StoreDir:        dir,
-		NoSigs:          true,
 		NoLog:           true,
-	}
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("embedded server not ready")
-	}
-	return s
+	})
 }
 
 // newContractSite builds the site and its runner; the runner waits for
@@ -327,7 +317,6 @@ func newContractSite(t *testing.T, o contractOpts) *contractSite {
 	dir := t.TempDir()
 	cfg := contractConfig(t, dir, o.configure)
 	srv := startContractServer(t, dir+"/jetstream", server.RANDOM_PORT)
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	f := &contractSite{t: t, cfg: cfg, srv: srv, storeDir: dir + "/jetstream", onStep: o.onStep, advs: map[string][]ctAdvisory{},
 		done: make(chan error, 1)}
 

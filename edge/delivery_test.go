@@ -328,8 +328,7 @@ func TestDelivery_ConfirmationFailure_ServerRestart(t *testing.T) {
 		}
 		return nil
 	})
-	srv := startContractServer(t, f.storeDir, port)
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	startContractServer(t, f.storeDir, port)
 	waitSteps(t, f, seq, cat(at(1, stepsOK, "double_ack"), at(2, "sink_commit", "outbox_commit", "double_ack")))
 	waitCounter(t, f, "ackConfSuccesses", 1)
 	if n := f.streamMsgCount(ctReceipts); n != 1 {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/topology/render"
 )
 
@@ -53,16 +54,7 @@ func TestRender_StockHub(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stock nats-server cannot load the rendered config: %v\n%s", err, conf)
 	}
-	opts.NoSigs = true
-	hub, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go hub.Start()
-	t.Cleanup(func() { hub.Shutdown(); hub.WaitForShutdown() })
-	if !hub.ReadyForConnections(10 * time.Second) {
-		t.Fatal("stock hub not ready")
-	}
+	hub := jstest.Run(t, opts)
 
 	if err := Provision(ctx, clientJS(t, hub.ClientURL()), hubCfg); err != nil {
 		t.Fatalf("provision the stock hub: %v", err)

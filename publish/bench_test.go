@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/internal/jstest"
 )
 
 var benchN = flag.Int("publish.n", 5000, "BenchmarkPublish: events per row")
@@ -26,21 +25,7 @@ func BenchmarkPublish(b *testing.B) {
 }
 
 func benchPublish(b *testing.B, batch int) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: b.TempDir(), NoLog: true, NoSigs: true, SyncAlways: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		b.Fatal("server not ready")
-	}
-	defer func() { s.Shutdown(); s.WaitForShutdown() }()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	_, js := jstest.StartJS(b, jstest.Options{SyncAlways: true})
 	createOrigin(b, js, true)
 	p := newPublisher(b, js, batch)
 	var dur time.Duration

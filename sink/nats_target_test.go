@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 	"github.com/nats-io/nats-server/v2/server"
@@ -22,25 +23,7 @@ import (
 // startNATSServer runs an in-process nats-server on a random local port.
 func startNATSServer(t testing.TB) *server.Server {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host:       "127.0.0.1",
-		Port:       -1,
-		MaxPayload: 4 << 20,
-		NoLog:      true,
-		NoSigs:     true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	if !srv.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats-server not ready within 5s")
-	}
-	return srv
+	return jstest.Run(t, &server.Options{Host: "127.0.0.1", Port: -1, MaxPayload: 4 << 20, NoLog: true})
 }
 
 func connectNATS(t testing.TB, srv *server.Server) *nats.Conn {

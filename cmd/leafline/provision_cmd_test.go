@@ -3,31 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/internal/jstest"
 )
 
 // stockServer runs a plain nats-server with JetStream in domain, as an
 // operator would for the hub.
 func stockServer(t *testing.T, domain string) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		JetStreamDomain: domain, StoreDir: filepath.Join(t.TempDir(), "js"), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
+	return jstest.Start(t, jstest.Options{Domain: domain})
 }
 
 // editStream changes a live stream's config as an operator would by hand,

@@ -19,6 +19,7 @@ import (
 	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/status"
 )
@@ -34,15 +35,7 @@ type statusEnv struct {
 
 func startStatusEnv(t *testing.T) *statusEnv {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := jstest.Start(t, jstest.Options{})
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -208,14 +201,5 @@ func TestPendingAndSummaryCommands_Errors(t *testing.T) {
 // statusBareServer runs a NATS server with no status service.
 func statusBareServer(t *testing.T) string {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv.ClientURL()
+	return jstest.Run(t, &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true}).ClientURL()
 }

@@ -33,21 +33,31 @@ func Start(t testing.TB, o Options) *server.Server {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	s, err := server.NewServer(&server.Options{
+	return Run(t, &server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
 		SyncAlways: o.SyncAlways, JetStreamDomain: o.Domain,
 	})
+}
+
+// Run starts an embedded server with the options given (a test that needs
+// a cluster, leafnodes, TLS or a rendered config builds its own), waits
+// until it takes connections and shuts it down with the test. NoSigs is
+// always set: a test server never handles the process's signals.
+func Run(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.NoSigs = true
+	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("jstest: new server: %v", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("jstest: server not ready")
-	}
 	t.Cleanup(func() {
 		s.Shutdown()
 		s.WaitForShutdown()
 	})
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("jstest: server not ready")
+	}
 	return s
 }
 
