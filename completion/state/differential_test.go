@@ -13,6 +13,7 @@ import (
 
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/receipt"
 )
@@ -345,13 +346,12 @@ func TestDifferential_SameAnswersAsKVStore(t *testing.T) {
 // waitCaughtUp waits until a has folded the log as far as b.
 func waitCaughtUp(t *testing.T, ctx context.Context, a, b *State) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Stats().Applied < b.Stats().Applied {
-		if time.Now().After(deadline) {
-			t.Fatalf("instance stays at log entry %d, the other at %d", a.Stats().Applied, b.Stats().Applied)
+	check.For(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if x, y := a.Stats().Applied, b.Stats().Applied; x < y {
+			return fmt.Errorf("instance stays at log entry %d, the other at %d", x, y)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func diff(a, b []string) string {

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/internal/natsproc"
 	"github.com/leafline/leafline/topology"
@@ -357,17 +358,12 @@ func waitJetStream(t *testing.T, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	check.For(t, 90*time.Second, 200*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := js.AccountInfo(ctx)
-		cancel()
-		if err == nil {
-			return
+		defer cancel()
+		if _, err := js.AccountInfo(ctx); err != nil {
+			return fmt.Errorf("cluster at %s: JetStream does not answer: %w", addr, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster at %s: JetStream does not answer: %v", addr, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
