@@ -228,113 +228,133 @@ func setDefault[T comparable](p *T, v T) {
 // Validate reports every problem at once, each prefixed with its field
 // name, wrapped in ErrInvalidConfig.
 func (c *ServiceConfig) Validate() error {
-	var errs []error
-	add := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	var p problems
+	c.checkNames(&p)
+	c.checkOrigin(&p)
+	c.checkLimits(&p)
+	if len(p) == 0 {
+		return nil
 	}
+	return fmt.Errorf("%w: %w", record.ErrInvalidConfig, errors.Join(p...))
+}
+
+// problems collects a config's problems, each prefixed with its field.
+type problems []error
+
+func (p *problems) add(field, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+// checkNames checks the connection and the names of streams, consumers
+// and buckets.
+func (c *ServiceConfig) checkNames(p *problems) {
 	if c.JS == nil {
-		add("JS", "required")
+		p.add("JS", "required")
 	}
 	for _, f := range []struct{ field, v string }{
 		{"Stream", c.Stream}, {"Consumer", c.Consumer}, {"Bucket", c.Bucket}, {"QuarantineStream", c.QuarantineStream},
 	} {
 		if err := receipt.CheckName(f.v); err != nil {
-			add(f.field, "%v", err)
+			p.add(f.field, "%v", err)
 		}
 	}
 	if c.Stream != "" && c.Stream == c.QuarantineStream {
-		add("QuarantineStream", "must differ from Stream")
+		p.add("QuarantineStream", "must differ from Stream")
 	}
 	if err := receipt.CheckName(c.IndexBucket); err != nil {
-		add("IndexBucket", "%v", err)
+		p.add("IndexBucket", "%v", err)
 	} else if c.IndexBucket == c.Bucket {
-		add("IndexBucket", "must differ from Bucket")
+		p.add("IndexBucket", "must differ from Bucket")
 	}
+}
+
+// checkOrigin checks the origin stream's settings, when there is one.
+func (c *ServiceConfig) checkOrigin(p *problems) {
+	if c.OriginStream != "" {
+		if err := receipt.CheckName(c.OriginStream); err != nil {
+			p.add("OriginStream", "%v", err)
+		} else if c.OriginStream == c.Stream || c.OriginStream == c.QuarantineStream {
+			p.add("OriginStream", "must differ from Stream and QuarantineStream")
+		}
+		if err := receipt.CheckName(c.OriginConsumer); err != nil {
+			p.add("OriginConsumer", "%v", err)
+		}
+		if c.OriginHeader == "" || strings.ContainsAny(c.OriginHeader, ": \t\r\n") {
+			p.add("OriginHeader", "must be a header name")
+		}
+		if c.Expected == nil {
+			p.add("Expected", "required with OriginStream")
+		}
+	}
+}
+
+// checkLimits checks the sizes, counts and durations.
+func (c *ServiceConfig) checkLimits(p *problems) {
 	if c.InFlight < 1 || c.InFlight > 1024 {
-		add("InFlight", "must be 1..1024, got %d", c.InFlight)
+		p.add("InFlight", "must be 1..1024, got %d", c.InFlight)
 	}
 	maxBatch := kvstore.MaxApplyBatch
 	if c.OpenState != nil {
 		maxBatch = MaxStateBatch
 	}
 	if c.ApplyBatch < 1 || c.ApplyBatch > maxBatch {
-		add("ApplyBatch", "must be 1..%d, got %d", maxBatch, c.ApplyBatch)
-	}
-	if c.OriginStream != "" {
-		if err := receipt.CheckName(c.OriginStream); err != nil {
-			add("OriginStream", "%v", err)
-		} else if c.OriginStream == c.Stream || c.OriginStream == c.QuarantineStream {
-			add("OriginStream", "must differ from Stream and QuarantineStream")
-		}
-		if err := receipt.CheckName(c.OriginConsumer); err != nil {
-			add("OriginConsumer", "%v", err)
-		}
-		if c.OriginHeader == "" || strings.ContainsAny(c.OriginHeader, ": \t\r\n") {
-			add("OriginHeader", "must be a header name")
-		}
-		if c.Expected == nil {
-			add("Expected", "required with OriginStream")
-		}
+		p.add("ApplyBatch", "must be 1..%d, got %d", maxBatch, c.ApplyBatch)
 	}
 	if c.OverdueAfter < 0 {
-		add("OverdueAfter", "must not be negative")
+		p.add("OverdueAfter", "must not be negative")
 	}
 	if c.RedriveAfter < 0 {
-		add("RedriveAfter", "must not be negative")
+		p.add("RedriveAfter", "must not be negative")
 	}
 	if c.HoldFor < 0 {
-		add("HoldFor", "must not be negative")
+		p.add("HoldFor", "must not be negative")
 	}
 	if c.HeldMaxPerSite < -1 {
-		add("HeldMaxPerSite", "must be -1 (no bound) or at least 1, got %d", c.HeldMaxPerSite)
+		p.add("HeldMaxPerSite", "must be -1 (no bound) or at least 1, got %d", c.HeldMaxPerSite)
 	}
 	if c.HeldMaxBytesPerSite < -1 {
-		add("HeldMaxBytesPerSite", "must be -1 (no bound) or at least 1, got %d", c.HeldMaxBytesPerSite)
+		p.add("HeldMaxBytesPerSite", "must be -1 (no bound) or at least 1, got %d", c.HeldMaxBytesPerSite)
 	}
 	if c.RedriveAfter > 0 && c.OriginStream == "" {
-		add("RedriveAfter", "needs OriginStream")
+		p.add("RedriveAfter", "needs OriginStream")
 	}
 	if c.RedriveMax < 1 || c.RedriveMax > record.MaxListLimit*10 {
-		add("RedriveMax", "must be 1..%d", record.MaxListLimit*10)
+		p.add("RedriveMax", "must be 1..%d", record.MaxListLimit*10)
 	}
 	for i, site := range c.Sites {
 		if err := receipt.CheckName(site); err != nil {
-			add(fmt.Sprintf("Sites[%d]", i), "%v", err)
+			p.add(fmt.Sprintf("Sites[%d]", i), "%v", err)
 		}
 	}
 	if err := subjects.ValidateLiteral(c.QuarantineSubject); err != nil {
-		add("QuarantineSubject", "%v", err)
+		p.add("QuarantineSubject", "%v", err)
 	}
 	if c.SubjectPrefix != "" {
 		if err := subjects.ValidateLiteral(c.SubjectPrefix); err != nil {
-			add("SubjectPrefix", "%v", err)
+			p.add("SubjectPrefix", "%v", err)
 		}
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
-		add("Replicas", "must be 1..5, got %d", c.Replicas)
+		p.add("Replicas", "must be 1..5, got %d", c.Replicas)
 	}
 	if c.History < 1 || c.History > jetstream.KeyValueMaxHistory {
-		add("History", "must be 1..%d, got %d", jetstream.KeyValueMaxHistory, c.History)
+		p.add("History", "must be 1..%d, got %d", jetstream.KeyValueMaxHistory, c.History)
 	}
 	if c.QuarantineMaxBytes < -1 {
-		add("QuarantineMaxBytes", "must be positive or -1, got %d", c.QuarantineMaxBytes)
+		p.add("QuarantineMaxBytes", "must be positive or -1, got %d", c.QuarantineMaxBytes)
 	}
 	if c.BatchSize < 1 || c.BatchSize > 10_000 {
-		add("BatchSize", "must be 1..10000, got %d", c.BatchSize)
+		p.add("BatchSize", "must be 1..10000, got %d", c.BatchSize)
 	}
 	for _, f := range []struct {
 		field string
 		v     time.Duration
 	}{{"AckWait", c.AckWait}, {"OpTimeout", c.OpTimeout}, {"RetryDelay", c.RetryDelay}} {
 		if f.v < 0 {
-			add(f.field, "must not be negative")
+			p.add(f.field, "must not be negative")
 		}
 	}
 	if c.AckWait > 0 && c.OpTimeout >= c.AckWait {
-		add("OpTimeout", "must be shorter than AckWait (%v)", c.AckWait)
+		p.add("OpTimeout", "must be shorter than AckWait (%v)", c.AckWait)
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %w", record.ErrInvalidConfig, errors.Join(errs...))
 }
