@@ -52,22 +52,8 @@ func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 	// subjects: what lets each link's permissions be narrow (and keeps one
 	// edge's ACKs from reaching another edge's consumer of the same name).
 	opts.FeatureFlags = topology.ServerFeatureFlags()
-	if site.Leafnode.Listen != "" {
-		lh, lp, err := splitHostPort(site.Leafnode.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("leafnode.listen: %w", err)
-		}
-		opts.LeafNode.Host = lh
-		opts.LeafNode.Port = lp
-		// Downstream leafs must dial exactly the address they were given
-		// (proxies, NAT); never advertise other addresses to them.
-		opts.LeafNode.NoAdvertise = true
-		// One mode for every link this listener accepts: the links' own
-		// when they agree, else accept, which follows each dialling site.
-		opts.LeafNode.Compression.Mode = listenerCompression(cfg, site)
-		if err := listenSecurity(opts, cfg, site); err != nil {
-			return nil, err
-		}
+	if err := leafListener(opts, cfg, site); err != nil {
+		return nil, err
 	}
 	if err := clientSecurity(opts, cfg); err != nil {
 		return nil, err
@@ -77,33 +63,64 @@ func serverOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 	// MaxPingsOut missed pongs, about 3 ping intervals.
 	opts.PingInterval = cfg.Leafnode.PingInterval.D()
 	opts.MaxPingsOut = 3
-	if ups := cfg.UpstreamURLs(site); len(ups) > 0 {
-		// Several URLs (the nodes of an upstream cluster): the link dials
-		// the next one when the node it uses dies.
-		urls := make([]*url.URL, 0, len(ups))
-		for _, up := range ups {
-			u, err := url.Parse(up)
-			if err != nil {
-				// Never quote the URL: it may carry credentials.
-				return nil, errors.New("leafnode upstream url: not a valid URL")
-			}
-			urls = append(urls, u)
-		}
-		remote := &server.RemoteLeafOpts{
-			URLs: urls,
-			// Never reconnect "around" the given address to servers
-			// discovered through it.
-			IgnoreDiscoveredServers: true,
-		}
-		if cfg.Topology != nil {
-			remote.Compression.Mode = cfg.Topology.LinkCompression(site)
-		}
-		if err := upstreamSecurity(remote, cfg, site); err != nil {
-			return nil, err
-		}
-		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+	if err := leafRemote(opts, cfg, site); err != nil {
+		return nil, err
 	}
 	return opts, nil
+}
+
+// leafListener sets the leafnode listener of a site that has one: where
+// downstream sites dial it, its compression and its security.
+func leafListener(opts *server.Options, cfg *topology.Config, site *topology.Site) error {
+	if site.Leafnode.Listen == "" {
+		return nil
+	}
+	lh, lp, err := splitHostPort(site.Leafnode.Listen)
+	if err != nil {
+		return fmt.Errorf("leafnode.listen: %w", err)
+	}
+	opts.LeafNode.Host = lh
+	opts.LeafNode.Port = lp
+	// Downstream leafs must dial exactly the address they were given
+	// (proxies, NAT); never advertise other addresses to them.
+	opts.LeafNode.NoAdvertise = true
+	// One mode for every link this listener accepts: the links' own
+	// when they agree, else accept, which follows each dialling site.
+	opts.LeafNode.Compression.Mode = listenerCompression(cfg, site)
+	return listenSecurity(opts, cfg, site)
+}
+
+// leafRemote sets the link to the site's upstream, if it has one.
+func leafRemote(opts *server.Options, cfg *topology.Config, site *topology.Site) error {
+	ups := cfg.UpstreamURLs(site)
+	if len(ups) == 0 {
+		return nil
+	}
+	// Several URLs (the nodes of an upstream cluster): the link dials
+	// the next one when the node it uses dies.
+	urls := make([]*url.URL, 0, len(ups))
+	for _, up := range ups {
+		u, err := url.Parse(up)
+		if err != nil {
+			// Never quote the URL: it may carry credentials.
+			return errors.New("leafnode upstream url: not a valid URL")
+		}
+		urls = append(urls, u)
+	}
+	remote := &server.RemoteLeafOpts{
+		URLs: urls,
+		// Never reconnect "around" the given address to servers
+		// discovered through it.
+		IgnoreDiscoveredServers: true,
+	}
+	if cfg.Topology != nil {
+		remote.Compression.Mode = cfg.Topology.LinkCompression(site)
+	}
+	if err := upstreamSecurity(remote, cfg, site); err != nil {
+		return err
+	}
+	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+	return nil
 }
 
 // listenerCompression is the compression mode of site's leafnode listener
