@@ -412,30 +412,9 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !ok || !requireL1("publish", *path, *server, cfg, stderr) {
 		return exitUsage
 	}
-	if *count < 1 || *count > 10_000_000 {
-		fmt.Fprintf(stderr, "leafline publish: --count must be 1..10000000, got %d\n", *count)
-		return exitUsage
-	}
-	if *batch < 1 || *batch > publish.MaxBatch {
-		fmt.Fprintf(stderr, "leafline publish: --batch must be 1..%d, got %d\n", publish.MaxBatch, *batch)
-		return exitUsage
-	}
-	if *id != "" && *count != 1 {
-		fmt.Fprintln(stderr, "leafline publish: --event-id needs --count 1")
-		return exitUsage
-	}
-	if *id != "" {
-		if err := receipt.ValidateEventID(*id); err != nil {
-			fmt.Fprintf(stderr, "leafline publish: --event-id: %v\n", err)
-			return exitUsage
-		}
-	}
-	subj := *subject
-	if subj == "" {
-		subj = concreteSubject(cfg.Topology.Events.Subjects[0])
-	}
-	if err := originSubject(cfg.Topology, subj); err != nil {
-		fmt.Fprintf(stderr, "leafline publish: --subject: %v\n", err)
+	subj, err := publishArgs(cfg, *count, *batch, *id, *subject)
+	if err != nil {
+		fmt.Fprintf(stderr, "leafline publish: %v\n", err)
 		return exitUsage
 	}
 	nc, js, err := connect(cfg, *server)
@@ -452,18 +431,7 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	bar := progress.Start(stderr, "leafline publish", int64(*count)) // a terminal only
 	defer bar.Stop()
 	for done := 0; done < *count; {
-		evs := make([]publish.Event, 0, min(*count-done, publish.MaxBatch))
-		for len(evs) < cap(evs) {
-			eid := *id
-			if eid == "" {
-				eid = uuid.Must(uuid.NewV7()).String() // time-ordered, as the README advises
-			}
-			ev := publish.Event{ID: eid, Subject: subj, Data: []byte(*data)}
-			if *data == "" {
-				ev.Data, _ = json.Marshal(map[string]string{"event_id": eid})
-			}
-			evs = append(evs, ev)
-		}
+		evs := cliEvents(min(*count-done, publish.MaxBatch), *id, subj, *data)
 		res, err := pub.Publish(ctx, evs)
 		for _, r := range res {
 			bar.Println(stdout, fmt.Sprintf("published event_id=%s stream=%s seq=%d duplicate=%t", r.ID, r.Stream, r.Seq, r.Duplicate))
@@ -482,6 +450,50 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		done += len(evs)
 	}
 	return exitOK
+}
+
+// publishArgs checks publish's flags and returns the subject to publish
+// on: the one given, or the first origin subject made concrete.
+func publishArgs(cfg *topology.Config, count, batch int, id, subject string) (string, error) {
+	switch {
+	case count < 1 || count > 10_000_000:
+		return "", fmt.Errorf("--count must be 1..10000000, got %d", count)
+	case batch < 1 || batch > publish.MaxBatch:
+		return "", fmt.Errorf("--batch must be 1..%d, got %d", publish.MaxBatch, batch)
+	case id != "" && count != 1:
+		return "", errors.New("--event-id needs --count 1")
+	}
+	if id != "" {
+		if err := receipt.ValidateEventID(id); err != nil {
+			return "", fmt.Errorf("--event-id: %w", err)
+		}
+	}
+	if subject == "" {
+		subject = concreteSubject(cfg.Topology.Events.Subjects[0])
+	}
+	if err := originSubject(cfg.Topology, subject); err != nil {
+		return "", fmt.Errorf("--subject: %w", err)
+	}
+	return subject, nil
+}
+
+// cliEvents are n events on subj: with the event_id given, or each a new
+// time-ordered UUIDv7 (as the README advises); with the payload given, or
+// a JSON object holding the event_id.
+func cliEvents(n int, id, subj, data string) []publish.Event {
+	evs := make([]publish.Event, 0, n)
+	for range n {
+		eid := id
+		if eid == "" {
+			eid = uuid.Must(uuid.NewV7()).String()
+		}
+		ev := publish.Event{ID: eid, Subject: subj, Data: []byte(data)}
+		if data == "" {
+			ev.Data, _ = json.Marshal(map[string]string{"event_id": eid})
+		}
+		evs = append(evs, ev)
+	}
+	return evs
 }
 
 // concreteSubject turns a subject filter into a publishable subject.
