@@ -229,20 +229,32 @@ func (s *State) decide(group []*request) ([]change, error) {
 		return nil, fmt.Errorf("completion: %w", err)
 	}
 	defer tx.Rollback()
-	slots := map[string]*slot{}
-	var order []string
-	load := func(id string) *slot {
-		if sl, ok := slots[id]; ok {
-			return sl
-		}
-		sl := &slot{cur: record.NewCompletion(id)}
-		if c := s.cached(id); c != nil {
-			sl.old, sl.cur, sl.live = c, cloneRecord(*c), true
-			slots[id] = sl
-			order = append(order, id)
-			return sl
-		}
-		c, ok, err := getRecord(tx, id)
+	d := &decision{s: s, tx: tx, slots: map[string]*slot{}}
+	for _, r := range group {
+		d.fold(r)
+	}
+	return d.changes()
+}
+
+// decision is the records one group touches, in the order it first
+// touched them.
+type decision struct {
+	s     *State
+	tx    *bolt.Tx
+	slots map[string]*slot
+	order []string
+}
+
+// load returns the slot of event id: the record as cached or in the file.
+func (d *decision) load(id string) *slot {
+	if sl, ok := d.slots[id]; ok {
+		return sl
+	}
+	sl := &slot{cur: record.NewCompletion(id)}
+	if c := d.s.cached(id); c != nil {
+		sl.old, sl.cur, sl.live = c, cloneRecord(*c), true
+	} else {
+		c, ok, err := getRecord(d.tx, id)
 		switch {
 		case err != nil:
 			sl.err = fmt.Errorf("%w: %w", record.ErrCorruptRecord, err)
@@ -250,57 +262,63 @@ func (s *State) decide(group []*request) ([]change, error) {
 			old := c
 			sl.old, sl.cur, sl.live = &old, cloneRecord(c), true
 		}
-		slots[id] = sl
-		order = append(order, id)
-		return sl
 	}
-	for _, r := range group {
-		for i, it := range r.receipts {
-			if err := it.Receipt.Validate(); err != nil {
-				r.rres[i] = record.BatchResult{Err: err}
-				continue
-			}
-			sl := load(it.Receipt.EventID)
-			if sl.err != nil {
-				r.rres[i] = record.BatchResult{Err: sl.err}
-				continue
-			}
-			out, err := sl.cur.FoldReceipt(it.Receipt, it.ReceivedAt, s.cfg.HoldUntilOrigin)
-			if err != nil {
-				r.rres[i] = record.BatchResult{Err: err}
-				continue
-			}
-			r.rres[i] = record.BatchResult{Outcome: out, OriginSeq: sl.cur.OriginSeq}
+	d.slots[id] = sl
+	d.order = append(d.order, id)
+	return sl
+}
+
+// fold folds r's receipts, origins and drop, and fills in r's results.
+func (d *decision) fold(r *request) {
+	for i, it := range r.receipts {
+		if err := it.Receipt.Validate(); err != nil {
+			r.rres[i] = record.BatchResult{Err: err}
+			continue
+		}
+		sl := d.load(it.Receipt.EventID)
+		if sl.err != nil {
+			r.rres[i] = record.BatchResult{Err: sl.err}
+			continue
+		}
+		out, err := sl.cur.FoldReceipt(it.Receipt, it.ReceivedAt, d.s.cfg.HoldUntilOrigin)
+		if err != nil {
+			r.rres[i] = record.BatchResult{Err: err}
+			continue
+		}
+		r.rres[i] = record.BatchResult{Outcome: out, OriginSeq: sl.cur.OriginSeq}
+		sl.changed, sl.live = true, true
+	}
+	for i, o := range r.origins {
+		if err := o.Validate(); err != nil {
+			r.ores[i] = record.OriginResult{Err: err}
+			continue
+		}
+		sl := d.load(o.EventID)
+		if sl.err != nil {
+			r.ores[i] = record.OriginResult{Err: sl.err}
+			continue
+		}
+		out, hr := sl.cur.FoldOrigin(o, r.now)
+		r.ores[i] = record.OriginResult{Outcome: out, Held: hr}
+		if out != record.OriginKnown {
 			sl.changed, sl.live = true, true
 		}
-		for i, o := range r.origins {
-			if err := o.Validate(); err != nil {
-				r.ores[i] = record.OriginResult{Err: err}
-				continue
-			}
-			sl := load(o.EventID)
-			if sl.err != nil {
-				r.ores[i] = record.OriginResult{Err: sl.err}
-				continue
-			}
-			out, hr := sl.cur.FoldOrigin(o, r.now)
-			r.ores[i] = record.OriginResult{Outcome: out, Held: hr}
-			if out != record.OriginKnown {
-				sl.changed, sl.live = true, true
-			}
-		}
-		if c := r.drop; c != nil {
-			sl := load(c.EventID)
-			sl.cur.Derive()
-			if sl.err == nil && sl.live && sl.cur.Status == record.EventOriginUnknown && sl.cur.UpdatedAt.Equal(c.UpdatedAt) {
-				sl.cur, sl.live, sl.changed = record.NewCompletion(c.EventID), false, true
-				r.dropped = true
-			}
+	}
+	if c := r.drop; c != nil {
+		sl := d.load(c.EventID)
+		sl.cur.Derive()
+		if sl.err == nil && sl.live && sl.cur.Status == record.EventOriginUnknown && sl.cur.UpdatedAt.Equal(c.UpdatedAt) {
+			sl.cur, sl.live, sl.changed = record.NewCompletion(c.EventID), false, true
+			r.dropped = true
 		}
 	}
+}
+
+// changes are the records the group changed, encoded, in order.
+func (d *decision) changes() ([]change, error) {
 	var changes []change
-	for _, id := range order {
-		sl := slots[id]
+	for _, id := range d.order {
+		sl := d.slots[id]
 		if !sl.changed {
 			continue
 		}
