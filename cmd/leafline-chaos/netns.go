@@ -65,6 +65,18 @@ func newNSLink(ctx context.Context, hubLeaf string, seed uint64) (*nsLink, error
 			l.close()
 		}
 	}()
+	if err := l.setUp(); err != nil {
+		return nil, err
+	}
+	if err := l.startForwarder(ctx, exe, hubLeaf); err != nil {
+		return nil, err
+	}
+	ok = true
+	return l, nil
+}
+
+// setUp creates the namespace and the veth pair between it and the host.
+func (l *nsLink) setUp() error {
 	steps := [][]string{
 		{"netns", "add", l.ns},
 		{"link", "add", l.vh, "type", "veth", "peer", "name", l.vn},
@@ -77,11 +89,21 @@ func newNSLink(ctx context.Context, hubLeaf string, seed uint64) (*nsLink, error
 	}
 	for _, s := range steps {
 		if err := l.ip(s...); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// startForwarder listens on the host's end of the veth (a fault proxy to
+// hubLeaf) and runs, inside the namespace, the forwarder that edge1 dials
+// (l.entry); exe is the driver's binary.
+func (l *nsLink) startForwarder(ctx context.Context, exe, hubLeaf string) error {
 	// The veth comes up asynchronously; the host proxy binds hostIP.
-	var hp *faultproxy.Proxy
+	var (
+		hp  *faultproxy.Proxy
+		err error
+	)
 	for i := 0; i < 50; i++ {
 		if hp, err = faultproxy.Listen(l.hostIP+":0", hubLeaf); err == nil {
 			break
@@ -89,19 +111,19 @@ func newNSLink(ctx context.Context, hubLeaf string, seed uint64) (*nsLink, error
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", l.hostIP, err)
+		return fmt.Errorf("listen on %s: %w", l.hostIP, err)
 	}
 	l.hostProxy = hp
 	l.entry = l.nsIP + ":17422"
-	cmd := exec.Command(ipCmd, "netns", "exec", l.ns, exe, forwardCommand, l.entry, hp.Addr())
+	cmd := exec.Command(l.ipCmd, "netns", "exec", l.ns, exe, forwardCommand, l.entry, hp.Addr())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	l.fwd = cmd
 	ready := make(chan string, 1)
@@ -117,15 +139,14 @@ func newNSLink(ctx context.Context, hubLeaf string, seed uint64) (*nsLink, error
 	select {
 	case line := <-ready:
 		if line != "ready" {
-			return nil, fmt.Errorf("forwarder in %s: %s", l.ns, line)
+			return fmt.Errorf("forwarder in %s: %s", l.ns, line)
 		}
 	case <-time.After(15 * time.Second):
-		return nil, fmt.Errorf("forwarder in %s did not start", l.ns)
+		return fmt.Errorf("forwarder in %s did not start", l.ns)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	ok = true
-	return l, nil
+	return nil
 }
 
 func (l *nsLink) ip(args ...string) error {

@@ -32,23 +32,8 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var topo struct {
-		Sites []struct{ Name, Role string } `json:"sites"`
-	}
-	if err := readJSON(filepath.Join(dir, "topology.json"), &topo); err != nil {
-		return nil, err
-	}
-	var edges []string
-	for _, s := range topo.Sites {
-		if s.Role == "edge" {
-			edges = append(edges, s.Name)
-		}
-	}
-	var l1cfg struct {
-		NATS struct{ Listen string } `json:"nats"`
-		Ops  struct{ Listen string } `json:"ops"`
-	}
-	if err := readJSON(filepath.Join(dir, "l1.json"), &l1cfg); err != nil {
+	edges, l1cfg, err := keptLayout(dir)
+	if err != nil {
 		return nil, err
 	}
 	bin := o.Bin
@@ -91,22 +76,45 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the completion history: %w", err)
 	}
-	rec.Replay(filepath.Join(dir, "chaos.log"))
+	rec.Replay(filepath.Join(dir, "chaos.log"), allFaults)
 	v := obs.VerdictOf(states, true)
-	res := &result{Seed: o.Seed, Events: v.Published, Acked: v.Acked, Unknown: v.Unknown, Lost: v.Lost, DupKV: v.DupKV,
-		Phantoms: v.Phantoms, Regressions: v.Regressions, ExpiredConflicts: v.ExpiredConflicts, DuplicatesAbsorbed: v.DuplicatesAbsorbed, Dir: dir}
+	res := resultOf(o, v, dir)
 	res.DuplicateCompletions = res.DupKV
 	res.Faults, res.Kills, res.Cuts, res.LongCuts = faultTotals(rec)
 	res.Seed, res.Duration, res.MaxDrainS = parseRunLine(filepath.Join(dir, "chaos.log"))
 	res.Findings = append(res.Findings, rec.Findings()...)
-	res.FinalLine = fmt.Sprintf("chaos seed=%d duration=%s events=%d faults=%d lost=%d duplicate_completions=%d phantoms=%d max_drain_s=%.1f",
-		res.Seed, res.Duration, res.Events, res.Faults, res.Lost, res.DuplicateCompletions, res.Phantoms, res.MaxDrainS)
+	res.FinalLine = res.finalLine()
 	fmt.Fprintf(o.Stdout, "recheck of %s (L1 restarted alone; no metric bound)\n", dir)
 	fmt.Fprintf(o.Stdout, "history.jsonl ends at %s: %d completion records past its end are not counted (the driver died before writing them down)\n",
 		check.EventID(len(states)-1), v.PastHistory)
 	res.Redrives = -1
 	report(o.Stdout, o, rec, res, v, 0, 0, n, obs.Revisions())
 	return res, nil
+}
+
+// keptConfig is what recheck needs of a kept box config.
+type keptConfig struct {
+	NATS struct{ Listen string } `json:"nats"`
+	Ops  struct{ Listen string } `json:"ops"`
+}
+
+// keptLayout reads a kept run's edges (from topology.json) and L1's config.
+func keptLayout(dir string) ([]string, keptConfig, error) {
+	var topo struct {
+		Sites []struct{ Name, Role string } `json:"sites"`
+	}
+	var l1cfg keptConfig
+	if err := readJSON(filepath.Join(dir, "topology.json"), &topo); err != nil {
+		return nil, l1cfg, err
+	}
+	var edges []string
+	for _, s := range topo.Sites {
+		if s.Role == "edge" {
+			edges = append(edges, s.Name)
+		}
+	}
+	err := readJSON(filepath.Join(dir, "l1.json"), &l1cfg)
+	return edges, l1cfg, err
 }
 
 // recheckConfig returns the L1 config to recheck with. L1 sets its

@@ -81,6 +81,19 @@ func (r *result) exitCode(err error) int {
 	return exitOK
 }
 
+// resultOf is the result of a run of o whose checker concluded v.
+func resultOf(o options, v check.Verdict, dir string) *result {
+	return &result{Seed: o.Seed, Duration: o.Duration, Events: v.Published, Acked: v.Acked, Unknown: v.Unknown,
+		Lost: v.Lost, DupKV: v.DupKV, Phantoms: v.Phantoms, Regressions: v.Regressions, ExpiredConflicts: v.ExpiredConflicts,
+		DuplicatesAbsorbed: v.DuplicatesAbsorbed, Dir: dir}
+}
+
+// finalLine is the one line that sums the run up.
+func (r *result) finalLine() string {
+	return fmt.Sprintf("chaos seed=%d duration=%s events=%d faults=%d lost=%d duplicate_completions=%d phantoms=%d max_drain_s=%.1f",
+		r.Seed, r.Duration, r.Events, r.Faults, r.Lost, r.DuplicateCompletions, r.Phantoms, r.MaxDrainS)
+}
+
 // run sets up the system, injects faults for o.Duration, heals, waits for
 // the drain and checks. It returns a nil result only when it could not
 // check anything.
@@ -277,18 +290,16 @@ func (s *session) conclude(ctx context.Context, states []byte, drainS float64, c
 	}
 	filesChecked, filesMissing := checkFileSinks(c, s.obs, rec)
 
-	res := &result{Seed: o.Seed, Duration: o.Duration, Events: v.Published, Acked: v.Acked, Unknown: v.Unknown,
-		Lost: v.Lost, DupKV: v.DupKV, Phantoms: v.Phantoms, Regressions: v.Regressions, ExpiredConflicts: v.ExpiredConflicts,
-		MaxDrainS: drainS, DrainComplete: complete, DuplicatesAbsorbed: v.DuplicatesAbsorbed, Dir: c.dir,
-		TargetChecked: targetChecked, TargetMissing: targetMissing, FilesChecked: filesChecked, FilesMissing: filesMissing}
+	res := resultOf(o, v, c.dir)
+	res.MaxDrainS, res.DrainComplete = drainS, complete
+	res.TargetChecked, res.TargetMissing, res.FilesChecked, res.FilesMissing = targetChecked, targetMissing, filesChecked, filesMissing
 	applied := int(math.Round(s.l1acc.total("leafline_completion_applied_total")))
 	res.DupMetric = max(0, applied-v.TerminalRecords)
 	res.DuplicateCompletions = max(res.DupKV, res.DupMetric)
 	res.Faults, res.Kills, res.Cuts, res.LongCuts = faultTotals(rec)
 	res.PowerCuts = rec.Count(faultPowerCut)
 	res.Findings = append(res.Findings, rec.Findings()...)
-	res.FinalLine = fmt.Sprintf("chaos seed=%d duration=%s events=%d faults=%d lost=%d duplicate_completions=%d phantoms=%d max_drain_s=%.1f",
-		res.Seed, res.Duration, res.Events, res.Faults, res.Lost, res.DuplicateCompletions, res.Phantoms, res.MaxDrainS)
+	res.FinalLine = res.finalLine()
 	if len(c.power) > 0 {
 		res.FinalLine += fmt.Sprintf(" powercuts=%d", res.PowerCuts)
 	}

@@ -214,9 +214,10 @@ func (r *Log) Table(w io.Writer) {
 // faultLine matches a Log's line "fault KIND TARGET [for D] [(NOTE)]".
 var faultLine = regexp.MustCompile(`^\[\s*[\d.]+s\] fault (\S+) (.+?)(?: for (\S+))?(?: \((.*)\))?$`)
 
-// Replay folds in the findings and fault lines of the log file at path,
-// written by another Log, and stops writing to its writer.
-func (r *Log) Replay(path string) {
+// Replay folds in the findings and the lines of faults of the kinds given
+// from the log file at path, written by another Log, and stops writing to
+// its writer.
+func (r *Log) Replay(path string, kinds []string) {
 	f, err := os.Open(path)
 	if err != nil {
 		return
@@ -234,7 +235,7 @@ func (r *Log) Replay(path string) {
 			continue
 		}
 		m := faultLine.FindStringSubmatch(line)
-		if m == nil {
+		if m == nil || !slices.Contains(kinds, m[1]) {
 			continue
 		}
 		d, _ := time.ParseDuration(m[3])

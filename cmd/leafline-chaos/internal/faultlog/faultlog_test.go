@@ -19,6 +19,7 @@ func TestReplay(t *testing.T) {
 	l.FaultNote("powercut", "edge2", time.Second, "torn")
 	l.Fault("kill", "hub", 0)
 	l.Finding("full disk at %s went unreported", "edge1")
+	l.Info("fault phase over: healing")
 	l.Debug("not shown without verbose")
 	l.Close()
 	if !strings.Contains(shown.String(), "FINDING: full disk at edge1") || strings.Contains(shown.String(), "not shown") {
@@ -27,7 +28,7 @@ func TestReplay(t *testing.T) {
 
 	r := New(io.Discard, false, filepath.Join(dir, "recheck.log"))
 	defer r.Close()
-	r.Replay(filepath.Join(dir, "chaos.log"))
+	r.Replay(filepath.Join(dir, "chaos.log"), []string{"kill", "linkcut", "powercut", "disk"})
 	for _, c := range []struct {
 		kinds []string
 		want  int
