@@ -314,6 +314,23 @@ func (o *Observer) VerdictOf(states []byte, truncated bool) Verdict {
 	defer o.mu.Unlock()
 	var v Verdict
 	v.Published = len(states)
+	o.foldOutcomes(&v, states)
+	o.foldRecords(&v, len(states), truncated)
+	for _, why := range o.phantoms {
+		v.Phantoms++
+		if len(v.PhantomExamples) < 10 {
+			v.PhantomExamples = append(v.PhantomExamples, why)
+		}
+	}
+	v.DupKV = o.dupCount
+	v.DupExamples = append(v.DupExamples, o.dups...)
+	v.DecodeErrors = append(v.DecodeErrors, o.decodeErr...)
+	return v
+}
+
+// foldOutcomes counts, by each event's publish outcome, the events
+// complete and the events lost. The caller holds o.mu.
+func (o *Observer) foldOutcomes(v *Verdict, states []byte) {
 	for n, st := range states {
 		ob := o.ev[n]
 		var mask uint8
@@ -349,12 +366,19 @@ func (o *Observer) VerdictOf(states []byte, truncated bool) Verdict {
 			}
 		}
 	}
+}
+
+// foldRecords counts the records of the events published (phantoms
+// past the published, unless truncated says the history ends early),
+// their processors, duplicates absorbed, expired conflicts and
+// regressions. The caller holds o.mu.
+func (o *Observer) foldRecords(v *Verdict, published int, truncated bool) {
 	for n, ob := range o.ev {
-		if n >= len(states) && truncated {
+		if n >= published && truncated {
 			v.PastHistory++
 			continue
 		}
-		if n >= len(states) {
+		if n >= published {
 			v.Phantoms++
 			if len(v.PhantomExamples) < 10 {
 				v.PhantomExamples = append(v.PhantomExamples, fmt.Sprintf("%s: completion record, never published", EventID(n)))
@@ -383,16 +407,6 @@ func (o *Observer) VerdictOf(states []byte, truncated bool) Verdict {
 			}
 		}
 	}
-	for _, why := range o.phantoms {
-		v.Phantoms++
-		if len(v.PhantomExamples) < 10 {
-			v.PhantomExamples = append(v.PhantomExamples, why)
-		}
-	}
-	v.DupKV = o.dupCount
-	v.DupExamples = append(v.DupExamples, o.dups...)
-	v.DecodeErrors = append(v.DecodeErrors, o.decodeErr...)
-	return v
 }
 
 func (o *Observer) names(mask uint8) string {
