@@ -46,22 +46,7 @@ func appendCompletion(b []byte, c *Completion) []byte {
 		b = appendJSONString(b, c.PayloadSHA256)
 	}
 	if len(c.Reused) > 0 {
-		b = append(b, `,"reused":[`...)
-		for i, r := range c.Reused {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"seq":`...)
-			b = strconv.AppendUint(b, r.Seq, 10)
-			b = append(b, `,"subject":`...)
-			b = appendJSONString(b, r.Subject)
-			b = append(b, `,"published_at":`...)
-			b = appendJSONTime(b, r.PublishedAt)
-			b = append(b, `,"payload_sha256":`...)
-			b = appendJSONString(b, r.PayloadSHA256)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+		b = appendReused(b, c.Reused)
 	}
 	b = append(b, `,"status":`...)
 	b = appendJSONString(b, string(c.Status))
@@ -78,19 +63,46 @@ func appendCompletion(b []byte, c *Completion) []byte {
 		b = append(b, `,"overdue":true`...)
 	}
 	if a := c.Cleaned; a != nil {
-		b = append(b, `,"cleaned":{"audit_stream":`...)
-		b = appendJSONString(b, a.Stream)
-		b = append(b, `,"audit_seq":`...)
-		b = strconv.AppendUint(b, a.Seq, 10)
-		b = append(b, `,"audit_subject":`...)
-		b = appendJSONString(b, a.Subject)
-		b = append(b, `,"deleted_by":`...)
-		b = appendJSONString(b, a.DeletedBy)
-		b = append(b, `,"decided_at":`...)
-		b = appendJSONTime(b, a.DecidedAt)
-		b = append(b, '}')
+		b = appendCleaned(b, a)
 	}
 	return append(b, '}')
+}
+
+// appendReused appends the "reused" member: a JSON array of rs.
+func appendReused(b []byte, rs []OriginReuse) []byte {
+	b = append(b, `,"reused":[`...)
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"seq":`...)
+		b = strconv.AppendUint(b, r.Seq, 10)
+		b = append(b, `,"subject":`...)
+		b = appendJSONString(b, r.Subject)
+		b = append(b, `,"published_at":`...)
+		b = appendJSONTime(b, r.PublishedAt)
+		b = append(b, `,"payload_sha256":`...)
+		b = appendJSONString(b, r.PayloadSHA256)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	return b
+}
+
+// appendCleaned appends the "cleaned" member: a JSON object of a.
+func appendCleaned(b []byte, a *AuditRef) []byte {
+	b = append(b, `,"cleaned":{"audit_stream":`...)
+	b = appendJSONString(b, a.Stream)
+	b = append(b, `,"audit_seq":`...)
+	b = strconv.AppendUint(b, a.Seq, 10)
+	b = append(b, `,"audit_subject":`...)
+	b = appendJSONString(b, a.Subject)
+	b = append(b, `,"deleted_by":`...)
+	b = appendJSONString(b, a.DeletedBy)
+	b = append(b, `,"decided_at":`...)
+	b = appendJSONTime(b, a.DecidedAt)
+	b = append(b, '}')
+	return b
 }
 
 func appendProcessors(b []byte, m map[string]ProcessorRecord) []byte {
