@@ -275,7 +275,7 @@ func (a *App) start(ctx context.Context) error {
 	}
 	a.opsSrv.Store(a.srv)
 	a.nc, err = nats.Connect("", nats.InProcessServer(a.srv), nats.Name("leafline-"+a.site.Name),
-		nats.MaxReconnects(-1))
+		nats.MaxReconnects(-1), a.natsErrors())
 	if err != nil {
 		return fmt.Errorf("connect to embedded server: %w", err)
 	}

@@ -31,6 +31,7 @@ func (a *App) startOnCluster(ctx context.Context) error {
 		nats.Name("leafline-" + a.site.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		a.natsErrors(),
 	}
 	opts = append(opts, ClusterClientOptions(cl)...)
 	var err error

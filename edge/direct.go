@@ -93,7 +93,7 @@ func (a *App) directSinkConsumer(ctx context.Context) (jetstream.Consumer, error
 	nc, err := nats.Connect("", nats.InProcessServer(a.srv),
 		nats.Name("leafline-"+a.site.Name+"-direct"),
 		nats.CustomInboxPrefix(topology.DirectInboxPrefix(a.site.Name)),
-		nats.MaxReconnects(-1))
+		nats.MaxReconnects(-1), a.natsErrors())
 	if err != nil {
 		return nil, fmt.Errorf("direct mode: connect to embedded server: %w", err)
 	}

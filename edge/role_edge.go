@@ -44,7 +44,7 @@ func (a *App) startEdge(ctx context.Context) error {
 	// second connection lets the runner's second publisher overlap its
 	// batch with the first's (runner.Options.Publishers).
 	if a.pubNC, err = nats.Connect("", nats.InProcessServer(a.srv), nats.Name("leafline-"+a.site.Name+"-receipts"),
-		nats.MaxReconnects(-1)); err != nil {
+		nats.MaxReconnects(-1), a.natsErrors()); err != nil {
 		return fmt.Errorf("connect to embedded server: %w", err)
 	}
 	js2, err := jetstream.New(a.pubNC)
