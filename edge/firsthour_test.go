@@ -22,6 +22,7 @@ import (
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/status"
 
+	"github.com/leafline/leafline/internal/logx/logxtest"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -158,49 +159,6 @@ func TestStorage_DataDirDeletedIsNotReady(t *testing.T) {
 	})
 }
 
-// duplicateKeys returns the keys that occur more than once in one object
-// of a JSON log line (at any depth).
-func duplicateKeys(line []byte) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	var dups []string
-	var walk func() error
-	walk = func() error {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				if seen[k.(string)] {
-					dups = append(dups, k.(string))
-				}
-				seen[k.(string)] = true
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		case json.Delim('['):
-			for dec.More() {
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		}
-		return nil
-	}
-	return dups, walk()
-}
-
 // TestL1_UnidentifiedOriginMessagesCountedAndListed: origin messages
 // without a usable event_id (none, empty, too long) are recorded at L1
 // before they are ACKed: counted in the summary and in /metrics, listed by
@@ -314,7 +272,7 @@ func TestL1_UnidentifiedOriginMessagesCountedAndListed(t *testing.T) {
 		t.Fatal("no log line for the unidentified origin messages")
 	}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		dups, err := duplicateKeys([]byte(line))
+		dups, err := logxtest.DuplicateKeys([]byte(line))
 		if err != nil || len(dups) > 0 {
 			t.Fatalf("log line repeats keys %v (%v): %s", dups, err, line)
 		}

@@ -7,55 +7,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-)
 
-// duplicateKeys returns the keys that occur more than once in one object of
-// the JSON line (at any depth).
-func duplicateKeys(line []byte) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	var dups []string
-	var walk func() error
-	walk = func() error {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				key := k.(string)
-				if seen[key] {
-					dups = append(dups, key)
-				}
-				seen[key] = true
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		case json.Delim('['):
-			for dec.More() {
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		}
-		return nil
-	}
-	err := walk()
-	if err == io.EOF {
-		err = nil
-	}
-	return dups, err
-}
+	"github.com/leafline/leafline/internal/logx/logxtest"
+)
 
 func TestUnique_LaterValueWinsInFirstPlace(t *testing.T) {
 	var buf bytes.Buffer
@@ -69,7 +23,7 @@ func TestUnique_LaterValueWinsInFirstPlace(t *testing.T) {
 		t.Fatalf("%d lines: %s", len(lines), buf.String())
 	}
 	for _, l := range lines {
-		dups, err := duplicateKeys([]byte(l))
+		dups, err := logxtest.DuplicateKeys([]byte(l))
 		if err != nil || len(dups) > 0 {
 			t.Fatalf("line %s: duplicate keys %v (%v)", l, dups, err)
 		}

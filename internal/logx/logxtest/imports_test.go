@@ -1,0 +1,9 @@
+package logxtest
+
+import (
+	"testing"
+
+	"github.com/leafline/leafline/internal/importcheck"
+)
+
+func TestImports(t *testing.T) { importcheck.Only(t, importcheck.StdlibOnly) }
