@@ -174,7 +174,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 	nc, err := nats.Connect("", nats.InProcessServer(a.srv),
 		nats.Name("leafline-"+a.site.Name+"-relay"),
 		nats.CustomInboxPrefix(topology.RelayInboxPrefix(a.site.Name)),
-		nats.MaxReconnects(-1))
+		nats.MaxReconnects(-1), a.natsErrors())
 	if err != nil {
 		return fmt.Errorf("relay: connect to embedded server: %w", err)
 	}

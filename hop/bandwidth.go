@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/internal/ctxsleep"
 )
 
 // capLinger stands in for "no wait" in a fetch bounded by bytes, which
@@ -107,7 +109,7 @@ func (r *Mover) budget(ctx context.Context) int64 {
 		if d <= 0 {
 			break
 		}
-		sleep(ctx, d)
+		ctxsleep.For(ctx, d)
 		if ctx.Err() != nil {
 			return 0
 		}

@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/leafline/leafline/internal/ctxsleep"
 )
 
 // Headers the relay adds to every message it stores.
@@ -195,7 +197,7 @@ func (r *Mover) Run(ctx context.Context) error {
 			}
 			wait := r.retryWait(err)
 			if wait != linkRetry {
-				sleep(ctx, wait)
+				ctxsleep.For(ctx, wait)
 				continue
 			}
 			// The link is down: retry soon, then less and less often,
@@ -266,15 +268,6 @@ func storeBackoff(n int) time.Duration {
 type crashError struct{ err error }
 
 func (e *crashError) Error() string { return e.err.Error() }
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
 
 // step fetches one batch and moves it.
 func (r *Mover) step(ctx context.Context) error {
@@ -496,7 +489,7 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 			r.prev, r.takeAll = nil, true
 			nakAll(ds)
 			if err == nil {
-				sleep(ctx, r.l.Expiry/4)
+				ctxsleep.For(ctx, r.l.Expiry/4)
 			}
 			return err
 		}
