@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leafline/leafline/internal/bench"
+	"github.com/leafline/leafline/cmd/leafline/internal/bench"
 	"github.com/leafline/leafline/topology"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leafline/leafline/internal/bench"
+	"github.com/leafline/leafline/cmd/leafline/internal/bench"
 )
 
 // TestBench_OnlyPrintsParsableLine runs `leafline bench --only z` (the

@@ -19,9 +19,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/cmd/leafline/internal/bench"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/edge"
-	"github.com/leafline/leafline/internal/bench"
 	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/internal/progress"
 	"github.com/leafline/leafline/publish"

@@ -26,7 +26,7 @@ var (
 //
 //	go test ./internal/bench -run '^$' -bench Leafline -benchtime 1x -timeout 60m
 //
-// Phase r runs a leafline binary built from ../../cmd/leafline.
+// Phase r runs a leafline binary built from ../.. (cmd/leafline).
 func BenchmarkLeafline(b *testing.B) {
 	o := Options{Backlog: *leaflineBacklog, E2E: *leaflineE2E, Drain: *leaflineDrain,
 		Transports: strings.Split(*leaflineTransport, ","), Dir: b.TempDir(), Out: os.Stdout}
@@ -35,7 +35,7 @@ func BenchmarkLeafline(b *testing.B) {
 	}
 	if o.on("r") {
 		o.RSSBin = filepath.Join(b.TempDir(), "leafline")
-		if out, err := exec.Command("go", "build", "-o", o.RSSBin, "../../cmd/leafline").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-o", o.RSSBin, "../..").CombinedOutput(); err != nil {
 			b.Fatalf("go build: %v\n%s", err, out)
 		}
 	}
