@@ -26,6 +26,7 @@ import (
 	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/outbox"
 
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/status/console"
 	"github.com/leafline/leafline/topology"
@@ -284,11 +285,11 @@ func (a *App) start(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	p := sitePlan(cfg, a.site)
+	p := jsplan.SitePlan(cfg, a.site)
 	if a.held, err = holdSwitchedSources(rctx, a.js, cfg, a.site, &p); err != nil {
 		return err
 	}
-	if err := reconcile(rctx, a.js, p); err != nil {
+	if err := jsplan.Reconcile(rctx, a.js, p); err != nil {
 		return a.storageLimitsError(ctx, err)
 	}
 	switch a.site.Role {
@@ -440,7 +441,7 @@ func (a *App) monitor(ctx context.Context) error {
 const pruneBatch = 10000
 
 func (a *App) updateSourceGauges(ctx context.Context) {
-	for _, sc := range sitePlan(a.cfg, a.site).streams {
+	for _, sc := range jsplan.SitePlan(a.cfg, a.site).Streams {
 		if len(sc.Sources) == 0 {
 			continue
 		}

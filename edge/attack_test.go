@@ -31,6 +31,7 @@ import (
 	"github.com/leafline/leafline/receipt"
 
 	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 	"github.com/leafline/leafline/topology/render"
 )
@@ -666,7 +667,7 @@ func TestAttack_ClientListenerNeedsAuth(t *testing.T) {
 // is named) and set; five planted mistakes are each reported: a sync
 // interval other than always, a JetStream domain other than the site's, a
 // link user's publish and subscribe permissions widened beyond its link,
-// and a link user that cannot connect as a leafnode. Provision refuses a server
+// and a link user that cannot connect as a leafnode. jsplan.Provision refuses a server
 // whose domain is not the site's, where it would otherwise exit 0 and
 // leave every event pending.
 func TestLint_StockHubConfig(t *testing.T) {
@@ -687,7 +688,7 @@ func TestLint_StockHubConfig(t *testing.T) {
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		ws, u, err := ServerConfigWarnings(hubCfg, path)
+		ws, u, err := jsplan.ServerConfigWarnings(hubCfg, path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -737,14 +738,14 @@ func TestLint_StockHubConfig(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	js := clientJS(t, srv.ClientURL())
-	err = Provision(ctx, js, hubCfg)
-	if !errors.Is(err, ErrWrongDomain) || !strings.Contains(err.Error(), `it is "not-hub", site "hub" has "hub"`) {
+	err = jsplan.Provision(ctx, js, hubCfg)
+	if !errors.Is(err, jsplan.ErrWrongDomain) || !strings.Contains(err.Error(), `it is "not-hub", site "hub" has "hub"`) {
 		t.Fatalf("Provision on a server of another domain: %v", err)
 	}
 
 	// The hub's receipts stream as it was before its sources were bound.
 	hub, _ := ls.Topology.Site("hub")
-	for _, sc := range sitePlan(hubCfg, hub).streams {
+	for _, sc := range jsplan.SitePlan(hubCfg, hub).Streams {
 		if sc.Name != ls.Topology.Receipts.HubStream {
 			continue
 		}
@@ -755,7 +756,7 @@ func TestLint_StockHubConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ws, err := LiveWarnings(ctx, js, hubCfg)
+	ws, err := jsplan.LiveWarnings(ctx, js, hubCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -763,7 +764,7 @@ func TestLint_StockHubConfig(t *testing.T) {
 	for _, w := range ws {
 		all = append(all, w.String())
 	}
-	for _, want := range []string{"jetstream domain: " + ErrWrongDomain.Error(), "stream RH: its source RE (deliver subject leafline.src.edge1.RE.hub) is not bound"} {
+	for _, want := range []string{"jetstream domain: " + jsplan.ErrWrongDomain.Error(), "stream RH: its source RE (deliver subject leafline.src.edge1.RE.hub) is not bound"} {
 		if !strings.Contains(strings.Join(all, "\n"), want) {
 			t.Errorf("no live warning %q in\n%s", want, strings.Join(all, "\n"))
 		}

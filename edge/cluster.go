@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -50,7 +51,7 @@ func (a *App) startOnCluster(ctx context.Context) error {
 	if ai.Domain != a.site.Domain {
 		return fmt.Errorf("cluster: the servers' JetStream domain is %q, site %q's domain in the topology is %q", ai.Domain, a.site.Name, a.site.Domain)
 	}
-	if err := reconcile(rctx, a.js, a.clusterPlan()); err != nil {
+	if err := jsplan.Reconcile(rctx, a.js, a.clusterPlan()); err != nil {
 		return err
 	}
 	a.log.Info("running on cluster", "server", a.nc.ConnectedServerName(), "replicas", cl.Replicas)
@@ -82,12 +83,12 @@ func (a *App) waitJetStream(ctx context.Context) (*jetstream.AccountInfo, error)
 	}
 }
 
-// clusterPlan is the site's plan with every stream at cluster.replicas;
+// clusterPlan is the site's jsplan.Plan with every stream at cluster.replicas;
 // the consumers follow their stream's replica count.
-func (a *App) clusterPlan() plan {
-	p := sitePlan(a.cfg, a.site)
-	for i := range p.streams {
-		p.streams[i].Replicas = a.replicas()
+func (a *App) clusterPlan() jsplan.Plan {
+	p := jsplan.SitePlan(a.cfg, a.site)
+	for i := range p.Streams {
+		p.Streams[i].Replicas = a.replicas()
 	}
 	return p
 }

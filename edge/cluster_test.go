@@ -69,10 +69,10 @@ func TestClusterPlan_Replicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := a.clusterPlan()
-		if len(p.streams) == 0 {
+		if len(p.Streams) == 0 {
 			t.Fatalf("%s: no streams", tc.config)
 		}
-		for _, s := range p.streams {
+		for _, s := range p.Streams {
 			if s.Replicas != tc.want {
 				t.Errorf("%s: stream %s has %d replicas, want %d", tc.config, s.Name, s.Replicas, tc.want)
 			}

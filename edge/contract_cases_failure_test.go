@@ -9,6 +9,7 @@ import (
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipt"
 
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -186,7 +187,7 @@ func contractCasesReceiptPublishFailure() []contractCase {
 			opts: contractOpts{noReceiptsStream: true, onStep: func(f *contractSite, s ctStep) {
 				if s.name == "nak" && s.delivered == 1 {
 					site, _ := f.cfg.Topology.Site(ctSite)
-					for _, sc := range sitePlan(f.cfg, site).streams {
+					for _, sc := range jsplan.SitePlan(f.cfg, site).Streams {
 						if sc.Name == ctReceipts {
 							if _, err := f.client.CreateStream(context.Background(), sc); err != nil {
 								f.t.Error(err)

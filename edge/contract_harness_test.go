@@ -16,6 +16,7 @@ import (
 
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
@@ -360,13 +361,13 @@ func newContractSite(t *testing.T, o contractOpts) *contractSite {
 		t.Fatal(err)
 	}
 
-	// The site's plan, as the appliance derives it, minus the links: the
+	// The site's jsplan.Plan, as the appliance derives it, minus the links: the
 	// edge events stream takes its subjects directly instead of sourcing
 	// them from a hub, and no source consumer is served upstream.
 	site, _ := cfg.Topology.Site(ctSite)
-	full := sitePlan(cfg, site)
-	var p plan
-	for _, sc := range full.streams {
+	full := jsplan.SitePlan(cfg, site)
+	var p jsplan.Plan
+	for _, sc := range full.Streams {
 		switch {
 		case sc.Name == cfg.Topology.Events.EdgeStream:
 			sc.Sources = nil
@@ -382,12 +383,12 @@ func newContractSite(t *testing.T, o contractOpts) *contractSite {
 				sc.Discard = jetstream.DiscardNew
 			}
 		}
-		p.streams = append(p.streams, sc)
+		p.Streams = append(p.Streams, sc)
 	}
-	p.consumers = []consumerPlan{{stream: cfg.Topology.Events.EdgeStream, cfg: sinkConsumerConfig(cfg)}}
+	p.Consumers = []jsplan.ConsumerPlan{{Stream: cfg.Topology.Events.EdgeStream, Config: jsplan.SinkConsumerConfig(cfg)}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := reconcile(ctx, f.client, p); err != nil {
+	if err := jsplan.Reconcile(ctx, f.client, p); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.DeadLetter.Enabled && o.dlq == dlqFull {

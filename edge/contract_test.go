@@ -26,6 +26,7 @@ import (
 
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
@@ -314,7 +315,7 @@ func failFirst(n int64) func(outbox.Publisher) outbox.Publisher {
 // hold maxMsgs messages (0: no limit).
 func ctCreateDLQStream(f *contractSite, maxMsgs int64) {
 	site, _ := f.cfg.Topology.Site(ctSite)
-	for _, sc := range sitePlan(f.cfg, site).streams {
+	for _, sc := range jsplan.SitePlan(f.cfg, site).Streams {
 		if sc.Name != f.cfg.DeadLetter.Stream {
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/internal/ctxsleep"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -81,7 +82,7 @@ func directConsumerConfig(site *topology.Site) jetstream.ConsumerConfig {
 // connection the consumer uses (in process, with the edge's own inbox
 // prefix, which is all that the links let back to this edge), and waits up
 // to directStartWait for L1 to answer. It fails only when the consumer on
-// L1 is incompatible (ErrIncompatible); when L1 does not answer, or has
+// L1 is incompatible (jsplan.ErrIncompatible); when L1 does not answer, or has
 // not created the consumer yet, it returns a consumer that binds itself on
 // the first fetch that finds it.
 func (a *App) directSinkConsumer(ctx context.Context) (jetstream.Consumer, error) {
@@ -122,7 +123,7 @@ func (a *App) directSinkConsumer(ctx context.Context) (jetstream.Consumer, error
 		if err == nil {
 			return d, nil
 		}
-		if errors.Is(err, ErrIncompatible) {
+		if errors.Is(err, jsplan.ErrIncompatible) {
 			nc.Close()
 			return nil, err
 		}
@@ -192,16 +193,16 @@ func (d *directConsumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		return nil, fmt.Errorf("%w: %s: %w (L1 creates it for each direct-mode edge of its topology: is L1 running a topology in which this edge is direct?)", ErrUpstreamUnreachable, where, errDirectConsumerMissing)
 	case errors.Is(err, jetstream.ErrNotPullConsumer):
-		return nil, fmt.Errorf("%s: %w: it is a push consumer; direct mode needs a pull consumer", where, ErrIncompatible)
+		return nil, fmt.Errorf("%s: %w: it is a push consumer; direct mode needs a pull consumer", where, jsplan.ErrIncompatible)
 	default:
 		return nil, d.unreachable(where, err)
 	}
 	have := c.CachedInfo().Config
 	if have.AckPolicy != d.want.AckPolicy {
-		return nil, fmt.Errorf("%s: %w: ack policy is %s, direct mode needs %s", where, ErrIncompatible, have.AckPolicy, d.want.AckPolicy)
+		return nil, fmt.Errorf("%s: %w: ack policy is %s, direct mode needs %s", where, jsplan.ErrIncompatible, have.AckPolicy, d.want.AckPolicy)
 	}
 	if have.DeliverPolicy != d.want.DeliverPolicy {
-		return nil, fmt.Errorf("%s: %w: deliver policy is %s, direct mode needs %s", where, ErrIncompatible, have.DeliverPolicy, d.want.DeliverPolicy)
+		return nil, fmt.Errorf("%s: %w: deliver policy is %s, direct mode needs %s", where, jsplan.ErrIncompatible, have.DeliverPolicy, d.want.DeliverPolicy)
 	}
 	return c, nil
 }
@@ -219,7 +220,7 @@ func (d *directConsumer) unreachable(where string, err error) error {
 // Fetch fetches a batch from the consumer on L1. When L1 cannot be reached
 // it waits d.pause and returns an empty batch whose Error wraps
 // ErrUpstreamUnreachable (the outage is logged here, not per fetch); an
-// incompatible consumer is returned as an error wrapping ErrIncompatible,
+// incompatible consumer is returned as an error wrapping jsplan.ErrIncompatible,
 // after the same pause. The batch is read to its end before Fetch returns.
 func (d *directConsumer) Fetch(batch int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
 	c, err := d.current(context.Background())
@@ -248,7 +249,7 @@ func (d *directConsumer) Fetch(batch int, opts ...jetstream.FetchOpt) (jetstream
 // failed handles a fetch that did not reach the consumer.
 func (d *directConsumer) failed(err error) (jetstream.MessageBatch, error) {
 	d.failures.Add(1)
-	if errors.Is(err, ErrIncompatible) {
+	if errors.Is(err, jsplan.ErrIncompatible) {
 		d.log.Error("direct mode: the consumer on L1 is incompatible; nothing is processed until an operator fixes or removes it", "err", err)
 		d.sleep()
 		return nil, err
@@ -278,7 +279,7 @@ func (d *directConsumer) markDown(err error) {
 			"err", err)
 	case d.reachable || d.since.IsZero():
 		d.reachable, d.since, d.lastWarn = false, now, now
-		d.log.Warn("direct mode: cannot reach the origin stream on L1 through the leafnode links; the sink runner processes nothing until it can (events wait on L1; receipts already committed are still relayed)",
+		d.log.Warn("direct mode: cannot reach the origin stream on L1 through the leafnode links; the sink runner processes nothing until it can (events wait on L1; receipts already committed are still jsplan.Relayed)",
 			"err", err)
 	case now.Sub(d.lastWarn) >= directRemindEvery:
 		d.lastWarn = now

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/localsys"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -94,7 +95,7 @@ func dumpSystem(t *testing.T, ls *LocalSystem) {
 			continue
 		}
 		js, _ := jetstream.New(nc)
-		for _, sc := range sitePlan(ls.Configs[s.Name], &s).streams {
+		for _, sc := range jsplan.SitePlan(ls.Configs[s.Name], &s).Streams {
 			t.Logf("%s %s: %d messages", s.Name, sc.Name, localsys.StreamState(ctx, js, sc.Name).Msgs)
 		}
 		if st, ok := a.DirectStatus(); ok {
@@ -285,7 +286,7 @@ func TestDirect_StartWhileUnreachable(t *testing.T) {
 // TestDirect_IncompatibleConsumer: a consumer on L1A under the edge's name
 // that direct mode cannot use (put there by a client of L1's account in
 // place of the one L1 created) stops the edge's start with
-// ErrIncompatible, and is left as it was.
+// jsplan.ErrIncompatible, and is left as it was.
 func TestDirect_IncompatibleConsumer(t *testing.T) {
 	ls := directSystem(t, LocalOptions{}, map[string]string{"edge1": ""}, []string{"l1", "hub"})
 	l1js := clientJS(t, ls.App("l1").ClientURL())
@@ -301,7 +302,7 @@ func TestDirect_IncompatibleConsumer(t *testing.T) {
 		return err
 	})
 	_, err := ls.Start(ctx, "edge1")
-	if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "ack policy") {
+	if !errors.Is(err, jsplan.ErrIncompatible) || !strings.Contains(err.Error(), "ack policy") {
 		t.Fatalf("start: %v", err)
 	}
 	if info := consumerInfo(t, l1js, "L1A", name); info.Config.AckPolicy != jetstream.AckNonePolicy {
@@ -490,12 +491,12 @@ func TestDirect_Plan(t *testing.T) {
 	t.Cleanup(ls.Close)
 	e1, _ := ls.Topology.Site("edge1")
 	e1.DeliveryMode = topology.DeliveryDirect
-	names := func(p plan) (streams, consumers []string) {
-		for _, s := range p.streams {
+	names := func(p jsplan.Plan) (streams, consumers []string) {
+		for _, s := range p.Streams {
 			streams = append(streams, s.Name)
 		}
-		for _, c := range p.consumers {
-			consumers = append(consumers, c.stream+"/"+c.cfg.Durable)
+		for _, c := range p.Consumers {
+			consumers = append(consumers, c.Stream+"/"+c.Config.Durable)
 		}
 		return streams, consumers
 	}
@@ -505,13 +506,13 @@ func TestDirect_Plan(t *testing.T) {
 		{"hub", "[HA RH]", "[HA/leafline-src-edge2 RH/leafline-src-l1]"},
 	} {
 		s, _ := ls.Topology.Site(tc.site)
-		streams, consumers := names(sitePlan(ls.Configs[tc.site], s))
+		streams, consumers := names(jsplan.SitePlan(ls.Configs[tc.site], s))
 		if fmt.Sprint(streams) != tc.streams || fmt.Sprint(consumers) != tc.consumers {
 			t.Errorf("%s: streams %v consumers %v, want %s %s", tc.site, streams, consumers, tc.streams, tc.consumers)
 		}
 	}
 	hub, _ := ls.Topology.Site("hub")
-	for _, sc := range sitePlan(ls.Configs["hub"], hub).streams {
+	for _, sc := range jsplan.SitePlan(ls.Configs["hub"], hub).Streams {
 		if sc.Name == "RH" && len(sc.Sources) != 2 {
 			t.Fatalf("RH sources %d edges, want 2", len(sc.Sources))
 		}

@@ -12,7 +12,7 @@
 // Each box creates the streams it owns on startup and reconciles them on
 // restart: it updates in place, and never deletes or recreates a stream. A
 // change that would need that (retention, storage, discard policy) is a
-// startup error wrapping ErrIncompatible. The only messages a box deletes
+// startup error wrapping jsplan.ErrIncompatible. The only messages a box deletes
 // are those every taker has (trimming, below).
 //
 //	forward:  L1A@l1 → HA@hub → L2A@edge           (per-edge subject filter)
@@ -32,7 +32,7 @@
 // flight, so that a box never stops because its streams filled with what
 // the next hop already has. Once a second each box purges, from each
 // stream it owns, the messages up to the lowest ACK floor of the durable
-// consumers that take them (trim.go):
+// consumers that take them (package jsplan, and trim.go):
 //
 //   - L2A: the sink runner, which ACKs after its commit and the receipt's
 //     PubAck (or after the DLQ record's);
@@ -42,7 +42,7 @@
 //     carry only sequences it has stored. That holds from nats-server
 //     2.15.3 (and 2.14.10), which go.mod requires: v2.15.2 could, after a
 //     consumer reset, reply with sequences it had skipped, and trimming
-//     then deleted them (ServerVersionWarning names such a stock server).
+//     then deleted them (jsplan.ServerVersionWarning names such a stock server).
 //
 // A consumer has taken everything up to its ACK floor and, if filtered,
 // up to the next message of its subjects in the stream. Nothing else of
@@ -114,7 +114,7 @@
 // sites[].direct_consumer settings), checks it every 5s and puts back
 // what a client of its own account changed; the edge only binds to it
 // through L1's API prefix, and refuses one it cannot use
-// (ErrIncompatible). Its ACK is the ACK of the original delivery on L1;
+// (jsplan.ErrIncompatible). Its ACK is the ACK of the original delivery on L1;
 // the receipt path and the commit-first rule are unchanged, and L1 still
 // records completion from receipts. The links carry exactly that
 // consumer's lookups, pull requests and ACKs, and the replies under the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leafline/leafline/hop"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -88,7 +89,7 @@ func stockSite(name string) func(*topology.Config) {
 }
 
 // One edge by the relay, the other by sourcing, through a link cut of the
-// relayed edge: everything completes.
+// jsplan.Relayed edge: everything completes.
 func TestSystem_Relay_MixedLinkCut(t *testing.T) {
 	ls := testSystem(t, LocalOptions{Edges: 2, Configure: withTransport(topology.TransportSourcing, topology.TransportRelay)}, nil)
 	l1js := clientJS(t, ls.App("l1").ClientURL())
@@ -110,7 +111,7 @@ func TestSystem_Relay_MixedLinkCut(t *testing.T) {
 func TestProvision_RefusesRelayOnStockServer(t *testing.T) {
 	ls := testSystem(t, LocalOptions{Configure: withTransport(topology.TransportRelay, "")}, nil)
 	cfg := *ls.App("hub").cfg
-	err := stockServerTakes(&cfg, ls.App("hub").site)
+	err := jsplan.StockServerTakes(&cfg, ls.App("hub").site)
 	if err == nil || !strings.Contains(err.Error(), `"server": "nats-server"`) {
 		t.Fatalf("a stock hub was provisioned for the relay: %v", err)
 	}

@@ -8,5 +8,5 @@ import (
 
 // TestImports: the box wires the runner, sinks, outbox, receipts and PKI; it never imports a test or demo harness (internal/localsys, internal/demo) or a fault injector.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "internal/ctxsleep", "cleanup", "completion", "completion/record", "completion/state", "edge/eventid", "edge/runner", "internal/logx", "hop", "internal/dirsync", "outbox", "pki", "receipt", "sink", "status", "status/console", "topology")
+	importcheck.Only(t, "internal/ctxsleep", "jsplan", "cleanup", "completion", "completion/record", "completion/state", "edge/eventid", "edge/runner", "internal/logx", "hop", "internal/dirsync", "outbox", "pki", "receipt", "sink", "status", "status/console", "topology")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology/render"
 )
 
@@ -56,7 +57,7 @@ func TestRender_StockHub(t *testing.T) {
 	}
 	hub := jstest.Run(t, opts)
 
-	if err := Provision(ctx, clientJS(t, hub.ClientURL()), hubCfg); err != nil {
+	if err := jsplan.Provision(ctx, clientJS(t, hub.ClientURL()), hubCfg); err != nil {
 		t.Fatalf("provision the stock hub: %v", err)
 	}
 	edge, err := ls.Start(ctx, "edge1")

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -43,7 +44,7 @@ const settingMaxStreamBytes = "jetstream.max_stream_bytes"
 // creates on its embedded server.
 func storageReserves(cfg *topology.Config, site *topology.Site) []streamReserve {
 	var rs []streamReserve
-	for _, sc := range sitePlan(cfg, site).streams {
+	for _, sc := range jsplan.SitePlan(cfg, site).Streams {
 		if sc.MaxBytes > 0 {
 			rs = append(rs, streamReserve{name: sc.Name, bytes: sc.MaxBytes, setting: settingMaxStreamBytes})
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -17,7 +18,7 @@ func standaloneJS(t *testing.T) jetstream.JetStream {
 	return jstest.Connect(t, jstest.Start(t, jstest.Options{}))
 }
 
-func edgePlan(t *testing.T) plan {
+func edgePlan(t *testing.T) jsplan.Plan {
 	t.Helper()
 	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{})
 	if err != nil {
@@ -26,14 +27,14 @@ func edgePlan(t *testing.T) plan {
 	t.Cleanup(ls.Close)
 	cfg := ls.Configs["edge1"]
 	site, _ := cfg.Topology.Site("edge1")
-	return sitePlan(cfg, site)
+	return jsplan.SitePlan(cfg, site)
 }
 
 func TestReconcile_IdempotentAndNeverDestructive(t *testing.T) {
 	ctx := context.Background()
 	p := edgePlan(t)
 	for name, tc := range map[string]struct {
-		pre     *jetstream.StreamConfig // created before reconcile
+		pre     *jetstream.StreamConfig // created before jsplan.Reconcile
 		wantErr bool
 	}{
 		"fresh":                 {},
@@ -58,18 +59,18 @@ func TestReconcile_IdempotentAndNeverDestructive(t *testing.T) {
 				}
 				_ = s
 			}
-			err := reconcile(ctx, js, p)
+			err := jsplan.Reconcile(ctx, js, p)
 			if tc.wantErr {
-				if !errors.Is(err, ErrIncompatible) {
-					t.Fatalf("got %v, want ErrIncompatible", err)
+				if !errors.Is(err, jsplan.ErrIncompatible) {
+					t.Fatalf("got %v, want jsplan.ErrIncompatible", err)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A second reconcile (a restart) changes nothing and loses nothing.
-			if err := reconcile(ctx, js, p); err != nil {
+			// A second jsplan.Reconcile (a restart) changes nothing and loses nothing.
+			if err := jsplan.Reconcile(ctx, js, p); err != nil {
 				t.Fatalf("second reconcile: %v", err)
 			}
 			s, err := js.Stream(ctx, "RE")
@@ -78,7 +79,7 @@ func TestReconcile_IdempotentAndNeverDestructive(t *testing.T) {
 			}
 			info := s.CachedInfo()
 			if info.State.Msgs != before {
-				t.Fatalf("RE holds %d messages after reconcile, want %d", info.State.Msgs, before)
+				t.Fatalf("RE holds %d messages after jsplan.Reconcile, want %d", info.State.Msgs, before)
 			}
 			if info.Config.Discard != jetstream.DiscardNew || !info.Config.AllowAtomicPublish {
 				t.Fatalf("RE config not reconciled: %+v", info.Config)
@@ -87,7 +88,7 @@ func TestReconcile_IdempotentAndNeverDestructive(t *testing.T) {
 	}
 }
 
-// A box's plan follows the topology: the hub serves one durable source
+// A box's jsplan.Plan follows the topology: the hub serves one durable source
 // consumer per edge with that edge's filter, and one for L1 on RH.
 func TestSitePlan_HubServesEachDownstream(t *testing.T) {
 	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Edges: 2, Configure: withTransport(topology.TransportSourcing, "")})
@@ -97,12 +98,12 @@ func TestSitePlan_HubServesEachDownstream(t *testing.T) {
 	defer ls.Close()
 	cfg := ls.Configs["hub"]
 	site, _ := cfg.Topology.Site("hub")
-	p := sitePlan(cfg, site)
+	p := jsplan.SitePlan(cfg, site)
 	got := map[string]string{}
-	for _, c := range p.consumers {
-		got[c.stream+"/"+c.cfg.Durable] = c.cfg.DeliverSubject
-		if c.cfg.AckPolicy != jetstream.AckFlowControlPolicy {
-			t.Fatalf("%s: ack policy %s, want flow control (durable sourcing)", c.cfg.Durable, c.cfg.AckPolicy)
+	for _, c := range p.Consumers {
+		got[c.Stream+"/"+c.Config.Durable] = c.Config.DeliverSubject
+		if c.Config.AckPolicy != jetstream.AckFlowControlPolicy {
+			t.Fatalf("%s: ack policy %s, want flow control (durable sourcing)", c.Config.Durable, c.Config.AckPolicy)
 		}
 	}
 	want := map[string]string{
@@ -115,23 +116,9 @@ func TestSitePlan_HubServesEachDownstream(t *testing.T) {
 			t.Fatalf("consumer %s: deliver subject %q, want %q (all: %v)", k, got[k], v, got)
 		}
 	}
-	for _, s := range p.streams {
+	for _, s := range p.Streams {
 		if s.Name == "RH" && len(s.Sources) != 2 {
 			t.Fatalf("RH sources %d edges, want 2", len(s.Sources))
-		}
-	}
-}
-
-func TestRefused_ClassifiesUpdateErrors(t *testing.T) {
-	conf := &jetstream.APIError{Code: 400, ErrorCode: 10052, Description: "stream configuration update can not change MaxConsumers"}
-	full := &jetstream.APIError{Code: 500, ErrorCode: 10069, Description: "write meta.inf.tmp: no space left on device"}
-	if err := refused(conf); !errors.Is(err, ErrIncompatible) {
-		t.Errorf("a refused configuration: %v, want ErrIncompatible", err)
-	}
-	for _, e := range []error{full, context.DeadlineExceeded} {
-		err := refused(e)
-		if errors.Is(err, ErrIncompatible) || !errors.Is(err, e) {
-			t.Errorf("%v: got %v, want the cause and not ErrIncompatible", e, err)
 		}
 	}
 }
@@ -153,7 +140,7 @@ func TestServerVersionWarning(t *testing.T) {
 		"":              false,
 		"not-a-version": false,
 	} {
-		w, got := ServerVersionWarning(v)
+		w, got := jsplan.ServerVersionWarning(v)
 		if got != want {
 			t.Errorf("%q: warned %v, want %v", v, got, want)
 		}
@@ -164,36 +151,36 @@ func TestServerVersionWarning(t *testing.T) {
 }
 
 // A box upgraded from a release whose backlog batch default was 512 finds
-// its sink consumer asking at most 512 per pull: reconcile raises it to
+// its sink consumer asking at most 512 per pull: jsplan.Reconcile raises it to
 // the store sink's 1000 in place, keeping the consumer and its state.
 func TestReconcile_RaisesSinkConsumerRequestBatch(t *testing.T) {
 	ctx := context.Background()
 	p := edgePlan(t)
 	js := standaloneJS(t)
-	var sink *consumerPlan
-	for i := range p.consumers {
-		if p.consumers[i].stream == "L2A" {
-			sink = &p.consumers[i]
+	var sink *jsplan.ConsumerPlan
+	for i := range p.Consumers {
+		if p.Consumers[i].Stream == "L2A" {
+			sink = &p.Consumers[i]
 		}
 	}
-	if sink == nil || sink.cfg.MaxRequestBatch != 1000 {
-		t.Fatalf("sink consumer plan %+v: want MaxRequestBatch 1000", sink)
+	if sink == nil || sink.Config.MaxRequestBatch != 1000 {
+		t.Fatalf("sink consumer jsplan.Plan %+v: want MaxRequestBatch 1000", sink)
 	}
-	for _, s := range p.streams {
+	for _, s := range p.Streams {
 		if _, err := js.CreateStream(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	old := sink.cfg
+	old := sink.Config
 	old.MaxRequestBatch = 512
-	created, err := js.CreateConsumer(ctx, sink.stream, old)
+	created, err := js.CreateConsumer(ctx, sink.Stream, old)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reconcile(ctx, js, p); err != nil {
+	if err := jsplan.Reconcile(ctx, js, p); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
-	cons, err := js.Consumer(ctx, sink.stream, old.Durable)
+	cons, err := js.Consumer(ctx, sink.Stream, old.Durable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,40 +205,40 @@ func TestReconcile_RelayConsumerAckPolicy(t *testing.T) {
 	defer ls.Close()
 	cfg := ls.Configs["edge1"]
 	site, _ := cfg.Topology.Site("edge1")
-	p := sitePlan(cfg, site)
-	var relay *consumerPlan
-	for i := range p.consumers {
-		if p.consumers[i].cfg.Durable == topology.RelayConsumerName("hub") {
-			relay = &p.consumers[i]
+	p := jsplan.SitePlan(cfg, site)
+	var relay *jsplan.ConsumerPlan
+	for i := range p.Consumers {
+		if p.Consumers[i].Config.Durable == topology.RelayConsumerName("hub") {
+			relay = &p.Consumers[i]
 		}
 	}
-	if relay == nil || relay.cfg.AckPolicy != jetstream.AckAllPolicy {
+	if relay == nil || relay.Config.AckPolicy != jetstream.AckAllPolicy {
 		t.Fatalf("edge1's relay consumer for the hub: %+v, want one with ACK policy all", relay)
 	}
 	for _, explicit := range []bool{false, true} {
 		js := standaloneJS(t)
-		for _, s := range p.streams {
+		for _, s := range p.Streams {
 			if _, err := js.CreateStream(ctx, s); err != nil {
 				t.Fatal(err)
 			}
 		}
 		want := jetstream.AckAllPolicy
 		if explicit {
-			old := relay.cfg
+			old := relay.Config
 			old.AckPolicy, want = jetstream.AckExplicitPolicy, jetstream.AckExplicitPolicy
-			if _, err := js.CreateConsumer(ctx, relay.stream, old); err != nil {
+			if _, err := js.CreateConsumer(ctx, relay.Stream, old); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := reconcile(ctx, js, p); err != nil {
+		if err := jsplan.Reconcile(ctx, js, p); err != nil {
 			t.Fatalf("reconcile (existing explicit consumer: %v): %v", explicit, err)
 		}
-		cons, err := js.Consumer(ctx, relay.stream, relay.cfg.Durable)
+		cons, err := js.Consumer(ctx, relay.Stream, relay.Config.Durable)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := cons.CachedInfo().Config.AckPolicy; got != want {
-			t.Errorf("existing explicit consumer %v: ACK policy %s after reconcile, want %s", explicit, got, want)
+			t.Errorf("existing explicit consumer %v: ACK policy %s after jsplan.Reconcile, want %s", explicit, got, want)
 		}
 	}
 }

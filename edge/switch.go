@@ -14,6 +14,7 @@ import (
 
 	"github.com/leafline/leafline/hop"
 	"github.com/leafline/leafline/internal/ctxsleep"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -24,7 +25,7 @@ import (
 // message is stored twice, none is skipped, also when a box crashes during
 // the switch. The downstream stream's newest message on the link's
 // subjects says how far the link got (its mark: package hop), whichever
-// transport stored it; the trim never removes it (keepRelayMarks).
+// transport stored it; the trim never removes it (jsplan.KeepRelayMarks).
 //
 //   - The upstream end creates the new transport's consumer, starting after
 //     the old consumer's ACK floor when that one exists, and then deletes
@@ -45,10 +46,10 @@ import (
 // consumer after a switch from the relay.
 const switchRetry = 2 * time.Second
 
-// heldSource is a source that the plan gives a stream and that waits for
+// heldSource is a source that the jsplan.Plan gives a stream and that waits for
 // its upstream consumer to be positioned after the relay's mark.
 type heldSource struct {
-	link relaySpec
+	link jsplan.TakenLink
 	src  *jetstream.StreamSource
 	mark uint64
 }
@@ -56,34 +57,34 @@ type heldSource struct {
 // holdSwitchedSources takes out of p the sources of the links that moved
 // from the relay to sourcing and whose stream does not have them yet, and
 // returns them with the relay's mark.
-func holdSwitchedSources(ctx context.Context, js jetstream.JetStream, cfg *topology.Config, site *topology.Site, p *plan) ([]heldSource, error) {
+func holdSwitchedSources(ctx context.Context, js jetstream.JetStream, cfg *topology.Config, site *topology.Site, p *jsplan.Plan) ([]heldSource, error) {
 	var held []heldSource
-	for _, sp := range takenLinks(cfg, site) {
-		if sp.relay {
+	for _, sp := range jsplan.TakenLinks(cfg, site) {
+		if sp.Relay {
 			continue
 		}
-		i := slices.IndexFunc(p.streams, func(c jetstream.StreamConfig) bool { return c.Name == sp.localStream })
+		i := slices.IndexFunc(p.Streams, func(c jetstream.StreamConfig) bool { return c.Name == sp.LocalStream })
 		if i < 0 {
 			continue
 		}
-		want := &p.streams[i]
-		k := slices.IndexFunc(want.Sources, sp.isSource)
+		want := &p.Streams[i]
+		k := slices.IndexFunc(want.Sources, sp.IsSource)
 		if k < 0 {
 			continue
 		}
-		s, err := js.Stream(ctx, sp.localStream)
+		s, err := js.Stream(ctx, sp.LocalStream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", sp.localStream, err)
+			return nil, fmt.Errorf("stream %s: %w", sp.LocalStream, err)
 		}
-		if slices.ContainsFunc(s.CachedInfo().Config.Sources, sp.isSource) {
+		if slices.ContainsFunc(s.CachedInfo().Config.Sources, sp.IsSource) {
 			continue
 		}
-		mark, byRelay, err := hop.ReadMark(ctx, s, sp.linkName(site), sp.marks)
+		mark, byRelay, err := hop.ReadMark(ctx, s, sp.LinkName(site), sp.Marks)
 		if err != nil {
-			return nil, fmt.Errorf("stream %s: the mark of link %s: %w", sp.localStream, sp.linkName(site), err)
+			return nil, fmt.Errorf("stream %s: the mark of link %s: %w", sp.LocalStream, sp.LinkName(site), err)
 		}
 		if !byRelay {
 			continue
@@ -94,12 +95,6 @@ func holdSwitchedSources(ctx context.Context, js jetstream.JetStream, cfg *topol
 	return held, nil
 }
 
-// isSource reports whether src is the source of link sp: the stream it
-// takes, from the domain of the site it takes it from.
-func (sp relaySpec) isSource(src *jetstream.StreamSource) bool {
-	return src.Name == sp.stream && src.External != nil && src.External.APIPrefix == topology.APIPrefix(sp.from.Domain)
-}
-
 // positionSources positions each held source's upstream consumer and then
 // adds the source to its stream, trying again every switchRetry until all
 // are done or ctx ends.
@@ -108,18 +103,18 @@ func (a *App) positionSources(ctx context.Context, held []heldSource) {
 	for len(held) > 0 && ctx.Err() == nil {
 		left := held[:0]
 		for _, h := range held {
-			name := h.link.linkName(a.site)
+			name := h.link.LinkName(a.site)
 			if err := a.positionSource(ctx, h); err != nil {
 				if failed[name] != err.Error() {
 					a.log.Warn("link switched to sourcing: its source waits for the upstream; retrying",
-						"link", name, "stream", h.link.localStream, "err", err)
+						"link", name, "stream", h.link.LocalStream, "err", err)
 					failed[name] = err.Error()
 				}
 				left = append(left, h)
 				continue
 			}
 			a.log.Info("link switched to sourcing: source added after the relay's mark",
-				"link", name, "stream", h.link.localStream, "mark", h.mark)
+				"link", name, "stream", h.link.LocalStream, "mark", h.mark)
 		}
 		if held = left; len(held) > 0 {
 			ctxsleep.For(ctx, switchRetry)
@@ -176,19 +171,19 @@ func (a *App) positionSource(ctx context.Context, h heldSource) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cons := topology.SourceConsumerName(a.site.Name)
-	if err := resetSourceConsumer(ctx, a.nc, h.link.from.Domain, h.link.stream, cons, h.mark+1); err != nil {
-		return fmt.Errorf("reset consumer %s on %s at %s to %d: %w", cons, h.link.stream, h.link.from.Name, h.mark+1, err)
+	if err := resetSourceConsumer(ctx, a.nc, h.link.From.Domain, h.link.Stream, cons, h.mark+1); err != nil {
+		return fmt.Errorf("reset consumer %s on %s at %s to %d: %w", cons, h.link.Stream, h.link.From.Name, h.mark+1, err)
 	}
-	s, err := a.js.Stream(ctx, h.link.localStream)
+	s, err := a.js.Stream(ctx, h.link.LocalStream)
 	if err != nil {
 		return err
 	}
 	c := s.CachedInfo().Config
-	if !slices.ContainsFunc(c.Sources, h.link.isSource) {
+	if !slices.ContainsFunc(c.Sources, h.link.IsSource) {
 		c.Sources = append(c.Sources, h.src)
 	}
 	if _, err := a.js.UpdateStream(ctx, c); err != nil {
-		return fmt.Errorf("add source %s to stream %s: %w", h.src.Name, h.link.localStream, err)
+		return fmt.Errorf("add source %s to stream %s: %w", h.src.Name, h.link.LocalStream, err)
 	}
 	return nil
 }

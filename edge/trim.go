@@ -2,217 +2,17 @@ package edge
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/jsplan"
 )
 
-// trimEvery is how often a box deletes from its streams what their takers
-// have taken.
-const trimEvery = time.Second
-
-// trimPlan names a stream the box owns and the durable consumers that take
-// its messages: the box's own (the sink runner on L2A, the completion
-// service on R1) or the next hops' source consumers (RE, RH, HA). Each
-// ACKs a message only once it is safe elsewhere: the sink runner after its
-// commit and the receipt's PubAck, the completion service after its KV
-// write, a source consumer when the downstream's flow-control reply says
-// it has stored it (AckFlowControl).
-type trimPlan struct {
-	stream    string
-	consumers []string
-	// keep are subjects whose newest message is never trimmed: those of
-	// the links into the stream, whose newest message holds the link's
-	// high-water mark (package hop).
-	keep []string
-}
-
-// trimPlans lists the streams of a site that are trimmed. L1A is not: it
-// is the origin, which L1's tracker and redrive read. Neither is the DLQ,
-// which is for operators.
-func trimPlans(cfg *topology.Config, site *topology.Site) []trimPlan {
-	return keepRelayMarks(cfg, site, trimTakers(cfg, site))
-}
-
-func trimTakers(cfg *topology.Config, site *topology.Site) []trimPlan {
-	t := cfg.Topology
-	up, _ := t.Site(site.Upstream)
-	switch site.Role {
-	case topology.RoleL1:
-		return []trimPlan{{stream: t.Receipts.L1Stream, consumers: []string{cfg.Completion.Consumer}}}
-	case topology.RoleHub:
-		var edges []string
-		for _, e := range t.Downstream(site.Name) {
-			if !e.Direct() {
-				edges = append(edges, takerName(t, site, e))
-			}
-		}
-		return []trimPlan{
-			{stream: t.Events.HubStream, consumers: edges},
-			{stream: t.Receipts.HubStream, consumers: []string{takerName(t, site, up)}},
-		}
-	case topology.RoleEdge:
-		p := []trimPlan{{stream: t.Receipts.EdgeStream, consumers: []string{takerName(t, site, up)}}}
-		if !site.Direct() {
-			p = append(p, trimPlan{stream: t.Events.EdgeStream, consumers: []string{cfg.Delivery.Consumer}})
-		}
-		return p
-	}
-	return nil
-}
-
-// trimBound returns the highest stream sequence up to which every
-// consumer of p has taken every message it will ever be given (takenUpTo),
-// given the stream's last sequence read before, or 0. A consumer that does
-// not exist takes nothing: the stream is then not trimmed at all, so that
-// a stream keeps everything until its takers exist.
-func trimBound(ctx context.Context, s jetstream.Stream, p trimPlan, last uint64) (uint64, error) {
-	if len(p.consumers) == 0 {
-		return 0, nil
-	}
-	// One listing reads every consumer of the stream, pull (the box's
-	// own) or push (a source consumer).
-	infos := map[string]*jetstream.ConsumerInfo{}
-	l := s.ListConsumers(ctx)
-	for ci := range l.Info() {
-		infos[ci.Name] = ci
-	}
-	if err := l.Err(); err != nil {
-		return 0, fmt.Errorf("consumers: %w", err)
-	}
-	bound := last
-	for _, name := range p.consumers {
-		ci, ok := infos[name]
-		if !ok {
-			return 0, nil
-		}
-		taken, err := takenUpTo(ctx, s, ci, last)
-		if err != nil {
-			return 0, fmt.Errorf("consumer %s: %w", name, err)
-		}
-		bound = min(bound, taken)
-	}
-	return bound, nil
-}
-
-// takenUpTo returns the highest stream sequence up to which the consumer
-// has taken every message it will ever be given, at most last.
-//
-// That is its ACK floor: every message up to it was ACKed or was never
-// its own. A filtered consumer is also never given the messages after the
-// floor up to the next one of its subjects, which is looked up in the
-// stream; that matters for a quiet edge's consumer on HA, whose ACK floor
-// stays at the last message of its own subjects.
-//
-// Nothing else in the consumer's info is used, since nats-server
-// (v2.15.3) does not report it consistently:
-//
-//   - its pending count: a stored message is signalled to the stream's
-//     consumers asynchronously, so a consumer can read as having nothing
-//     pending while the stream already holds a message for it
-//     (TestTrim_NewMessageNotYetCounted);
-//   - its delivered sequence: the count of unACKed messages comes from the
-//     consumer's memory and the delivered sequence from its store, and
-//     they can disagree: right after a link came back, a source consumer
-//     can read nothing unACKed while its delivered sequence stands above
-//     its ACK floor, and the next hop has not stored what lies between
-//     (TestTrim_DeliveredAheadOfAckFloor).
-func takenUpTo(ctx context.Context, s jetstream.Stream, ci *jetstream.ConsumerInfo, last uint64) (uint64, error) {
-	taken := min(ci.AckFloor.Stream, last)
-	filters := ci.Config.FilterSubjects
-	if ci.Config.FilterSubject != "" {
-		filters = []string{ci.Config.FilterSubject}
-	}
-	if taken >= last || len(filters) == 0 {
-		return taken, nil
-	}
-	next := last + 1
-	for _, f := range filters {
-		m, err := s.GetMsg(ctx, taken+1, jetstream.WithGetMsgSubject(f))
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-		case err != nil:
-			return 0, fmt.Errorf("next message on %s: %w", f, err)
-		default:
-			next = min(next, m.Sequence)
-		}
-	}
-	return next - 1, nil
-}
-
-// trim deletes from p's stream every message up to trimBound and returns
-// how many it deleted. It purges by sequence, so the server drops whole
-// blocks at once instead of one message per ACK. Only trim deletes from
-// these streams, always a prefix, so the messages up to bound are the
-// sequences from the first one on.
-//
-// A purge makes nats-server (v2.15.3) forget which of a consumer's
-// messages it was about to redeliver at once (a NAK without delay, an
-// expired AckWait): they stay pending, unACKed and above the purge, and
-// come again when their AckWait expires. That delays them; it loses
-// nothing. The sink runner NAKs with a delay, which is not affected.
-func trim(ctx context.Context, js jetstream.JetStream, p trimPlan) (uint64, error) {
-	s, err := js.Stream(ctx, p.stream)
-	if err != nil {
-		return 0, err
-	}
-	st := s.CachedInfo().State
-	if st.Msgs == 0 {
-		return 0, nil
-	}
-	bound, err := trimBound(ctx, s, p, st.LastSeq)
-	if err == nil {
-		bound, err = keepNewest(ctx, s, p.keep, bound)
-	}
-	if err != nil || bound < st.FirstSeq {
-		return 0, err
-	}
-	if err := s.Purge(ctx, jetstream.WithPurgeSequence(bound+1)); err != nil {
-		return 0, err
-	}
-	return bound + 1 - st.FirstSeq, nil
-}
-
-// Trimmed is what one trim pass deleted from one stream.
-type Trimmed struct {
-	Stream string
-	Msgs   uint64
-}
-
-// Trim deletes, once, from each stream of the config's site that is
-// trimmed, the messages every taker of it has ACKed, as a running box does
-// every second. It is for a site whose server leafline does not run (a
-// stock nats-server provisioned with Provision). It stops at the first
-// stream it cannot trim and returns what it did before.
-func Trim(ctx context.Context, js jetstream.JetStream, cfg *topology.Config) ([]Trimmed, error) {
-	if cfg == nil || cfg.Topology == nil {
-		return nil, errors.New("edge: configuration has no topology")
-	}
-	site, ok := cfg.Topology.Site(cfg.Site)
-	if !ok {
-		return nil, errors.New("edge: site " + cfg.Site + " is not in the topology")
-	}
-	var out []Trimmed
-	for _, p := range trimPlans(cfg, site) {
-		n, err := trim(ctx, js, p)
-		if err != nil {
-			return out, fmt.Errorf("stream %s: %w", p.stream, err)
-		}
-		out = append(out, Trimmed{p.stream, n})
-	}
-	return out, nil
-}
-
-// trimStreams runs trim on the site's streams every trimEvery until ctx
+// trimStreams runs trim on the site's streams every jsplan.TrimEvery until ctx
 // ends. A failure is logged and retried on the next round: trimming late
 // only costs room.
 func (a *App) trimStreams(ctx context.Context) {
-	plans := trimPlans(a.cfg, a.site)
-	tick := time.NewTicker(trimEvery)
+	plans := jsplan.TrimPlans(a.cfg, a.site)
+	tick := time.NewTicker(jsplan.TrimEvery)
 	defer tick.Stop()
 	failing := map[string]bool{}
 	for {
@@ -223,17 +23,17 @@ func (a *App) trimStreams(ctx context.Context) {
 		}
 		for _, p := range plans {
 			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			n, err := trim(tctx, a.js, p)
+			n, err := jsplan.TrimStream(tctx, a.js, p)
 			cancel()
 			if err != nil {
-				if !failing[p.stream] && ctx.Err() == nil {
-					a.log.Warn("stream trim failed; retrying", "stream", p.stream, "err", err)
+				if !failing[p.Stream] && ctx.Err() == nil {
+					a.log.Warn("stream trim failed; retrying", "stream", p.Stream, "err", err)
 				}
-				failing[p.stream] = true
+				failing[p.Stream] = true
 				continue
 			}
-			failing[p.stream] = false
-			a.metrics.trimmed.WithLabelValues(p.stream).Add(float64(n))
+			failing[p.Stream] = false
+			a.metrics.trimmed.WithLabelValues(p.Stream).Add(float64(n))
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -33,7 +33,7 @@ func cmdProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if !ok {
 			return exitUsage
 		}
-		ws, unset, err := edge.ServerConfigWarnings(cfg, *serverConfig)
+		ws, unset, err := jsplan.ServerConfigWarnings(cfg, *serverConfig)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: --server-config: %v\n", fs.Name(), err)
 			return exitUsage
@@ -53,13 +53,13 @@ func cmdProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if !*lintOnly {
-		if err := edge.Provision(ctx, js, cfg); err != nil {
+		if err := jsplan.Provision(ctx, js, cfg); err != nil {
 			fmt.Fprintf(stderr, "%s: site %s: %v\n", fs.Name(), cfg.Site, err)
 			return exitFailure
 		}
 		fmt.Fprintf(stdout, "%s: site %s: streams and consumers provisioned on %s\n", fs.Name(), cfg.Site, url)
 	}
-	warnings, err := edge.LiveWarnings(ctx, js, cfg)
+	warnings, err := jsplan.LiveWarnings(ctx, js, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: site %s: reading the live streams: %v\n", fs.Name(), cfg.Site, err)
 		return exitFailure

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/topology"
 	"github.com/leafline/leafline/topology/render"
@@ -292,13 +292,13 @@ func writeJSONNew(path string, v any) error {
 
 // lintConfig returns the warnings of `leafline check` for a loaded config,
 // each with its reason: the topology's and the box's risky settings
-// (topology.Lint) and the streams the site creates (edge.PlanWarnings).
+// (topology.Lint) and the streams the site creates (jsplan.PlanWarnings).
 func lintConfig(cfg *topology.Config) []string {
 	var out []string
 	for _, w := range topology.Lint(cfg) {
 		out = append(out, w.String())
 	}
-	for _, w := range edge.PlanWarnings(cfg) {
+	for _, w := range jsplan.PlanWarnings(cfg) {
 		out = append(out, w.String())
 	}
 	return out

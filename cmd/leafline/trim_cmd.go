@@ -6,11 +6,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/jsplan"
 )
 
 // cmdTrim deletes from a stock-server site's streams what their takers
-// have ACKed (edge.Trim), once or every --every until interrupted: a box
+// have ACKed (jsplan.Trim), once or every --every until interrupted: a box
 // that leafline runs does this itself.
 func cmdTrim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("trim", stderr)
@@ -28,12 +28,12 @@ func cmdTrim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer nc.Close()
-	if w, ok := edge.ServerVersionWarning(nc.ConnectedServerVersion()); ok {
+	if w, ok := jsplan.ServerVersionWarning(nc.ConnectedServerVersion()); ok {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", fs.Name(), w)
 	}
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		done, err := edge.Trim(tctx, js, cfg)
+		done, err := jsplan.Trim(tctx, js, cfg)
 		cancel()
 		for _, d := range done {
 			if *every == 0 || d.Msgs > 0 {

@@ -31,7 +31,7 @@
 //     upstream in operator mode, which is not rendered: the permissions its
 //     user JWT must carry are written as a comment instead.
 //   - Streams and consumers are not part of a server configuration; the
-//     box creates them (edge.Provision).
+//     box creates them (jsplan.Provision).
 //   - Error messages start with "topology: ", like the topology's own:
 //     what they report is a site or a box config that cannot be rendered.
 package render

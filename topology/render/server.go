@@ -37,7 +37,7 @@ func envToken(s string) string {
 // leafline's embedded one, for the hub or L1; leafline edges work against
 // it unchanged. It needs 2.15.3 or later (2.14.10 in the 2.14 line): the
 // durable sourcing of earlier releases can skip messages (see
-// edge.ServerVersionWarning).
+// jsplan.ServerVersionWarning).
 //
 // It holds the server name, the client listener, JetStream (the site's
 // domain, store_dir and sync_interval: always), the feature flags the link
@@ -62,7 +62,7 @@ func envToken(s string) string {
 // as a comment instead.
 //
 // The streams and consumers are not part of a server configuration;
-// leafline creates them through the client listener (edge.Provision).
+// leafline creates them through the client listener (jsplan.Provision).
 func ServerConfig(t *topology.Topology, site string, local *topology.Config) (string, error) {
 	s, ok := t.Site(site)
 	if !ok {

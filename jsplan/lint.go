@@ -1,4 +1,4 @@
-package edge
+package jsplan
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 // ErrWrongDomain means a server's JetStream domain is not its site's.
 var ErrWrongDomain = errors.New("the server's JetStream domain is not the site's")
 
-// checkDomain reports a server behind js whose JetStream domain is not the
+// CheckDomain reports a server behind js whose JetStream domain is not the
 // site's: every link addresses a site's JetStream as $JS.<domain>.API, so
 // the sources to and from it would never be set up, and events would stay
 // pending with no error anywhere else.
-func checkDomain(ctx context.Context, js jetstream.JetStream, site *topology.Site) error {
+func CheckDomain(ctx context.Context, js jetstream.JetStream, site *topology.Site) error {
 	info, err := js.AccountInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("account info: %w", err)
@@ -49,7 +49,7 @@ func ServerConfigWarnings(cfg *topology.Config, path string) (ws []topology.Warn
 	t := cfg.Topology
 	site, ok := t.Site(cfg.Site)
 	if !ok {
-		return nil, nil, fmt.Errorf("edge: site %q is not in the topology", cfg.Site)
+		return nil, nil, fmt.Errorf("jsplan: site %q is not in the topology", cfg.Site)
 	}
 	opts, unset, err := readConfig(path)
 	if err != nil {

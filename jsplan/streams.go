@@ -1,4 +1,4 @@
-package edge
+package jsplan
 
 import (
 	"context"
@@ -11,29 +11,31 @@ import (
 	"github.com/leafline/leafline/topology"
 )
 
-// sourceMaxAckPending bounds how many sourced messages may be in flight on
+// SourceMaxAckPending bounds how many sourced messages may be in flight on
 // one link (the durable source consumer's flow-control window).
-const sourceMaxAckPending = 10000
+const SourceMaxAckPending = 10000
 
-// plan is what a site owns: its streams and the durable consumers it creates
-// on them for the sites that source from it.
-type plan struct {
-	streams   []jetstream.StreamConfig
-	consumers []consumerPlan
+// Plan is what a site owns: its streams and the durable consumers it creates
+// on them for the sites that take from it.
+type Plan struct {
+	Streams   []jetstream.StreamConfig
+	Consumers []ConsumerPlan
 }
 
-type consumerPlan struct {
-	stream string
-	cfg    jetstream.ConsumerConfig
-	// eitherAck lets an existing consumer with explicit ACKs keep them
-	// where cfg asks for ACK policy all: its user handles both.
-	eitherAck bool
-	// replaces is the consumer that the link's other transport takes the
-	// stream with (switchLinks).
-	replaces string
+// ConsumerPlan is a durable consumer a site creates on one of its
+// streams.
+type ConsumerPlan struct {
+	Stream string
+	Config jetstream.ConsumerConfig
+	// EitherAck lets an existing consumer with explicit ACKs keep them
+	// where Config asks for ACK policy all: its user handles both.
+	EitherAck bool
+	// Replaces is the consumer that the link's other transport takes the
+	// stream with.
+	Replaces string
 }
 
-// sitePlan derives the streams and consumers of one site from the topology.
+// SitePlan derives the streams and consumers of one site from the topology.
 //
 // Each link takes a stream by its transport (topology.LinkTransport): by
 // the relay, whose consumer the owner of the stream creates and the taker
@@ -46,11 +48,11 @@ type consumerPlan struct {
 // timeout plus backoff).
 //
 // An edge in direct delivery mode (topology Site.DeliveryMode) owns only its
-// receipts and DLQ streams: it has no L2A, and its hub creates no consumer
+// receipts and DLQ Streams: it has no L2A, and its hub creates no consumer
 // on HA for it (the hub keeps HA, which its other edges use and which lets
 // an edge switch back with the full history). An L2A left from an earlier
 // run is neither used nor deleted.
-func sitePlan(cfg *topology.Config, site *topology.Site) plan {
+func SitePlan(cfg *topology.Config, site *topology.Site) Plan {
 	pl := &planner{cfg: cfg, t: cfg.Topology, site: site}
 	switch site.Role {
 	case topology.RoleL1:
@@ -68,7 +70,7 @@ type planner struct {
 	cfg  *topology.Config
 	t    *topology.Topology
 	site *topology.Site
-	p    plan
+	p    Plan
 }
 
 // base is a stream of the site with the events' duplicate window.
@@ -98,17 +100,17 @@ func (pl *planner) sourced(name string) jetstream.StreamConfig {
 // serve creates, on a stream this site owns, the consumer that a
 // downstream site takes it with.
 func (pl *planner) serve(stream string, down *topology.Site, filter string) {
-	if relayed(pl.t, pl.site, down) {
-		pl.p.consumers = append(pl.p.consumers, consumerPlan{stream: stream, cfg: relayConsumerConfig(down, filter),
-			eitherAck: true, replaces: topology.SourceConsumerName(down.Name)})
+	if Relayed(pl.t, pl.site, down) {
+		pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: stream, Config: RelayConsumerConfig(down, filter),
+			EitherAck: true, Replaces: topology.SourceConsumerName(down.Name)})
 		return
 	}
-	pl.p.consumers = append(pl.p.consumers, consumerPlan{stream: stream, replaces: topology.RelayConsumerName(down.Name), cfg: jetstream.ConsumerConfig{
+	pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: stream, Replaces: topology.RelayConsumerName(down.Name), Config: jetstream.ConsumerConfig{
 		Durable:        topology.SourceConsumerName(down.Name),
 		Description:    "leafline durable source for " + down.Name,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckFlowControlPolicy,
-		MaxAckPending:  sourceMaxAckPending,
+		MaxAckPending:  SourceMaxAckPending,
 		FilterSubject:  filter,
 		DeliverSubject: topology.SourceDeliverSubject(pl.site.Name, stream, down.Name),
 		FlowControl:    true,
@@ -120,8 +122,8 @@ func (pl *planner) serve(stream string, down *topology.Site, filter string) {
 // With sourcing it returns the source, bound to the durable consumer that
 // from created for this site; with the relay, nil.
 func (pl *planner) take(c *jetstream.StreamConfig, stream string, from *topology.Site) *jetstream.StreamSource {
-	if relayed(pl.t, pl.site, from) {
-		relayInto(c, pl.site)
+	if Relayed(pl.t, pl.site, from) {
+		RelayInto(c, pl.site)
 		return nil
 	}
 	src := &jetstream.StreamSource{
@@ -150,7 +152,7 @@ func (pl *planner) l1() {
 		pl.serve(ev.OriginStream, hub, "")
 		pl.take(&r1, rc.HubStream, hub)
 	}
-	pl.p.streams = append(pl.p.streams, origin, r1)
+	pl.p.Streams = append(pl.p.Streams, origin, r1)
 }
 
 // hub plans the events stream, taken from L1 and served to each edge, and
@@ -176,7 +178,7 @@ func (pl *planner) hub() {
 		}
 	}
 	pl.serve(rc.HubStream, up, "")
-	pl.p.streams = append(pl.p.streams, ha, rh)
+	pl.p.Streams = append(pl.p.Streams, ha, rh)
 }
 
 // edge plans the events stream taken from the hub with the sink's
@@ -186,13 +188,13 @@ func (pl *planner) edge() {
 	up, _ := t.Site(site.Upstream)
 	// A direct-mode edge has no events stream of its own: its sink
 	// consumer lives on L1A at L1 and is reconciled by the box itself
-	// through the links (direct.go), not by this plan, so that the
+	// through the links (edge/direct.go), not by this plan, so that the
 	// box starts while L1 is unreachable.
 	if !site.Direct() {
 		l2 := pl.sourced(ev.EdgeStream)
 		l2.Description = "leafline events at edge"
 		pl.take(&l2, ev.HubStream, up)
-		pl.p.streams = append(pl.p.streams, l2)
+		pl.p.Streams = append(pl.p.Streams, l2)
 	}
 	re := pl.base(rc.EdgeStream)
 	re.Description = "leafline receipts at edge"
@@ -201,20 +203,20 @@ func (pl *planner) edge() {
 	re.AllowAtomicPublish = true
 	re.Duplicates = rc.DuplicateWindow.D()
 	pl.serve(rc.EdgeStream, up, "")
-	pl.p.streams = append(pl.p.streams, re)
+	pl.p.Streams = append(pl.p.Streams, re)
 	if dl := pl.cfg.DeadLetter; dl.Enabled {
 		dlq := pl.base(dl.Stream)
 		dlq.Description = "leafline dead letters"
 		dlq.Subjects = []string{dl.Subject}
-		pl.p.streams = append(pl.p.streams, dlq)
+		pl.p.Streams = append(pl.p.Streams, dlq)
 	}
 	if !site.Direct() {
-		pl.p.consumers = append(pl.p.consumers, consumerPlan{stream: ev.EdgeStream, cfg: sinkConsumerConfig(pl.cfg)})
+		pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: ev.EdgeStream, Config: SinkConsumerConfig(pl.cfg)})
 	}
 }
 
-// sinkConsumerConfig is the edge's durable pull consumer on its events stream.
-func sinkConsumerConfig(cfg *topology.Config) jetstream.ConsumerConfig {
+// SinkConsumerConfig is the edge's durable pull consumer on its events stream.
+func SinkConsumerConfig(cfg *topology.Config) jetstream.ConsumerConfig {
 	d := cfg.Delivery
 	c := jetstream.ConsumerConfig{
 		Durable:       d.Consumer,
@@ -241,17 +243,17 @@ func sinkConsumerConfig(cfg *topology.Config) jetstream.ConsumerConfig {
 // never does either: the operator migrates it by hand.
 var ErrIncompatible = errors.New("existing JetStream asset is incompatible with the configuration")
 
-// reconcile creates the plan's streams and consumers, or updates them in
+// Reconcile creates the plan's streams and consumers, or updates them in
 // place. It never recreates or purges anything, and deletes only the
 // consumer of a link's other transport once the link's own exists
 // (switchLinks): no stream, and no message.
-func reconcile(ctx context.Context, js jetstream.JetStream, p plan) error {
-	for _, want := range p.streams {
+func Reconcile(ctx context.Context, js jetstream.JetStream, p Plan) error {
+	for _, want := range p.Streams {
 		if err := reconcileStream(ctx, js, want); err != nil {
 			return err
 		}
 	}
-	for _, c := range p.consumers {
+	for _, c := range p.Consumers {
 		if err := reconcileConsumer(ctx, js, c); err != nil {
 			return err
 		}
@@ -265,21 +267,21 @@ func reconcile(ctx context.Context, js jetstream.JetStream, p plan) error {
 // sequence it was created with. A taker consumer created while the
 // consumer of the link's other transport exists starts after that one's
 // ACK floor, which is then deleted (switchLinks).
-func reconcileConsumer(ctx context.Context, js jetstream.JetStream, c consumerPlan) error {
-	cfg := c.cfg
-	if c.eitherAck || c.replaces != "" {
-		have, err := anyConsumerInfo(ctx, js, c.stream, cfg.Durable)
+func reconcileConsumer(ctx context.Context, js jetstream.JetStream, c ConsumerPlan) error {
+	cfg := c.Config
+	if c.EitherAck || c.Replaces != "" {
+		have, err := anyConsumerInfo(ctx, js, c.Stream, cfg.Durable)
 		switch {
 		case err == nil:
 			hc := have.Config
-			if c.eitherAck && hc.AckPolicy == jetstream.AckExplicitPolicy {
+			if c.EitherAck && hc.AckPolicy == jetstream.AckExplicitPolicy {
 				cfg.AckPolicy = jetstream.AckExplicitPolicy
 			}
 			if hc.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
 				cfg.DeliverPolicy, cfg.OptStartSeq = hc.DeliverPolicy, hc.OptStartSeq
 			}
-		case errors.Is(err, jetstream.ErrConsumerNotFound) && c.replaces != "":
-			floor, err := ackFloor(ctx, js, c.stream, c.replaces)
+		case errors.Is(err, jetstream.ErrConsumerNotFound) && c.Replaces != "":
+			floor, err := ackFloor(ctx, js, c.Stream, c.Replaces)
 			if err != nil {
 				return err
 			}
@@ -287,17 +289,17 @@ func reconcileConsumer(ctx context.Context, js jetstream.JetStream, c consumerPl
 				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
 			}
 		case !errors.Is(err, jetstream.ErrConsumerNotFound):
-			return fmt.Errorf("consumer %s on stream %s: %w", cfg.Durable, c.stream, err)
+			return fmt.Errorf("consumer %s on stream %s: %w", cfg.Durable, c.Stream, err)
 		}
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, c.stream, cfg); err != nil {
-		return fmt.Errorf("consumer %s on stream %s: %w", cfg.Durable, c.stream, refused(err))
+	if _, err := js.CreateOrUpdateConsumer(ctx, c.Stream, cfg); err != nil {
+		return fmt.Errorf("consumer %s on stream %s: %w", cfg.Durable, c.Stream, refused(err))
 	}
-	if c.replaces == "" {
+	if c.Replaces == "" {
 		return nil
 	}
-	if err := js.DeleteConsumer(ctx, c.stream, c.replaces); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("remove consumer %s of the link's other transport from stream %s: %w", c.replaces, c.stream, err)
+	if err := js.DeleteConsumer(ctx, c.Stream, c.Replaces); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("remove consumer %s of the link's other transport from stream %s: %w", c.Replaces, c.Stream, err)
 	}
 	return nil
 }

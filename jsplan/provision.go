@@ -1,4 +1,4 @@
-package edge
+package jsplan
 
 import (
 	"context"
@@ -18,19 +18,19 @@ import (
 // purges anything.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg *topology.Config) error {
 	if cfg == nil || cfg.Topology == nil {
-		return errors.New("edge: configuration has no topology")
+		return errors.New("jsplan: configuration has no topology")
 	}
 	site, ok := cfg.Topology.Site(cfg.Site)
 	if !ok {
-		return errors.New("edge: site " + cfg.Site + " is not in the topology")
+		return errors.New("jsplan: site " + cfg.Site + " is not in the topology")
 	}
-	if err := checkDomain(ctx, js, site); err != nil {
+	if err := CheckDomain(ctx, js, site); err != nil {
 		return err
 	}
-	if err := stockServerTakes(cfg, site); err != nil {
+	if err := StockServerTakes(cfg, site); err != nil {
 		return err
 	}
-	return reconcile(ctx, js, sitePlan(cfg, site))
+	return Reconcile(ctx, js, SitePlan(cfg, site))
 }
 
 // PlanWarnings lints the streams the config's site creates
@@ -42,7 +42,7 @@ func PlanWarnings(cfg *topology.Config) []topology.Warning {
 	if !ok {
 		return nil
 	}
-	return topology.LintStreams(StreamFacts(cfg, sitePlan(cfg, site).streams), consumedSubjects(cfg, site))
+	return topology.LintStreams(StreamFacts(cfg, SitePlan(cfg, site).Streams), consumedSubjects(cfg, site))
 }
 
 // StreamFacts describes stream configs for topology.LintStreams, naming
@@ -92,14 +92,14 @@ func consumedSubjects(cfg *topology.Config, site *topology.Site) []string {
 func LiveWarnings(ctx context.Context, js jetstream.JetStream, cfg *topology.Config) ([]topology.Warning, error) {
 	site, ok := cfg.Topology.Site(cfg.Site)
 	if !ok {
-		return nil, errors.New("edge: site " + cfg.Site + " is not in the topology")
+		return nil, errors.New("jsplan: site " + cfg.Site + " is not in the topology")
 	}
 	var live []jetstream.StreamConfig
 	var out []topology.Warning
-	if err := checkDomain(ctx, js, site); errors.Is(err, ErrWrongDomain) {
+	if err := CheckDomain(ctx, js, site); errors.Is(err, ErrWrongDomain) {
 		out = append(out, topology.Warning{Path: "jetstream domain", Msg: err.Error()})
 	}
-	for _, want := range sitePlan(cfg, site).streams {
+	for _, want := range SitePlan(cfg, site).Streams {
 		s, err := js.Stream(ctx, want.Name)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -109,7 +109,7 @@ func LiveWarnings(ctx context.Context, js jetstream.JetStream, cfg *topology.Con
 			return nil, fmt.Errorf("stream %s: %w", want.Name, err)
 		}
 		live = append(live, s.CachedInfo().Config)
-		out = append(out, bindingWarnings(want, s.CachedInfo().Config)...) // server_lint.go
+		out = append(out, bindingWarnings(want, s.CachedInfo().Config)...) // lint.go
 	}
 	out = append(out, topology.LintStreams(StreamFacts(cfg, live), consumedSubjects(cfg, site))...)
 	if w, ok := ServerVersionWarning(js.Conn().ConnectedServerVersion()); ok {

@@ -1,4 +1,4 @@
-package edge
+package jsplan
 
 import (
 	"context"
@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/internal/jstest"
 )
 
 // trimmedStream creates stream S on s.> on a standalone server, as the
 // box's streams are: a file stream that refuses new messages when full.
 func trimmedStream(ctx context.Context, t *testing.T) (jetstream.JetStream, jetstream.Stream) {
 	t.Helper()
-	js := standaloneJS(t)
+	js := jstest.Connect(t, jstest.Start(t, jstest.Options{}))
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"},
 		Storage: jetstream.FileStorage, Discard: jetstream.DiscardNew})
 	if err != nil {
@@ -57,10 +59,10 @@ func TestTrim_OnlyWhatEveryTakerACKed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := trimPlan{stream: "S", consumers: []string{"ca", "cb"}}
+	p := TrimPlan{Stream: "S", Consumers: []string{"ca", "cb"}}
 	mustTrim := func(want uint64) {
 		t.Helper()
-		n, err := trim(ctx, js, p)
+		n, err := TrimStream(ctx, js, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,18 +152,18 @@ func TestTrim_NewMessageNotYetCounted(t *testing.T) {
 		}
 		consumers[f] = c
 	}
-	p := trimPlan{stream: "S", consumers: []string{"ca", "cb"}}
+	p := TrimPlan{Stream: "S", Consumers: []string{"ca", "cb"}}
 	const rounds = 1000
 	for i := range rounds {
 		subj := fmt.Sprintf("s.%c", "ab"[i%2])
 		if _, err := js.Publish(ctx, subj, []byte{byte(i)}); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := trim(ctx, js, p); err != nil || n != 0 {
+		if n, err := TrimStream(ctx, js, p); err != nil || n != 0 {
 			t.Fatalf("round %d: trimmed %d (%v) before the taker of %s was given it", i, n, err, subj)
 		}
 		takeN(t, consumers[subj], 1, func(_ int, m jetstream.Msg) error { return m.DoubleAck(ctx) })
-		if n, err := trim(ctx, js, p); err != nil || n != 1 {
+		if n, err := TrimStream(ctx, js, p); err != nil || n != 1 {
 			t.Fatalf("round %d: trimmed %d (%v) once %s was taken, want 1", i, n, err, subj)
 		}
 	}

@@ -1,0 +1,207 @@
+package jsplan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/topology"
+)
+
+// RelayBatch is how many messages a relay link moves per fetch, and so
+// per atomic batch and fsync; it is also its consumer's MaxAckPending
+// (package hop requires at most one fetch of unACKed messages).
+const RelayBatch = 1000
+
+// RelayAckWait bounds how long a delivery lost in flight holds a relay
+// link back: it comes again after this.
+const RelayAckWait = 5 * time.Second
+
+// LowerEnd returns the downstream end of the link between site and other
+// (one is the other's upstream): the site whose setting chooses the
+// link's transport.
+func LowerEnd(site, other *topology.Site) *topology.Site {
+	if other.Name == site.Upstream {
+		return site
+	}
+	return other
+}
+
+// Relayed reports whether the link between site and other uses the relay.
+func Relayed(t *topology.Topology, site, other *topology.Site) bool {
+	return t.LinkTransport(LowerEnd(site, other)) == topology.TransportRelay
+}
+
+// TakerName is the durable consumer that site creates on one of its
+// streams for down, the downstream end of a link that takes the stream.
+func TakerName(t *topology.Topology, site, down *topology.Site) string {
+	if Relayed(t, site, down) {
+		return topology.RelayConsumerName(down.Name)
+	}
+	return topology.SourceConsumerName(down.Name)
+}
+
+// RelayConsumerConfig is the durable pull consumer that a relay link's
+// downstream site pulls through the link. Its ACK policy is all: the relay
+// ACKs a batch with one message instead of one per message, which halves
+// the messages crossing the link. A consumer created with explicit ACKs
+// keeps them (Reconcile; the server cannot change a policy in place), and
+// the relay ACKs it message by message.
+func RelayConsumerConfig(down *topology.Site, filter string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:         topology.RelayConsumerName(down.Name),
+		Description:     "leafline relay for " + down.Name,
+		DeliverPolicy:   jetstream.DeliverAllPolicy,
+		AckPolicy:       jetstream.AckAllPolicy,
+		AckWait:         RelayAckWait,
+		MaxAckPending:   RelayBatch,
+		MaxRequestBatch: RelayBatch,
+		MaxDeliver:      -1,
+		FilterSubject:   filter,
+	}
+}
+
+// relayDuplicates is the Nats-Msg-Id window of a stream that relay links
+// fill: the server's least. The relay needs none (its mark absorbs every
+// redelivery), and a copy that L1 publishes again on purpose (a redrive,
+// with the same id) must pass as it passes sourcing, which keeps no
+// window at all; a stream without sources would get the server's 2m.
+const relayDuplicates = 100 * time.Millisecond
+
+// RelayInto lets site's relay publish into c: its ingest subjects, mapped
+// back to each message's own subject, in atomic batches.
+func RelayInto(c *jetstream.StreamConfig, site *topology.Site) {
+	if c.Duplicates == 0 {
+		c.Duplicates = relayDuplicates
+	}
+	in := topology.RelayIngest(site.Name, c.Name) + ".>"
+	if !slices.Contains(c.Subjects, in) {
+		c.Subjects = append(c.Subjects, in)
+	}
+	c.SubjectTransform = &jetstream.SubjectTransformConfig{Source: in, Destination: ">"}
+	c.AllowAtomicPublish = true
+}
+
+// TakenLink is one link on which a site is the taker (the downstream end):
+// by the relay, which the site runs, or by stream sourcing.
+type TakenLink struct {
+	From        *topology.Site // the upstream end's site
+	Stream      string         // the stream taken, at from
+	LocalStream string         // the stream filled, at this site
+	Subject     func(string) string
+	Marks       []string // subjects of localStream that hold only this link's messages
+	Relay       bool     // the link's transport is the relay
+}
+
+// linkName is the name of the relay of sp at site (hop.Link.Name, and the
+// hop.HeaderLink of what it stores).
+func (sp TakenLink) LinkName(site *topology.Site) string {
+	return sp.From.Name + "-" + sp.Stream + "-" + site.Name
+}
+
+// IsSource reports whether src is the source of link sp: the stream it
+// takes, from the domain of the site it takes it from.
+func (sp TakenLink) IsSource(src *jetstream.StreamSource) bool {
+	return src.Name == sp.Stream && src.External != nil && src.External.APIPrefix == topology.APIPrefix(sp.From.Domain)
+}
+
+// RelayLinks lists the relay links that site runs: one per link of its
+// own whose transport is relay and on which it is the taker.
+func RelayLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
+	var out []TakenLink
+	for _, sp := range TakenLinks(cfg, site) {
+		if sp.Relay {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// TakenLinks lists the links on which site is the taker, by either
+// transport.
+func TakenLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
+	t := cfg.Topology
+	ev, rc := t.Events, t.Receipts
+	ingest := func(local string) func(string) string {
+		p := topology.RelayIngest(site.Name, local) + "."
+		return func(s string) string { return p + s }
+	}
+	var out []TakenLink
+	up, _ := t.Site(site.Upstream)
+	switch site.Role {
+	case topology.RoleL1:
+		for _, hub := range t.Downstream(site.Name) {
+			var marks []string
+			for _, e := range t.Downstream(hub.Name) {
+				marks = append(marks, t.ReceiptFilter(e.Name))
+			}
+			out = append(out, TakenLink{hub, rc.HubStream, rc.L1Stream, ingest(rc.L1Stream), marks, Relayed(t, site, hub)})
+		}
+	case topology.RoleHub:
+		out = append(out, TakenLink{up, ev.OriginStream, ev.HubStream, ingest(ev.HubStream), []string{">"}, Relayed(t, site, up)})
+		for _, e := range t.Downstream(site.Name) {
+			// The edge's link carries only its own receipts
+			// (topology.ReceiptBinding): the site token is rewritten.
+			in, prefix := ingest(rc.HubStream), rc.SubjectPrefix+"."
+			bind := func(s string) string {
+				rest, ok := strings.CutPrefix(s, prefix)
+				if _, status, found := strings.Cut(rest, "."); ok && found {
+					s = prefix + e.Name + "." + status
+				}
+				return in(s)
+			}
+			out = append(out, TakenLink{e, rc.EdgeStream, rc.HubStream, bind, []string{t.ReceiptFilter(e.Name)}, Relayed(t, site, e)})
+		}
+	case topology.RoleEdge:
+		if !site.Direct() {
+			out = append(out, TakenLink{up, ev.HubStream, ev.EdgeStream, ingest(ev.EdgeStream), []string{">"}, Relayed(t, site, up)})
+		}
+	}
+	return out
+}
+
+// KeepRelayMarks sets, in each trim plan of a stream that links fill, the
+// links' mark subjects, whichever their transport: the newest message of
+// a link gives its mark to a relay that takes the link over (switchLinks).
+func KeepRelayMarks(cfg *topology.Config, site *topology.Site, plans []TrimPlan) []TrimPlan {
+	for _, sp := range TakenLinks(cfg, site) {
+		for i := range plans {
+			if plans[i].Stream == sp.LocalStream {
+				plans[i].Keep = append(plans[i].Keep, sp.Marks...)
+			}
+		}
+	}
+	return plans
+}
+
+// KeepNewest lowers bound below the newest message on each keep subject.
+// A quiet relay link thereby holds back the trim of a stream that other
+// links fill, above its own newest message.
+func KeepNewest(ctx context.Context, s jetstream.Stream, keep []string, bound uint64) (uint64, error) {
+	for _, subj := range keep {
+		m, err := s.GetLastMsgForSubject(ctx, subj)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return 0, fmt.Errorf("newest message on %s: %w", subj, err)
+		default:
+			bound = min(bound, m.Sequence-1)
+		}
+	}
+	return bound, nil
+}
+
+// StockServerTakes refuses to provision a site, for a server leafline does
+// not run, that would take a stream by the Relay: nothing would run it.
+func StockServerTakes(cfg *topology.Config, site *topology.Site) error {
+	for _, sp := range RelayLinks(cfg, site) {
+		return fmt.Errorf("jsplan: site %s takes %s from %s by transport %q, which needs leafline running at %s; mark the site \"server\": %q in the topology (sites[].server), so that its links use %q",
+			site.Name, sp.Stream, sp.From.Name, topology.TransportRelay, site.Name, topology.ServerNATS, topology.TransportSourcing)
+	}
+	return nil
+}
