@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/leafline/leafline/internal/jstest"
 )
 
