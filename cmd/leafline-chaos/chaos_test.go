@@ -94,7 +94,7 @@ func TestChaos_NegativeControl(t *testing.T) {
 // on sourcing, so that both transports take faults.
 func TestChaos_Short(t *testing.T) {
 	res, _ := runChaos(t, options{
-		Duration:     75 * time.Second,
+		Duration:     55 * time.Second,
 		Seed:         1,
 		Edges:        1,
 		Transport:    "mixed", // the hub's link by the relay, edge1's by sourcing
@@ -111,7 +111,7 @@ func TestChaos_Short(t *testing.T) {
 	if res.Kills < 5 || res.Cuts < 2 {
 		t.Fatalf("too few faults to mean anything: %d kills, %d cuts", res.Kills, res.Cuts)
 	}
-	if !strings.HasPrefix(res.FinalLine, "chaos seed=1 duration=1m15s events=") || !strings.Contains(res.FinalLine, " lost=0 duplicate_completions=0 phantoms=0 max_drain_s=") {
+	if !strings.HasPrefix(res.FinalLine, "chaos seed=1 duration=55s events=") || !strings.Contains(res.FinalLine, " lost=0 duplicate_completions=0 phantoms=0 max_drain_s=") {
 		t.Fatalf("final line %q", res.FinalLine)
 	}
 }
@@ -121,7 +121,7 @@ func TestChaos_Short(t *testing.T) {
 // event L1 records as processed.
 func TestChaos_ShortHTTP(t *testing.T) {
 	res, out := runChaos(t, options{
-		Duration:     45 * time.Second,
+		Duration:     35 * time.Second,
 		Seed:         3,
 		Edges:        1,
 		Sink:         "http",
