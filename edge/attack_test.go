@@ -180,36 +180,15 @@ func (a *attacker) receipt(id, processor, site string, st receipt.Status) receip
 	return r
 }
 
-// counterValue is the value of the box's metric name with labels (a
-// counter or gauge), or 0 when it has no such series.
+// registryValue is the value of the metric name with labels (a counter or
+// gauge) in reg, or 0 when it has no such series.
 func registryValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	v, err := gatherValue(reg, name, labels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue series
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return v
 }
 
 // waitRefused waits until L1 has quarantined n receipts for reason, in its

@@ -172,6 +172,43 @@ func (m *Metrics) watchState(st *state.State) {
 // Registry is the box's metric registry.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
+// Value is the current value of the box's counter or gauge name (with its
+// leafline_ prefix) in the first series whose labels include labels; 0
+// when the box has no such series.
+func (m *Metrics) Value(name string, labels map[string]string) (float64, error) {
+	return gatherValue(m.reg, name, labels)
+}
+
+// gatherValue is Value over any gatherer.
+func gatherValue(g prometheus.Gatherer, name string, labels map[string]string) (float64, error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue(), nil
+			}
+			return m.GetGauge().GetValue(), nil
+		}
+	}
+	return 0, nil
+}
+
 type factory struct {
 	reg    *prometheus.Registry
 	labels prometheus.Labels

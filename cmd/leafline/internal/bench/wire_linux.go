@@ -162,30 +162,6 @@ func (r *run) wireFigures() []Figure {
 // benchMetric is the value of box's counter or gauge name with labels, 0
 // when it has none.
 func benchMetric(box *edge.App, name string, labels map[string]string) float64 {
-	mfs, err := box.Metrics().Registry().Gather()
-	if err != nil {
-		return 0
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue series
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	v, _ := box.Metrics().Value(name, labels)
+	return v
 }
