@@ -29,7 +29,7 @@ import (
 //
 //   - The upstream end creates the new transport's consumer, starting after
 //     the old consumer's ACK floor when that one exists, and then deletes
-//     the old one (reconcileConsumer). The ACK floor alone may be short of
+//     the old one (jsplan.Reconcile). The ACK floor alone may be short of
 //     what is stored: a batch stored and not yet ACKed at a crash.
 //   - Sourcing to relay: the relay reads its mark from the sourced
 //     messages' headers and resets its consumer to just after it before it

@@ -246,7 +246,7 @@ var ErrIncompatible = errors.New("existing JetStream asset is incompatible with 
 // Reconcile creates the plan's streams and consumers, or updates them in
 // place. It never recreates or purges anything, and deletes only the
 // consumer of a link's other transport once the link's own exists
-// (switchLinks): no stream, and no message.
+// (see edge/switch.go): no stream, and no message.
 func Reconcile(ctx context.Context, js jetstream.JetStream, p Plan) error {
 	for _, want := range p.Streams {
 		if err := reconcileStream(ctx, js, want); err != nil {
@@ -266,7 +266,7 @@ func Reconcile(ctx context.Context, js jetstream.JetStream, p Plan) error {
 // user handles either way: explicit ACKs (eitherAck), and the start
 // sequence it was created with. A taker consumer created while the
 // consumer of the link's other transport exists starts after that one's
-// ACK floor, which is then deleted (switchLinks).
+// ACK floor, which is then deleted (see edge/switch.go).
 func reconcileConsumer(ctx context.Context, js jetstream.JetStream, c ConsumerPlan) error {
 	cfg := c.Config
 	if c.EitherAck || c.Replaces != "" {
