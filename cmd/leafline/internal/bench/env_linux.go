@@ -184,43 +184,15 @@ func (env *benchEnv) connected(site string) func() bool {
 // benchPublish publishes n events (subject and id from i) with a bounded
 // window of outstanding PubAcks; at, if set, records each publish time.
 func benchPublish(ctx context.Context, js jetstream.JetStream, n int, payload []byte, subj, id func(i int) string, at []time.Time) error {
-	const window = 2048
-	futs := make([]jetstream.PubAckFuture, 0, window)
-	wait := func(f jetstream.PubAckFuture) error {
-		select {
-		case <-f.Ok():
-			return nil
-		case err := <-f.Err():
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	for i := 0; i < n; i++ {
-		if len(futs) == window {
-			if err := wait(futs[0]); err != nil {
-				return err
-			}
-			futs = futs[1:]
-		}
+	return publishWindowed(ctx, js, n, 2048, func(i int) *nats.Msg {
 		m := nats.NewMsg(subj(i))
 		m.Header.Set(jetstream.MsgIDHeader, id(i))
 		m.Data = payload
 		if at != nil {
 			at[i] = time.Now()
 		}
-		f, err := js.PublishMsgAsync(m)
-		if err != nil {
-			return err
-		}
-		futs = append(futs, f)
-	}
-	for _, f := range futs {
-		if err := wait(f); err != nil {
-			return err
-		}
-	}
-	return nil
+		return m
+	})
 }
 
 // benchPublishBatched publishes n events as `leafline publish --batch`

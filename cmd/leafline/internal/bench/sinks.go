@@ -400,40 +400,12 @@ func publishEvents(ctx context.Context, url string, n, size int) error {
 	}
 	defer nc.Close()
 	payload := []byte(`{"pad":"` + strings.Repeat("x", max(0, size-10)) + `"}`)
-	var window []jetstream.PubAckFuture
-	wait := func() error {
-		f := window[0]
-		window = window[1:]
-		select {
-		case <-f.Ok():
-			return nil
-		case err := <-f.Err():
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	for i := range n {
-		if len(window) == 1024 {
-			if err := wait(); err != nil {
-				return err
-			}
-		}
+	return publishWindowed(ctx, js, n, 1024, func(i int) *nats.Msg {
 		m := nats.NewMsg(fmt.Sprintf("events.bench.%d", i%8))
 		m.Header.Set(jetstream.MsgIDHeader, uuid.Must(uuid.NewV7()).String())
 		m.Data = payload
-		f, err := js.PublishMsgAsync(m)
-		if err != nil {
-			return err
-		}
-		window = append(window, f)
-	}
-	for len(window) > 0 {
-		if err := wait(); err != nil {
-			return err
-		}
-	}
-	return nil
+		return m
+	})
 }
 
 func acked(box *edge.App) float64 {

@@ -98,40 +98,12 @@ func wireEvent(i, size int) []byte {
 // wirePublish publishes n wire events at L1, with at most 2048 PubAcks
 // outstanding.
 func wirePublish(ctx context.Context, js jetstream.JetStream, n, size int, id func(int) string) error {
-	const window = 2048
-	futs := make([]jetstream.PubAckFuture, 0, window)
-	wait := func(f jetstream.PubAckFuture) error {
-		select {
-		case <-f.Ok():
-			return nil
-		case err := <-f.Err():
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	for i := range n {
-		if len(futs) == window {
-			if err := wait(futs[0]); err != nil {
-				return err
-			}
-			futs = futs[1:]
-		}
+	return publishWindowed(ctx, js, n, 2048, func(i int) *nats.Msg {
 		m := nats.NewMsg(fmt.Sprintf("events.w.%d", i%8))
 		m.Header.Set(jetstream.MsgIDHeader, id(i))
 		m.Data = wireEvent(i, size)
-		f, err := js.PublishMsgAsync(m)
-		if err != nil {
-			return err
-		}
-		futs = append(futs, f)
-	}
-	for _, f := range futs {
-		if err := wait(f); err != nil {
-			return err
-		}
-	}
-	return nil
+		return m
+	})
 }
 
 // wireFigures prints the bytes per event of each mode and returns the
