@@ -18,9 +18,9 @@ import (
 // (package hop requires at most one fetch of unACKed messages).
 const RelayBatch = 1000
 
-// RelayAckWait bounds how long a delivery lost in flight holds a relay
+// relayAckWait bounds how long a delivery lost in flight holds a relay
 // link back: it comes again after this.
-const RelayAckWait = 5 * time.Second
+const relayAckWait = 5 * time.Second
 
 // LowerEnd returns the downstream end of the link between site and other
 // (one is the other's upstream): the site whose setting chooses the
@@ -37,28 +37,28 @@ func Relayed(t *topology.Topology, site, other *topology.Site) bool {
 	return t.LinkTransport(LowerEnd(site, other)) == topology.TransportRelay
 }
 
-// TakerName is the durable consumer that site creates on one of its
+// takerName is the durable consumer that site creates on one of its
 // streams for down, the downstream end of a link that takes the stream.
-func TakerName(t *topology.Topology, site, down *topology.Site) string {
+func takerName(t *topology.Topology, site, down *topology.Site) string {
 	if Relayed(t, site, down) {
 		return topology.RelayConsumerName(down.Name)
 	}
 	return topology.SourceConsumerName(down.Name)
 }
 
-// RelayConsumerConfig is the durable pull consumer that a relay link's
+// relayConsumerConfig is the durable pull consumer that a relay link's
 // downstream site pulls through the link. Its ACK policy is all: the relay
 // ACKs a batch with one message instead of one per message, which halves
 // the messages crossing the link. A consumer created with explicit ACKs
 // keeps them (Reconcile; the server cannot change a policy in place), and
 // the relay ACKs it message by message.
-func RelayConsumerConfig(down *topology.Site, filter string) jetstream.ConsumerConfig {
+func relayConsumerConfig(down *topology.Site, filter string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:         topology.RelayConsumerName(down.Name),
 		Description:     "leafline relay for " + down.Name,
 		DeliverPolicy:   jetstream.DeliverAllPolicy,
 		AckPolicy:       jetstream.AckAllPolicy,
-		AckWait:         RelayAckWait,
+		AckWait:         relayAckWait,
 		MaxAckPending:   RelayBatch,
 		MaxRequestBatch: RelayBatch,
 		MaxDeliver:      -1,
@@ -73,9 +73,9 @@ func RelayConsumerConfig(down *topology.Site, filter string) jetstream.ConsumerC
 // window at all; a stream without sources would get the server's 2m.
 const relayDuplicates = 100 * time.Millisecond
 
-// RelayInto lets site's relay publish into c: its ingest subjects, mapped
+// relayInto lets site's relay publish into c: its ingest subjects, mapped
 // back to each message's own subject, in atomic batches.
-func RelayInto(c *jetstream.StreamConfig, site *topology.Site) {
+func relayInto(c *jetstream.StreamConfig, site *topology.Site) {
 	if c.Duplicates == 0 {
 		c.Duplicates = relayDuplicates
 	}
@@ -179,10 +179,10 @@ func KeepRelayMarks(cfg *topology.Config, site *topology.Site, plans []TrimPlan)
 	return plans
 }
 
-// KeepNewest lowers bound below the newest message on each keep subject.
+// keepNewest lowers bound below the newest message on each keep subject.
 // A quiet relay link thereby holds back the trim of a stream that other
 // links fill, above its own newest message.
-func KeepNewest(ctx context.Context, s jetstream.Stream, keep []string, bound uint64) (uint64, error) {
+func keepNewest(ctx context.Context, s jetstream.Stream, keep []string, bound uint64) (uint64, error) {
 	for _, subj := range keep {
 		m, err := s.GetLastMsgForSubject(ctx, subj)
 		switch {

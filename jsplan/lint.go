@@ -15,11 +15,11 @@ import (
 // ErrWrongDomain means a server's JetStream domain is not its site's.
 var ErrWrongDomain = errors.New("the server's JetStream domain is not the site's")
 
-// CheckDomain reports a server behind js whose JetStream domain is not the
+// checkDomain reports a server behind js whose JetStream domain is not the
 // site's: every link addresses a site's JetStream as $JS.<domain>.API, so
 // the sources to and from it would never be set up, and events would stay
 // pending with no error anywhere else.
-func CheckDomain(ctx context.Context, js jetstream.JetStream, site *topology.Site) error {
+func checkDomain(ctx context.Context, js jetstream.JetStream, site *topology.Site) error {
 	info, err := js.AccountInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("account info: %w", err)

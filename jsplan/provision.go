@@ -24,7 +24,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg *topology.Config
 	if !ok {
 		return errors.New("jsplan: site " + cfg.Site + " is not in the topology")
 	}
-	if err := CheckDomain(ctx, js, site); err != nil {
+	if err := checkDomain(ctx, js, site); err != nil {
 		return err
 	}
 	if err := StockServerTakes(cfg, site); err != nil {
@@ -96,7 +96,7 @@ func LiveWarnings(ctx context.Context, js jetstream.JetStream, cfg *topology.Con
 	}
 	var live []jetstream.StreamConfig
 	var out []topology.Warning
-	if err := CheckDomain(ctx, js, site); errors.Is(err, ErrWrongDomain) {
+	if err := checkDomain(ctx, js, site); errors.Is(err, ErrWrongDomain) {
 		out = append(out, topology.Warning{Path: "jetstream domain", Msg: err.Error()})
 	}
 	for _, want := range SitePlan(cfg, site).Streams {

@@ -11,9 +11,9 @@ import (
 	"github.com/leafline/leafline/topology"
 )
 
-// SourceMaxAckPending bounds how many sourced messages may be in flight on
+// sourceMaxAckPending bounds how many sourced messages may be in flight on
 // one link (the durable source consumer's flow-control window).
-const SourceMaxAckPending = 10000
+const sourceMaxAckPending = 10000
 
 // Plan is what a site owns: its streams and the durable consumers it creates
 // on them for the sites that take from it.
@@ -101,7 +101,7 @@ func (pl *planner) sourced(name string) jetstream.StreamConfig {
 // downstream site takes it with.
 func (pl *planner) serve(stream string, down *topology.Site, filter string) {
 	if Relayed(pl.t, pl.site, down) {
-		pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: stream, Config: RelayConsumerConfig(down, filter),
+		pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: stream, Config: relayConsumerConfig(down, filter),
 			EitherAck: true, Replaces: topology.SourceConsumerName(down.Name)})
 		return
 	}
@@ -110,7 +110,7 @@ func (pl *planner) serve(stream string, down *topology.Site, filter string) {
 		Description:    "leafline durable source for " + down.Name,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckFlowControlPolicy,
-		MaxAckPending:  SourceMaxAckPending,
+		MaxAckPending:  sourceMaxAckPending,
 		FilterSubject:  filter,
 		DeliverSubject: topology.SourceDeliverSubject(pl.site.Name, stream, down.Name),
 		FlowControl:    true,
@@ -123,7 +123,7 @@ func (pl *planner) serve(stream string, down *topology.Site, filter string) {
 // from created for this site; with the relay, nil.
 func (pl *planner) take(c *jetstream.StreamConfig, stream string, from *topology.Site) *jetstream.StreamSource {
 	if Relayed(pl.t, pl.site, from) {
-		RelayInto(c, pl.site)
+		relayInto(c, pl.site)
 		return nil
 	}
 	src := &jetstream.StreamSource{

@@ -48,15 +48,15 @@ func trimTakers(cfg *topology.Config, site *topology.Site) []TrimPlan {
 		var edges []string
 		for _, e := range t.Downstream(site.Name) {
 			if !e.Direct() {
-				edges = append(edges, TakerName(t, site, e))
+				edges = append(edges, takerName(t, site, e))
 			}
 		}
 		return []TrimPlan{
 			{Stream: t.Events.HubStream, Consumers: edges},
-			{Stream: t.Receipts.HubStream, Consumers: []string{TakerName(t, site, up)}},
+			{Stream: t.Receipts.HubStream, Consumers: []string{takerName(t, site, up)}},
 		}
 	case topology.RoleEdge:
-		p := []TrimPlan{{Stream: t.Receipts.EdgeStream, Consumers: []string{TakerName(t, site, up)}}}
+		p := []TrimPlan{{Stream: t.Receipts.EdgeStream, Consumers: []string{takerName(t, site, up)}}}
 		if !site.Direct() {
 			p = append(p, TrimPlan{Stream: t.Events.EdgeStream, Consumers: []string{cfg.Delivery.Consumer}})
 		}
@@ -166,7 +166,7 @@ func TrimStream(ctx context.Context, js jetstream.JetStream, p TrimPlan) (uint64
 	}
 	bound, err := trimBound(ctx, s, p, st.LastSeq)
 	if err == nil {
-		bound, err = KeepNewest(ctx, s, p.Keep, bound)
+		bound, err = keepNewest(ctx, s, p.Keep, bound)
 	}
 	if err != nil || bound < st.FirstSeq {
 		return 0, err
