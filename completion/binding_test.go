@@ -1,44 +1,26 @@
 package completion_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/internal/l1test"
+	"github.com/leafline/leafline/internal/logx/logxtest"
 	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go/jetstream"
 )
-
-// lockedBuffer is a log sink a test reads while the Service writes to it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // publishOn publishes r on subject, as a link would deliver it. Forged
 // and genuine receipts may make the same assertion: the id is the
@@ -83,7 +65,7 @@ func quarantineReasons(t *testing.T, js jetstream.JetStream) []string {
 // which releases it if the event was routed to its processor and sets it
 // aside otherwise. The genuine receipts are applied all along.
 func TestService_Binding(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &logxtest.Buffer{}
 	svc, js := l1test.StartTracking(t, func(c *completion.ServiceConfig) {
 		c.SubjectPrefix = "leafline.receipts"
 		c.ProcessorIsSite = true
@@ -210,7 +192,7 @@ func TestRefusalReason(t *testing.T) {
 // counted and logged, and its record is removed without a trace in the
 // summary; the event, published later, is tracked afresh.
 func TestService_HeldExpires(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &logxtest.Buffer{}
 	svc, js := l1test.StartTracking(t, func(c *completion.ServiceConfig) {
 		c.HoldFor = 300 * time.Millisecond
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))

@@ -23,9 +23,11 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/logx/logxtest"
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/receipt"
@@ -45,9 +47,9 @@ import (
 // attackSystem runs a secured two-edge system in which edge1 receives only
 // the events on events.both.> and edge2 every event, with the boxes' log
 // lines (warnings and errors) in logs.
-func attackSystem(t *testing.T, unsigned bool) (*LocalSystem, *syncBuffer) {
+func attackSystem(t *testing.T, unsigned bool) (*LocalSystem, *logxtest.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logxtest.Buffer{}
 	ls := testSystem(t, LocalOptions{
 		Edges:            2,
 		UnsignedReceipts: unsigned,
@@ -59,7 +61,7 @@ func attackSystem(t *testing.T, unsigned bool) (*LocalSystem, *syncBuffer) {
 	}, nil)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Log(logs.b.String())
+			t.Log(logs.String())
 		}
 	})
 	return ls, logs
@@ -84,7 +86,7 @@ func recordOf(t *testing.T, ls *LocalSystem, id string) (record.Completion, erro
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return ls.App("l1").Completions().Get(ctx, id)
+	return completionsOf(ls.App("l1")).Get(ctx, id)
 }
 
 // waitRecord polls id's record at L1 until ok accepts it.
@@ -184,7 +186,7 @@ func (a *attacker) receipt(id, processor, site string, st receipt.Status) receip
 // gauge) in reg, or 0 when it has no such series.
 func registryValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	v, err := gatherValue(reg, name, labels)
+	v, err := box.GatherValue(reg, name, labels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,14 +195,14 @@ func registryValue(t *testing.T, reg *prometheus.Registry, name string, labels m
 
 // waitRefused waits until L1 has quarantined n receipts for reason, in its
 // metric and its log.
-func waitRefused(t *testing.T, ls *LocalSystem, logs *syncBuffer, reason string, n float64) {
+func waitRefused(t *testing.T, ls *LocalSystem, logs *logxtest.Buffer, reason string, n float64) {
 	t.Helper()
 	reg := ls.App("l1").Metrics().Registry()
 	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		if got := registryValue(t, reg, "leafline_completion_refused_total", map[string]string{"reason": reason}); got != n {
 			return fmt.Errorf("leafline_completion_refused_total{reason=%q} = %v, want %v", reason, got, n)
 		}
-		if len(logs.lines("l1", "receipts: quarantined", "refusal="+reason)) == 0 {
+		if len(logs.Lines("l1", "receipts: quarantined", "refusal="+reason)) == 0 {
 			return fmt.Errorf("no log line for refusal %s", reason)
 		}
 		return nil
@@ -298,7 +300,7 @@ func TestAttack_DeadLetterFromElsewhere(t *testing.T) {
 	if got := registryValue(t, l1.Metrics().Registry(), "leafline_completion_held_receipts", map[string]string{"edge": "edge1"}); got != 1 {
 		t.Errorf("leafline_completion_held_receipts{edge=edge1} = %v", got)
 	}
-	if len(logs.lines("l1", "receipt held", "never-published")) == 0 {
+	if len(logs.Lines("l1", "receipt held", "never-published")) == 0 {
 		t.Error("no log line for the held receipt")
 	}
 
@@ -351,10 +353,10 @@ func TestAttack_LinkViolation(t *testing.T) {
 		kind   string
 		attack func(*rawLeaf) error
 	}{
-		{violationPublish, func(l *rawLeaf) error {
+		{box.ViolationPublish, func(l *rawLeaf) error {
 			return l.publish(topology.SourceDeliverSubject("edge2", rt.Receipts.EdgeStream, "hub"), data)
 		}},
-		{violationSubscribe, func(l *rawLeaf) error {
+		{box.ViolationSubscribe, func(l *rawLeaf) error {
 			return l.send("LS+ " + topology.SourceDeliverSubject("hub", rt.Events.HubStream, "edge2") + "\r\n")
 		}},
 	} {
@@ -371,13 +373,13 @@ func TestAttack_LinkViolation(t *testing.T) {
 			if got := registryValue(t, hub.Metrics().Registry(), "leafline_link_violations_total", map[string]string{"kind": tt.kind, "conn": "leafnode"}); got != 1 {
 				return fmt.Errorf("leafline_link_violations_total{kind=%q} = %v", tt.kind, got)
 			}
-			if len(logs.lines("hub", "link violation refused", "kind="+tt.kind, "conn=leafnode")) == 0 {
+			if len(logs.Lines("hub", "link violation refused", "kind="+tt.kind, "conn=leafnode")) == 0 {
 				return fmt.Errorf("no log line for the %s violation", tt.kind)
 			}
 			return nil
 		})
 	}
-	if v := hub.Metrics().LastLinkViolation(); v == nil || v.Kind != violationSubscribe {
+	if v := hub.Metrics().LastLinkViolation(); v == nil || v.Kind != box.ViolationSubscribe {
 		t.Errorf("last violation %+v", v)
 	}
 	// The hub's status says so too.
@@ -385,10 +387,10 @@ func TestAttack_LinkViolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ready Readiness
+	var ready box.Readiness
 	err = json.NewDecoder(resp.Body).Decode(&ready)
 	resp.Body.Close()
-	if err != nil || ready.LastLinkViolation == nil || ready.LastLinkViolation.Kind != violationSubscribe ||
+	if err != nil || ready.LastLinkViolation == nil || ready.LastLinkViolation.Kind != box.ViolationSubscribe ||
 		!strings.Contains(ready.LastLinkViolation.Detail, "leafline.src.hub.HA.edge2") {
 		t.Errorf("/readyz: %+v %v", ready.LastLinkViolation, err)
 	}
@@ -476,7 +478,7 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 func TestAttack_StolenEdgeCertAsServer(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &logxtest.Buffer{}
 			ls, err := NewLocalSystem(t.TempDir(), LocalOptions{
 				Edges:  2,
 				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -489,7 +491,7 @@ func TestAttack_StolenEdgeCertAsServer(t *testing.T) {
 			if control {
 				stolen = writeIssued(t, caFromDir(t, ls.Credentials.Dir), t.TempDir(), "edge1", time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 			}
-			tc, err := listenTLSConfig(stolen, false)
+			tc, err := box.ListenTLSConfig(stolen, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -499,7 +501,7 @@ func TestAttack_StolenEdgeCertAsServer(t *testing.T) {
 			}
 			jstest.Run(t, &server.Options{
 				Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true,
-				LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: ports[0], TLSConfig: tc, TLSTimeout: leafTLSTimeout},
+				LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: ports[0], TLSConfig: tc, TLSTimeout: box.LeafTLSTimeout},
 			})
 			ls.Configs["edge2"].Leafnode.UpstreamURL = fmt.Sprintf("nats-leaf://127.0.0.1:%d", ports[0])
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -518,11 +520,11 @@ func TestAttack_StolenEdgeCertAsServer(t *testing.T) {
 				return
 			}
 			check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
-				why := upstreamError(victim.Server())
+				why := box.UpstreamError(victim.Server())
 				if !strings.Contains(why, "certificate") {
 					return fmt.Errorf("edge2's upstream error %q does not name the certificate", why)
 				}
-				if len(logs.lines("edge2", "certificate")) == 0 {
+				if len(logs.Lines("edge2", "certificate")) == 0 {
 					return errors.New("edge2 logged nothing about the certificate")
 				}
 				return nil
@@ -530,28 +532,8 @@ func TestAttack_StolenEdgeCertAsServer(t *testing.T) {
 			if victim.UpstreamConnected() || registryValue(t, victim.Metrics().Registry(), "leafline_upstream_connected", nil) != 0 {
 				t.Fatal("edge2 connected to a server with an edge's certificate")
 			}
-			t.Logf("edge2: %s", upstreamError(victim.Server()))
+			t.Logf("edge2: %s", box.UpstreamError(victim.Server()))
 		})
-	}
-}
-
-func TestLinkViolation_Classify(t *testing.T) {
-	for _, tt := range []struct {
-		msg, kind, conn string
-	}{
-		{`127.0.0.1:5 - lid:3 - Publish Violation on "leafline.src.edge2.RE.hub" - Check other side configuration`, violationPublish, "leafnode"},
-		{`127.0.0.1:5 - lid:3 - Subscription Violation on "x" - Check other side configuration`, violationSubscribe, "leafnode"},
-		{`127.0.0.1:5 - lid:3 - authentication error - User "UABC"`, violationAuth, "leafnode"},
-		{`127.0.0.1:5 - lid:3 - TLS leafnode handshake error: remote error: tls: bad certificate`, violationTLS, "leafnode"},
-		{`127.0.0.1:5 - cid:9 - authentication error`, violationAuth, "client"},
-		{`127.0.0.1:5 - cid:9 - TLS handshake error: EOF`, violationTLS, "client"},
-		{`Error trying to connect as leafnode to remote server`, "", ""},
-		{`authentication error`, "", ""}, // names no connection
-	} {
-		v, ok := linkViolation(tt.msg)
-		if ok != (tt.kind != "") || v.Kind != tt.kind || v.Conn != tt.conn {
-			t.Errorf("linkViolation(%q) = %+v, %v; want %s %s", tt.msg, v, ok, tt.kind, tt.conn)
-		}
 	}
 }
 
@@ -570,10 +552,10 @@ func TestAttack_CertificateOfAnotherSite(t *testing.T) {
 	}
 	reg := ls.App("hub").Metrics().Registry()
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
-		if got := registryValue(t, reg, "leafline_link_violations_total", map[string]string{"kind": violationAuth, "conn": "leafnode"}); got != 1 {
+		if got := registryValue(t, reg, "leafline_link_violations_total", map[string]string{"kind": box.ViolationAuth, "conn": "leafnode"}); got != 1 {
 			return fmt.Errorf("leafline_link_violations_total{kind=auth} = %v", got)
 		}
-		if len(logs.lines("hub", "leafnode refused", "certificate_site=edge1", "credentials_site=edge2")) == 0 {
+		if len(logs.Lines("hub", "leafnode refused", "certificate_site=edge1", "credentials_site=edge2")) == 0 {
 			return errors.New("no log line names the two sites")
 		}
 		return nil
@@ -591,7 +573,7 @@ func TestAttack_CertificateOfAnotherSite(t *testing.T) {
 // (leafline_link_violations_total{kind="auth",conn="client"}) and logs
 // it; a client with it, and the box's own connections, work.
 func TestAttack_ClientListenerNeedsAuth(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &logxtest.Buffer{}
 	t.Setenv("LEAFLINE_TEST_NATS_PW", "client-s3cret")
 	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -618,10 +600,10 @@ func TestAttack_ClientListenerNeedsAuth(t *testing.T) {
 		t.Fatal("a client with a wrong password connected")
 	}
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
-		if got := registryValue(t, edge.Metrics().Registry(), "leafline_link_violations_total", map[string]string{"kind": violationAuth, "conn": "client"}); got != 2 {
+		if got := registryValue(t, edge.Metrics().Registry(), "leafline_link_violations_total", map[string]string{"kind": box.ViolationAuth, "conn": "client"}); got != 2 {
 			return fmt.Errorf("leafline_link_violations_total{kind=auth,conn=client} = %v", got)
 		}
-		if len(logs.lines("edge1", "link violation refused", "conn=client")) == 0 {
+		if len(logs.Lines("edge1", "link violation refused", "conn=client")) == 0 {
 			return errors.New("no log line for the refused client")
 		}
 		return nil
@@ -795,7 +777,7 @@ func TestAttack_DirectConsumerLocked(t *testing.T) {
 	}
 	hub := ls.App("hub").Metrics().Registry()
 	violations := func() float64 {
-		return registryValue(t, hub, "leafline_link_violations_total", map[string]string{"kind": violationPublish, "conn": "leafnode"})
+		return registryValue(t, hub, "leafline_link_violations_total", map[string]string{"kind": box.ViolationPublish, "conn": "leafnode"})
 	}
 	for i, a := range attempts {
 		l := rawEdge1(t, ls)
@@ -835,19 +817,5 @@ func TestAttack_DirectConsumerLocked(t *testing.T) {
 	})
 	if got := registryValue(t, ls.App("l1").Metrics().Registry(), "leafline_direct_consumer_altered_total", map[string]string{"edge": "edge1"}); got != 0 {
 		t.Fatalf("leafline_direct_consumer_altered_total{edge=edge1} = %v", got)
-	}
-}
-
-func TestDirectConsumerProblems(t *testing.T) {
-	edge := &topology.Site{Name: "edge1", Role: topology.RoleEdge, Filter: "events.a.>", DeliveryMode: topology.DeliveryDirect}
-	good := directConsumerConfig(edge)
-	if p, _, _ := directConsumerProblems(good, good); len(p) != 0 {
-		t.Fatalf("L1's own shape: %v", p)
-	}
-	push := good
-	push.DeliverSubject, push.InactiveThreshold = "elsewhere", time.Second
-	p, fixed, repairable := directConsumerProblems(push, good)
-	if len(p) != 2 || !repairable || fixed.InactiveThreshold != 0 || !strings.Contains(p[1], "cannot be changed in place") {
-		t.Fatalf("problems %q, repairable %v", p, repairable)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/leafline/leafline/l1"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/status/console"
 	"github.com/leafline/leafline/topology"
@@ -68,14 +69,14 @@ func TestConsole_Browser(t *testing.T) {
 		t.Skip("no chromium binary on PATH (apt-get install -y chromium); set LEAFLINE_REQUIRE_CHROMIUM=1 to fail instead")
 	}
 	const refresh = 500 * time.Millisecond
-	ls := testSystem(t, LocalOptions{Edges: 2, Configure: func(c *topology.Config) { c.DeadLetter.Enabled = true }}, func(site string) []Option {
+	ls := testSystemWith(t, LocalOptions{Edges: 2, Configure: func(c *topology.Config) { c.DeadLetter.Enabled = true }}, func(site string) siteOptions {
 		if site == "l1" {
-			return []Option{WithConsoleSampleEvery(refresh)}
+			return siteOptions{l1: []l1.Option{l1.WithConsoleSampleEvery(refresh)}}
 		}
 		if strings.HasPrefix(site, "edge") {
-			return []Option{WithSink(poisonSink{})}
+			return siteOptions{edge: []Option{WithSink(poisonSink{})}}
 		}
-		return nil
+		return siteOptions{}
 	})
 	l1js := clientJS(t, ls.App("l1").ClientURL())
 	ids := publishN(t, l1js, "ok", 3)

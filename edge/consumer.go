@@ -10,7 +10,7 @@ import (
 // the edge's own copy of the events (the sourced stream in its domain) or,
 // for an edge in direct delivery mode, its consumer on the origin stream at
 // L1, reached through the leafnode links (see direct.go).
-func (a *App) sinkConsumer(ctx context.Context) (jetstream.Consumer, error) {
+func (a *Role) sinkConsumer(ctx context.Context) (jetstream.Consumer, error) {
 	if a.site.Direct() {
 		return a.directSinkConsumer(ctx)
 	}

@@ -10,9 +10,10 @@ import (
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipt"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // contractCasesPermanentNoDLQ: permanent failures without a DLQ: left unacked, counted.

@@ -14,15 +14,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 type dlqMode int
@@ -163,7 +165,7 @@ type contractSite struct {
 	r       *runner.Runner
 	pub     outbox.Publisher // the runner's first receipt publisher
 	sink    *scriptSink
-	metrics *Metrics
+	metrics *metrics
 	onStep  func(f *contractSite, s ctStep)
 
 	mu    sync.Mutex
@@ -428,7 +430,7 @@ func newContractSite(t *testing.T, o contractOpts) *contractSite {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.metrics = newMetrics(ctSite, "edge")
+	f.metrics = newMetrics(box.NewMetrics(ctSite, "edge"))
 	f.pub = &receiptPublisher{js: js}
 	if o.wrapPub != nil {
 		f.pub = o.wrapPub(f.pub)

@@ -443,7 +443,7 @@ func ctShutdownSink() contractOpts {
 }
 
 // ctCounterValues reads the runner's counters by field name.
-func ctCounterValues(m *Metrics) map[string]float64 {
+func ctCounterValues(m *metrics) map[string]float64 {
 	cs := map[string]prometheus.Collector{
 		"fetched": m.fetched, "processed": m.processed, "acked": m.acked, "nacked": m.nacked,
 		"terminated": m.terminated, "deadLettered": m.deadLettered, "expired": m.expired, "permanentUnacked": m.permanentUnacked,
@@ -462,7 +462,7 @@ func ctCounterValues(m *Metrics) map[string]float64 {
 }
 
 // ctCounters checks counters by field name.
-func ctCounters(t *testing.T, m *Metrics, want map[string]float64) {
+func ctCounters(t *testing.T, m *metrics, want map[string]float64) {
 	t.Helper()
 	got := ctCounterValues(m)
 	for k, w := range want {

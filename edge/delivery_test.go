@@ -478,7 +478,7 @@ func publishAt(t *testing.T, js jetstream.JetStream, id string, data []byte) {
 }
 
 func completionStatus(t *testing.T, ls *LocalSystem, id string) (receipt.Status, bool) {
-	c, err := ls.App("l1").Completions().State().Get(context.Background(), id)
+	c, err := completionsOf(ls.App("l1")).State().Get(context.Background(), id)
 	if errors.Is(err, record.ErrNotFound) {
 		return "", false
 	}
@@ -562,7 +562,7 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 	}
 	// L1 can see a receipt before the edge has sent (and counted) the
 	// final ACK or Term that follows its PubAck, so the counters are polled.
-	m := edge.Metrics()
+	m := edgeOf(edge).metrics
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if v := counterValue(t, m.terminated); v != 2 {
 			return fmt.Errorf("terminated %v, want 2", v)
@@ -570,7 +570,7 @@ func TestDelivery_PoisonIsolation_EndToEnd(t *testing.T) {
 		if v := counterValue(t, m.ackConfSuccesses); v != 12 {
 			return fmt.Errorf("confirmations %v, want 12", v)
 		}
-		if v := ls.App("l1").Completions().Stats().Applied; v != 11 {
+		if v := completionsOf(ls.App("l1")).Stats().Applied; v != 11 {
 			return fmt.Errorf("L1 applied %d, want 11 (10 processed, 1 dead_lettered)", v)
 		}
 		return nil
@@ -616,7 +616,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 		if st, ok := completionStatus(t, ls, "fine-1"); !ok || st != receipt.StatusProcessed {
 			return errors.New("fine-1 not processed at L1")
 		}
-		if n := counterValue(t, edge.Metrics().dlqPublishErrors); n < 3 {
+		if n := counterValue(t, edgeOf(edge).metrics.dlqPublishErrors); n < 3 {
 			return fmt.Errorf("dlq publish errors %v", n)
 		}
 		return nil
@@ -629,7 +629,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 	if _, ok := completionStatus(t, ls, "held-big"); ok {
 		t.Fatal("L1 knows the held event although its DLQ record was never PubAck'ed")
 	}
-	if n := counterValue(t, edge.Metrics().terminated); n != 0 {
+	if n := counterValue(t, edgeOf(edge).metrics.terminated); n != 0 {
 		t.Fatalf("terminated %v while the DLQ is full", n)
 	}
 
@@ -653,7 +653,7 @@ func TestDelivery_DLQPublishFailure_EndToEnd(t *testing.T) {
 	// The record is visible in the KV a moment before the service counts
 	// its application.
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
-		if v := ls.App("l1").Completions().Stats().Applied; v != 2 {
+		if v := completionsOf(ls.App("l1")).Stats().Applied; v != 2 {
 			return fmt.Errorf("L1 applied %d, want 2", v)
 		}
 		return nil

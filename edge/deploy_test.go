@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/l1"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -63,14 +64,14 @@ var metricName = regexp.MustCompile(`\bleafline_[a-z0-9_]+`)
 func TestDeploy_MetricsExist(t *testing.T) {
 	// Both transports, so that both export their metrics: edge1's link by
 	// the relay, the hub's by sourcing.
-	ls := testSystem(t, LocalOptions{Edges: 1, Configure: func(c *topology.Config) {
+	ls := testSystemWith(t, LocalOptions{Edges: 1, Configure: func(c *topology.Config) {
 		c.DeadLetter.Enabled = true
 		withTransport(topology.TransportSourcing, topology.TransportRelay)(c)
-	}}, func(site string) []Option {
+	}}, func(site string) siteOptions {
 		if site == "l1" {
-			return []Option{WithConsoleSampleEvery(200 * time.Millisecond)}
+			return siteOptions{l1: []l1.Option{l1.WithConsoleSampleEvery(200 * time.Millisecond)}}
 		}
-		return nil
+		return siteOptions{}
 	})
 	ids := publishN(t, clientJS(t, ls.App("l1").ClientURL()), "m", 3)
 	waitCompleted(t, ls, ids, "edge1")

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
@@ -20,7 +21,7 @@ import (
 // Direct delivery mode (topology Site.DeliveryMode "direct"): the edge's
 // sink runner consumes the origin stream on L1 itself, through both
 // leafnode links, with L1's JetStream API prefix, and ACKs the original
-// delivery on L1. L1 creates the consumer (role_l1_direct_guard.go); the edge only
+// delivery on L1. L1 creates the consumer (package l1, direct_guard.go); the edge only
 // binds to it. The receipt path is unchanged.
 
 const (
@@ -45,38 +46,9 @@ const (
 // processes nothing meanwhile; it resumes by itself when L1 answers.
 var ErrUpstreamUnreachable = errors.New("edge: direct mode: the origin stream on L1 is unreachable")
 
-// directMaxRequestBatch is the largest pull request a direct consumer
-// takes: the bound of an edge's delivery.backlog_batch_size.
-const directMaxRequestBatch = 1000
-
 // errDirectConsumerMissing means that L1 has not created a direct-mode
 // edge's consumer (yet).
 var errDirectConsumerMissing = errors.New("L1 has not created this edge's consumer")
-
-// directConsumerConfig is the durable pull consumer that L1 creates for a
-// direct-mode edge on the origin stream: the name the link permissions
-// allow, the edge's filter, explicit ACK from the first event, no inactive
-// threshold, and the topology's Site.DirectConsumer settings. L1 and the
-// edge derive it from the same topology: L1 to create it, the edge to know
-// it before L1 answers.
-func directConsumerConfig(site *topology.Site) jetstream.ConsumerConfig {
-	dc := site.DirectConsumerSettings()
-	c := jetstream.ConsumerConfig{
-		Durable:         topology.DirectConsumerName(site.Name),
-		Description:     "leafline direct sink for " + site.Name,
-		DeliverPolicy:   jetstream.DeliverAllPolicy,
-		AckPolicy:       jetstream.AckExplicitPolicy,
-		AckWait:         dc.AckWait.D(),
-		MaxAckPending:   dc.MaxAckPending,
-		MaxDeliver:      -1,
-		MaxRequestBatch: directMaxRequestBatch,
-		FilterSubject:   site.Filter,
-	}
-	if dc.MaxDeliver > 0 {
-		c.MaxDeliver = dc.MaxDeliver
-	}
-	return c
-}
 
 // directSinkConsumer returns the direct-mode sink consumer. It opens the
 // connection the consumer uses (in process, with the edge's own inbox
@@ -85,28 +57,28 @@ func directConsumerConfig(site *topology.Site) jetstream.ConsumerConfig {
 // L1 is incompatible (jsplan.ErrIncompatible); when L1 does not answer, or has
 // not created the consumer yet, it returns a consumer that binds itself on
 // the first fetch that finds it.
-func (a *App) directSinkConsumer(ctx context.Context) (jetstream.Consumer, error) {
+func (a *Role) directSinkConsumer(ctx context.Context) (jetstream.Consumer, error) {
 	t := a.cfg.Topology
 	l1, ok := t.L1()
 	if !ok {
 		return nil, errors.New("direct mode: the topology has no l1 site")
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(a.srv),
+	nc, err := nats.Connect("", nats.InProcessServer(a.b.Server()),
 		nats.Name("leafline-"+a.site.Name+"-direct"),
 		nats.CustomInboxPrefix(topology.DirectInboxPrefix(a.site.Name)),
-		nats.MaxReconnects(-1), a.natsErrors())
+		nats.MaxReconnects(-1), a.b.NATSErrors())
 	if err != nil {
 		return nil, fmt.Errorf("direct mode: connect to embedded server: %w", err)
 	}
 	// The connection lives as long as the embedded server.
-	srv := a.srv
+	srv := a.b.Server()
 	go func() { srv.WaitForShutdown(); nc.Close() }()
 	js, err := jetstream.NewWithDomain(nc, l1.Domain)
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	want := directConsumerConfig(a.site)
+	want := jsplan.DirectConsumer(a.site)
 	d := &directConsumer{
 		js:     js,
 		nc:     nc,
@@ -395,54 +367,37 @@ func (b *fixedBatch) Messages() <-chan jetstream.Msg {
 
 func (b *fixedBatch) Error() error { return b.err }
 
-// DirectStatus describes a direct-mode edge's consumer on L1 (for /readyz).
-type DirectStatus struct {
-	// Stream and Consumer name the consumer, Domain L1's JetStream domain.
-	Stream   string `json:"stream"`
-	Consumer string `json:"consumer"`
-	Domain   string `json:"domain"`
-	// Reachable: the last attempt reached the consumer on L1. While it is
-	// false the sink runner processes nothing.
-	Reachable bool `json:"reachable"`
-	// Since is when Reachable last changed (zero before the first attempt).
-	Since time.Time `json:"since,omitzero"`
-	// LastError is why L1 is unreachable, while it is.
-	LastError string `json:"last_error,omitempty"`
-	// FailedFetches counts the fetches that could not reach L1.
-	FailedFetches uint64 `json:"failed_fetches"`
-}
-
 // Status returns the consumer's status.
-func (d *directConsumer) Status() DirectStatus {
+func (d *directConsumer) Status() box.DirectStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return DirectStatus{
+	return box.DirectStatus{
 		Stream: d.stream, Consumer: d.want.Durable, Domain: d.domain,
 		Reachable: d.reachable, Since: d.since, LastError: d.lastErr,
 		FailedFetches: d.failures.Load(),
 	}
 }
 
-// DirectStatus returns the status of the box's direct-mode sink consumer,
+// box.DirectStatus returns the status of the box's direct-mode sink consumer,
 // and false when the box is not a direct-mode edge (or not started).
 //
 // NOTE: it reads the box's current runner, which a restart (after a full
 // disk) replaces; call it while the box runs, not from a handler that may
 // run during a restart (those keep the consumer in an atomic and use
 // directStatus).
-func (a *App) DirectStatus() (DirectStatus, bool) {
+func (a *Role) DirectStatus() (box.DirectStatus, bool) {
 	if a.run == nil {
-		return DirectStatus{}, false
+		return box.DirectStatus{}, false
 	}
 	return directStatus(a.run.Consumer())
 }
 
 // directStatus returns the status of cons when it is a direct-mode sink
 // consumer, and false otherwise.
-func directStatus(cons jetstream.Consumer) (DirectStatus, bool) {
+func directStatus(cons jetstream.Consumer) (box.DirectStatus, bool) {
 	d, ok := cons.(*directConsumer)
 	if !ok || d == nil {
-		return DirectStatus{}, false
+		return box.DirectStatus{}, false
 	}
 	return d.Status(), true
 }

@@ -12,9 +12,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/localsys"
+	"github.com/leafline/leafline/internal/logx/logxtest"
 	"github.com/leafline/leafline/jsplan"
+	"github.com/leafline/leafline/l1"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -72,7 +75,7 @@ func directSystem(t *testing.T, o LocalOptions, filters map[string]string, start
 	})
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		for _, name := range start {
-			if a := ls.App(name); a.site.Upstream != "" && !a.UpstreamConnected() {
+			if a := ls.App(name); a.Site().Upstream != "" && !a.UpstreamConnected() {
 				return fmt.Errorf("%s not connected upstream", name)
 			}
 		}
@@ -98,13 +101,13 @@ func dumpSystem(t *testing.T, ls *LocalSystem) {
 		for _, sc := range jsplan.SitePlan(ls.Configs[s.Name], &s).Streams {
 			t.Logf("%s %s: %d messages", s.Name, sc.Name, localsys.StreamState(ctx, js, sc.Name).Msgs)
 		}
-		if st, ok := a.DirectStatus(); ok {
-			t.Logf("%s direct: %+v", s.Name, st)
+		if e := edgeOf(a); e != nil && e.run != nil {
+			if st, ok := e.DirectStatus(); ok {
+				t.Logf("%s direct: %+v", s.Name, st)
+			}
+			t.Logf("%s fetched %v acked %v", s.Name, counterValue(t, e.metrics.fetched), counterValue(t, e.metrics.acked))
 		}
-		if a.run != nil {
-			t.Logf("%s fetched %v acked %v", s.Name, counterValue(t, a.metrics.fetched), counterValue(t, a.metrics.acked))
-		}
-		if svc := a.Completions(); svc != nil {
+		if svc := completionsOf(a); svc != nil {
 			t.Logf("%s completions: %+v", s.Name, svc.Stats())
 		}
 		nc.Close()
@@ -179,21 +182,21 @@ func TestDirect_EndToEnd(t *testing.T) {
 	if _, err := hubjs.PushConsumer(ctx, "HA", topology.SourceConsumerName("edge2")); err != nil {
 		t.Fatalf("edge2's source: %v", err)
 	}
-	m := ls.App("edge1").Metrics()
+	m := edgeOf(ls.App("edge1")).metrics
 	if ok, timeouts := counterValue(t, m.ackConfSuccesses), counterValue(t, m.ackConfTimeouts); ok != 300 || timeouts != 0 {
 		t.Fatalf("confirmed ACKs: %v, timeouts %v", ok, timeouts)
 	}
-	st, ok := ls.App("edge1").DirectStatus()
+	st, ok := edgeOf(ls.App("edge1")).DirectStatus()
 	if !ok || !st.Reachable || st.Consumer != name || st.Domain != "l1" {
 		t.Fatalf("edge1 direct status %+v, %v", st, ok)
 	}
-	if _, ok := ls.App("edge2").DirectStatus(); ok {
+	if _, ok := edgeOf(ls.App("edge2")).DirectStatus(); ok {
 		t.Fatal("edge2 (sourced) reports a direct status")
 	}
 	// A request on a delivery's reply subject (a confirmed +TERM) must go
 	// out on the consumer's own connection: only its inbox crosses the links.
 	for name, direct := range map[string]bool{"edge1": true, "edge2": false} {
-		a := ls.App(name)
+		a := edgeOf(ls.App(name))
 		if nc := sinkConn(a.run.Consumer(), a.nc); (nc != a.nc) != direct {
 			t.Fatalf("%s: sinkConn is the box's connection: %v", name, nc == a.nc)
 		}
@@ -205,7 +208,7 @@ func TestDirect_EndToEnd(t *testing.T) {
 // the outage once rather than per fetch, does not spin, and resumes by
 // itself when the link returns; nothing is lost or applied twice.
 func TestDirect_UpstreamDown(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &logxtest.Buffer{}
 	ls := directSystem(t, LocalOptions{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))},
 		map[string]string{"edge1": ""}, nil)
 	l1js := clientJS(t, ls.App("l1").ClientURL())
@@ -221,17 +224,17 @@ func TestDirect_UpstreamDown(t *testing.T) {
 		t.Logf("cutting the %s → upstream link", link)
 		ls.Links[link].Cut()
 		check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
-			if st, _ := edge.DirectStatus(); st.Reachable {
+			if st, _ := edgeOf(edge).DirectStatus(); st.Reachable {
 				return errors.New("edge1 still reaches L1")
 			}
 			return nil
 		})
-		st0, _ := edge.DirectStatus()
+		st0, _ := edgeOf(edge).DirectStatus()
 		held := localsys.StreamState(ctx, ejs, "RE").LastSeq
 		during := publishN(t, l1js, fmt.Sprintf("during-%s", link), 100)
 		all = append(all, during...)
 		time.Sleep(4 * time.Second) // the outage under observation
-		st, _ := edge.DirectStatus()
+		st, _ := edgeOf(edge).DirectStatus()
 		if n := localsys.StreamState(ctx, ejs, "RE").LastSeq; n != held {
 			t.Fatalf("RE stored %d new receipts with L1 unreachable", n-held)
 		}
@@ -239,7 +242,7 @@ func TestDirect_UpstreamDown(t *testing.T) {
 			t.Fatalf("status during the outage: %+v", st)
 		}
 		// /readyz says so, and the box stays ready (its relay still works).
-		var rd Readiness
+		var rd box.Readiness
 		if code, err := getJSON("http://"+edge.OpsAddr()+"/readyz", &rd); err != nil || code != 200 || rd.Direct == nil || rd.Direct.Reachable {
 			t.Fatalf("/readyz during the outage: %d %v %+v", code, err, rd)
 		}
@@ -248,15 +251,15 @@ func TestDirect_UpstreamDown(t *testing.T) {
 			t.Fatalf("%d failed fetches in 4s", n)
 		}
 		// Logged per outage, not per fetch.
-		if n := len(logs.lines("edge1", down)); n < i+1 || n > 2*(i+1) {
-			t.Fatalf("%d %q lines after %d outages:\n%s", n, down, i+1, strings.Join(logs.lines("edge1", ""), "\n"))
+		if n := len(logs.Lines("edge1", down)); n < i+1 || n > 2*(i+1) {
+			t.Fatalf("%d %q lines after %d outages:\n%s", n, down, i+1, strings.Join(logs.Lines("edge1", ""), "\n"))
 		}
-		if n := len(logs.lines("edge1", "fetch failed")); n != 0 {
+		if n := len(logs.Lines("edge1", "fetch failed")); n != 0 {
 			t.Fatalf("the runner logged %d fetch failures", n)
 		}
 		ls.Links[link].Restore()
 		waitCompleted(t, ls, all, "edge1")
-		if n := len(logs.lines("edge1", up)); n < i+1 {
+		if n := len(logs.Lines("edge1", up)); n < i+1 {
 			t.Fatalf("%d %q lines after %d outages", n, up, i+1)
 		}
 	}
@@ -274,7 +277,7 @@ func TestDirect_StartWhileUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := edge.DirectStatus(); st.Reachable {
+	if st, _ := edgeOf(edge).DirectStatus(); st.Reachable {
 		t.Fatalf("reachable through a cut link: %+v", st)
 	}
 	l1js := clientJS(t, ls.App("l1").ClientURL())
@@ -342,7 +345,7 @@ func directSecurity(t *testing.T, insecure bool) {
 	// of edge2's consumer.
 	e1name, e2name := topology.DirectConsumerName("edge1"), topology.DirectConsumerName("edge2")
 	e2site, _ := ls.Topology.Site("edge2")
-	e2cons, err := l1js.CreateOrUpdateConsumer(ctx, "L1A", directConsumerConfig(e2site))
+	e2cons, err := l1js.CreateOrUpdateConsumer(ctx, "L1A", jsplan.DirectConsumer(e2site))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +521,7 @@ func TestDirect_Plan(t *testing.T) {
 		}
 	}
 	e1.DirectConsumer = topology.DirectConsumer{AckWait: topology.Duration(time.Minute), MaxDeliver: 7}
-	c := directConsumerConfig(e1)
+	c := jsplan.DirectConsumer(e1)
 	if c.Durable != "leafline-sink-edge1" || c.FilterSubject != e1.Filter || c.AckPolicy != jetstream.AckExplicitPolicy ||
 		c.AckWait != time.Minute || c.MaxAckPending != topology.DefaultDirectMaxAckPending || c.MaxDeliver != 7 || c.InactiveThreshold != 0 {
 		t.Fatalf("direct consumer config: %+v", c)
@@ -530,7 +533,7 @@ func TestDirect_Plan(t *testing.T) {
 // first back in place and creates the second again, reports both, and both
 // edges then work.
 func TestDirect_L1RepairsItsConsumers(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &logxtest.Buffer{}
 	ls := directSystem(t, LocalOptions{Edges: 2, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))},
 		map[string]string{"edge1": "", "edge2": ""}, []string{"l1"})
 	l1js := clientJS(t, ls.App("l1").ClientURL())
@@ -558,16 +561,16 @@ func TestDirect_L1RepairsItsConsumers(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := ls.App("l1").Metrics().Registry()
-	check.For(t, 3*directGuardEvery, 50*time.Millisecond, func() error {
+	check.For(t, 3*l1.DirectGuardEvery, 50*time.Millisecond, func() error {
 		for _, e := range []string{"edge1", "edge2"} {
 			if got := registryValue(t, reg, "leafline_direct_consumer_altered_total", map[string]string{"edge": e}); got != 1 {
 				return fmt.Errorf("leafline_direct_consumer_altered_total{edge=%s} = %v", e, got)
 			}
 		}
-		if len(logs.lines("l1", "DIRECT CONSUMER ALTERED", "repaired in place", "inactive_threshold", "edge=edge1")) == 0 {
+		if len(logs.Lines("l1", "DIRECT CONSUMER ALTERED", "repaired in place", "inactive_threshold", "edge=edge1")) == 0 {
 			return errors.New("no log line for edge1's repair")
 		}
-		if len(logs.lines("l1", "DIRECT CONSUMER DELETED", "edge=edge2")) == 0 {
+		if len(logs.Lines("l1", "DIRECT CONSUMER DELETED", "edge=edge2")) == 0 {
 			return errors.New("no log line for edge2's consumer created again")
 		}
 		if th := consumerInfo(t, l1js, stream, e1).Config.InactiveThreshold; th != 0 {

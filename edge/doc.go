@@ -1,60 +1,9 @@
-// Package edge is the leafline appliance: one App per box, whose role (l1,
-// hub or edge) comes from the shared topology.
-//
-// Every box embeds a nats-server with JetStream in its own domain, fsyncing
-// every write (SyncAlways) unless the operator explicitly sets
-// jetstream.sync_interval, which is logged as a durability warning. Hub and
-// edge dial their upstream over a leafnode with IgnoreDiscoveredServers, so
-// a box never reconnects around the address it was given.
-//
-// # Streams
-//
-// Each box creates the streams it owns on startup and reconciles them on
-// restart: it updates in place, and never deletes or recreates a stream. A
-// change that would need that (retention, storage, discard policy) is a
-// startup error wrapping jsplan.ErrIncompatible. The only messages a box deletes
-// are those every taker has (trimming, below).
-//
-//	forward:  L1A@l1 → HA@hub → L2A@edge           (per-edge subject filter)
-//	reverse:  RE@edge → RH@hub → R1@l1              (RE: leafline.receipts.<site>.>)
-//
-// Each link across a leafnode moves its messages by the link's transport
-// (topology.LinkTransport): the relay (package hop, run by the box at each
-// end for what it takes; the default between leafline boxes), or durable
-// sourcing, where the owner of the source stream creates a durable push
-// consumer (AckFlowControl) for each downstream site and the downstream
-// stream binds to it by name. A link switched between them starts right
-// after what the other stored (switch.go). Every stream is DiscardNew: when
-// full, publishes fail and the link waits; nothing old is ever dropped.
-//
-// Only L1A keeps everything (the origin: L1's tracker and redrive read it),
-// and the DLQ (for operators). Every other stream keeps only what is in
-// flight, so that a box never stops because its streams filled with what
-// the next hop already has. Once a second each box purges, from each
-// stream it owns, the messages up to the lowest ACK floor of the durable
-// consumers that take them (package jsplan, and trim.go):
-//
-//   - L2A: the sink runner, which ACKs after its commit and the receipt's
-//     PubAck (or after the DLQ record's);
-//   - R1: the completion service, which ACKs after its KV write;
-//   - RE, RH, HA: the next hop's source consumers (one per sourced edge on
-//     HA), whose ACKs are the downstream's flow-control replies, which
-//     carry only sequences it has stored. That holds from nats-server
-//     2.15.3 (and 2.14.10), which go.mod requires: v2.15.2 could, after a
-//     consumer reset, reply with sequences it had skipped, and trimming
-//     then deleted them (jsplan.ServerVersionWarning names such a stock server).
-//
-// A consumer has taken everything up to its ACK floor and, if filtered,
-// up to the next message of its subjects in the stream. Nothing else of
-// what nats-server reports about a consumer is trusted: it counts a stored
-// message as pending only after the PubAck, and its unACKed count (from
-// memory) and delivered sequence (from the consumer's store) can disagree
-// (0 unACKed, ACK floor 0, delivered 2543 was seen on RE right after a
-// link came back). A consumer that does not exist holds the whole
-// stream. A consumer that an operator adds to one of these streams is not
-// waited for. The streams keep limits retention: a purge by sequence drops
-// whole blocks, where work-queue retention deletes one message per ACK
-// (measured: it halved the runner's rate under a backlog).
+// Package edge is the edge role of a leafline box (see package box): the
+// field box that processes the events of its site, even while its link is
+// down, and sends a durable receipt for each back towards L1. It holds the
+// outbox, the sink runner (package edge/runner) with its consumer, sink and
+// receipt publishers, the outbox relay and, in direct delivery mode, the
+// consumer on L1's origin stream.
 //
 // # The edge's guarantee: commit first, ACK last
 //
@@ -87,8 +36,8 @@
 // # Event ids: time-ordered ids append
 //
 // The outbox keeps each receipt under its Nats-Msg-Id, which starts with
-// the event id's first bytes in an order-keeping encoding (see the
-// receipts package, "Message id"), and the store sink keeps each event
+// the event id's first bytes in an order-keeping encoding (see package
+// receipt, "Message id"), and the store sink keeps each event
 // under its event_id, both in bbolt B+trees. So the order of event ids
 // decides what a batch's transaction costs:
 //
@@ -151,29 +100,6 @@
 // a copy (header Leafline-Redrive) processes it idempotently and publishes
 // its receipt again even when its outbox has it published — the receipt
 // may be what was lost. Duplicates are absorbed at L1.
-//
-// # A full disk
-//
-// A full disk stops the box without losing anything (storage.go), on every
-// role and with either link transport. When a watched filesystem (the data
-// dir's, the file sink's) has less than 1% free (4 to 128 MiB), the embedded
-// server fails a store write for lack of space, the write probe or a bbolt
-// commit gets ENOSPC, or the server disables JetStream, Run stops the
-// runner, the relays, the completion service, the server and the outbox —
-// the state of a clean stop, so nothing is ACKed that is not durable — and
-// keeps /healthz, /metrics (leafline_storage_full 1,
-// leafline_storage_writable 0) and /readyz (503, a reason naming the
-// directory) serving. It logs one "STORAGE FULL" error and starts again, on
-// the same data dir, once every watched filesystem has room (2%, between 8
-// and 256 MiB). The unACKed events are redelivered then, and each hop's
-// dedupe absorbs what comes twice.
-//
-// A disk too small for the streams' byte limits is not a full disk: the
-// box cannot create its streams, whose max_bytes nats-server reserves up
-// front (storage_limits.go). The start fails with an error wrapping
-// ErrStorageLimits that gives the free space found, what the limits add
-// up to and the setting to lower, with a value that fits; CheckStorage
-// (leafline check) says the same before the start.
 //
 // # Caveats
 //

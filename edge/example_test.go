@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/internal/localsys"
@@ -58,7 +59,7 @@ func (j *journal) Write(ctx context.Context, evs []sink.Event) []error {
 
 // An edge box hands its events to a sink written in Go. demo.NewSystem runs
 // L1, a hub and the edge in this process; in a program of one box,
-// edge.New(cfg, logger, edge.WithSink(j)) does the same.
+// leafline.New(cfg, logger, edge.WithSink(j)) does the same.
 func ExampleWithSink() {
 	dir, _ := os.MkdirTemp("", "leafline-example-")
 	defer os.RemoveAll(dir)
@@ -102,7 +103,7 @@ func ExampleWithSink() {
 	}
 
 	// L1 learns from each receipt that the work was done.
-	store := ls.App("l1").Completions().State()
+	store := leafline.Completions(ls.App("l1")).State()
 	for _, id := range ids {
 		for {
 			c, err := store.Get(ctx, id)

@@ -65,7 +65,7 @@ func expiredEvents(t *testing.T, ls *LocalSystem, n int, expireAfter time.Durati
 	time.Sleep(time.Until(published.Add(expireAfter + 200*time.Millisecond))) // the events age; nothing is polled
 	ls.Links["edge1"].Restore()
 
-	svc := ls.App("l1").Completions()
+	svc := completionsOf(ls.App("l1"))
 	want := uint64(len(fresh) + n)
 	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		if got := svc.Stats().Applied; got < want {
@@ -96,7 +96,7 @@ func expiredEvents(t *testing.T, ls *LocalSystem, n int, expireAfter time.Durati
 	if err != nil || len(page) != n {
 		t.Fatalf("list expired: %d events, %v; want %d", len(page), err, n)
 	}
-	m := edge.Metrics()
+	m := edgeOf(edge).metrics
 	if got := counterValue(t, m.processed); got != float64(len(fresh)) {
 		t.Errorf("edge processed %v events, want only the %d fresh ones", got, len(fresh))
 	}

@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/receipt"
@@ -25,24 +24,6 @@ import (
 	"github.com/leafline/leafline/internal/logx/logxtest"
 	"github.com/leafline/leafline/topology"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // jsonLines decodes every JSON log line of s.
 func jsonLines(t *testing.T, s string) []map[string]any {
@@ -69,7 +50,7 @@ func TestRunner_DeadLetterLoggedAtWarn(t *testing.T) {
 		configure: func(c *topology.Config) { c.DeadLetter.Enabled = true },
 		script:    map[string][]sinkOutcome{"refused-1": {sinkPerm}},
 	})
-	var logs lockedBuffer
+	var logs logxtest.Buffer
 	f.ro.Log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "runner")
 	secret := []byte(`{"card":"4111-SECRET"}`)
 	seqs := f.publish(ctMsg{data: secret}, ctMsg{id: "refused-1", data: secret})
@@ -132,7 +113,7 @@ func TestStorage_DataDirDeletedIsNotReady(t *testing.T) {
 	// meanwhile, so try again until the dir is gone.
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error { return os.RemoveAll(dir) })
 	check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
-		var r Readiness
+		var r box.Readiness
 		code, err := getJSON(ready, &r)
 		if code != http.StatusServiceUnavailable || !strings.Contains(r.Reason, "storage not writable") {
 			return fmt.Errorf("/readyz %d %+v %v", code, r, err)
@@ -165,7 +146,7 @@ func TestStorage_DataDirDeletedIsNotReady(t *testing.T) {
 // the status service and GET /v1/unidentified, and still there after a
 // restart. Every JSON log line of the box names each key once.
 func TestL1_UnidentifiedOriginMessagesCountedAndListed(t *testing.T) {
-	var logs lockedBuffer
+	var logs logxtest.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Insecure: true, UnsignedReceipts: true, Logger: log})
 	if err != nil {
@@ -299,8 +280,8 @@ func TestSystem_EventIDReusedWithAnotherPayload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	svc := ls.App("l1").Completions()
-	edgeReused := func() float64 { return testutil.ToFloat64(ls.App("edge1").Metrics().eventIDReused) }
+	svc := completionsOf(ls.App("l1"))
+	edgeReused := func() float64 { return testutil.ToFloat64(edgeOf(ls.App("edge1")).metrics.eventIDReused) }
 	publish("order-7", `{"qty":1}`)
 	waitCompleted(t, ls, []string{"order-7"}, "edge1")
 	publish("order-7", `{"qty":1}`) // the same event again: a duplicate, no more
@@ -349,12 +330,12 @@ func TestEdge_SecondBoxOnTheSameDataDir(t *testing.T) {
 	for _, site := range []string{"l1", "hub", "edge1"} {
 		t.Run(site, func(t *testing.T) {
 			cfg := *ls.Configs[site] // its listeners are on port 0: no clash
-			second, err := New(&cfg, testLogger(t))
+			second, err := newBox(&cfg, testLogger(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = second.Run(ctx)
-			started := second.srv != nil
+			started := second.Server() != nil
 			if err == nil || !strings.Contains(err.Error(), "in use by another leafline box") {
 				t.Fatalf("second box: %v", err)
 			}

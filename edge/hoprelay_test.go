@@ -70,7 +70,7 @@ func TestSystem_Relay_CappedLink(t *testing.T) {
 		{"edge1", "hub", 16_000}, {"hub", "edge1", 16_000},
 		{"edge2", "hub", 0}, {"hub", "edge2", 0}, {"hub", "l1", 0}, {"l1", "hub", 0},
 	} {
-		got := registryValue(t, ls.App(c.box).metrics.reg, "leafline_link_bandwidth_cap_bytes_per_second",
+		got := registryValue(t, ls.App(c.box).Metrics().Registry(), "leafline_link_bandwidth_cap_bytes_per_second",
 			map[string]string{"link": c.link, "direction": "in"})
 		if got != c.want {
 			t.Errorf("%s's cap on its link to %s: %v bytes/s, want %v", c.box, c.link, got, c.want)
@@ -110,8 +110,8 @@ func TestSystem_Relay_MixedLinkCut(t *testing.T) {
 // A box of a stock server cannot take a stream by the relay.
 func TestProvision_RefusesRelayOnStockServer(t *testing.T) {
 	ls := testSystem(t, LocalOptions{Configure: withTransport(topology.TransportRelay, "")}, nil)
-	cfg := *ls.App("hub").cfg
-	err := jsplan.StockServerTakes(&cfg, ls.App("hub").site)
+	cfg := *ls.App("hub").Config()
+	err := jsplan.StockServerTakes(&cfg, ls.App("hub").Site())
 	if err == nil || !strings.Contains(err.Error(), `"server": "nats-server"`) {
 		t.Fatalf("a stock hub was provisioned for the relay: %v", err)
 	}

@@ -6,7 +6,9 @@ import (
 	"github.com/leafline/leafline/internal/importcheck"
 )
 
-// TestImports: the box wires the runner, sinks, outbox, receipts and PKI; it never imports a test or demo harness (internal/localsys, internal/demo) or a fault injector.
+// TestImports: the edge role wires the runner, sinks, outbox and receipts
+// on the box; it knows nothing of L1's completion service or the hub, and
+// never imports a test or demo harness or a fault injector.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "internal/ctxsleep", "jsplan", "cleanup", "completion", "completion/record", "completion/state", "edge/eventid", "edge/runner", "internal/logx", "hop", "internal/dirsync", "outbox", "pki", "receipt", "sink", "status", "status/console", "topology")
+	importcheck.Only(t, "box", "edge/runner", "internal/ctxsleep", "jsplan", "outbox", "receipt", "receipt/eventid", "sink", "topology")
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -64,7 +65,7 @@ func dialRawLeaf(t *testing.T, addr string, creds rawLeafCreds) (*rawLeaf, error
 		return nil, err
 	}
 	if info.TLSRequired {
-		tc, err := upstreamTLSConfig(creds.tls, &url.URL{Host: addr})
+		tc, err := box.UpstreamTLSConfig(creds.tls, &url.URL{Host: addr})
 		if err != nil {
 			return nil, err
 		}

@@ -1,15 +1,14 @@
 package edge
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/status/console"
 	"github.com/leafline/leafline/topology"
@@ -42,15 +41,15 @@ func TestSystem_LinkCompressionAndBytes(t *testing.T) {
 		}
 	}}, nil)
 	hub, edge1, edge2 := ls.App("hub"), ls.App("edge1"), ls.App("edge2")
-	if g := hub.cfg.Topology.ListenerCompression(hub.site); g != topology.CompressionAccept {
+	if g := hub.Config().Topology.ListenerCompression(hub.Site()); g != topology.CompressionAccept {
 		t.Fatalf("hub listener compression %q, want accept", g)
 	}
 	for _, c := range []struct {
 		srv        *server.Server
 		peer, want string
 	}{
-		{edge1.srv, "hub", "s2_best"}, {hub.srv, "edge1", "s2_best"},
-		{edge2.srv, "hub", "off"}, {hub.srv, "edge2", "off"},
+		{edge1.Server(), "hub", "s2_best"}, {hub.Server(), "edge1", "s2_best"},
+		{edge2.Server(), "hub", "off"}, {hub.Server(), "edge2", "off"},
 	} {
 		if g := leafCompression(c.srv, c.peer); g != c.want {
 			t.Errorf("%s's link to %s: compression %q, want %q", c.srv.Name(), c.peer, g, c.want)
@@ -61,8 +60,8 @@ func TestSystem_LinkCompressionAndBytes(t *testing.T) {
 	js := clientJS(t, ls.App("l1").ClientURL())
 	first := publishData(t, js, "bytes", n, make([]byte, size))
 	waitCompleted(t, ls, first, "edge1", "edge2")
-	val := func(a *App, link, dir string) float64 {
-		return registryValue(t, a.metrics.reg, "leafline_link_bytes_total", map[string]string{"link": link, "direction": dir})
+	val := func(a *box.App, link, dir string) float64 {
+		return registryValue(t, a.Metrics().Registry(), "leafline_link_bytes_total", map[string]string{"link": link, "direction": dir})
 	}
 	// Down: every event, uncompressed; up: a receipt each.
 	if d, u := val(edge1, "hub", "in"), val(edge1, "hub", "out"); d < n*size || u == 0 {
@@ -90,15 +89,9 @@ func TestSystem_LinkCompressionAndBytes(t *testing.T) {
 	}
 	// The hub's beat carries them to L1's console.
 	check.For(t, 10*time.Second, 100*time.Millisecond, func() error {
-		c := ls.App("l1").opsFleet.Load()
-		if c == nil {
-			return errors.New("no console")
-		}
-		rec := httptest.NewRecorder()
-		c.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/console/state.json", nil))
 		var snap console.Snapshot
-		if err := json.Unmarshal(rec.Body.Bytes(), &snap); err != nil {
-			return err
+		if code, err := getJSON("http://"+ls.App("l1").OpsAddr()+"/console/state.json", &snap); err != nil || code != 200 {
+			return fmt.Errorf("console: %d %v", code, err)
 		}
 		for _, s := range snap.Sites {
 			if s.Site == "edge1" && s.Link.Down >= 2*n*size && s.Link.Up > 0 {

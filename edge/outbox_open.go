@@ -8,11 +8,11 @@ import (
 	"github.com/leafline/leafline/outbox"
 )
 
-// openOutbox opens the edge's outbox before anything else of the box
+// Open opens the edge's outbox before anything else of the box
 // starts. The outbox file's lock is the data dir's: a second box started
 // on the same data dir stops here, naming the file, before it starts an
 // embedded server on the first box's JetStream store.
-func (a *App) openOutbox() error {
+func (a *Role) Open() error {
 	if err := os.MkdirAll(a.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}

@@ -32,9 +32,9 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 	ids := publishN(t, js, "rd", 3)
 	waitCompleted(t, ls, ids, "edge1")
 	edge := ls.App("edge1")
-	published := func() float64 { return testutil.ToFloat64(edge.Metrics().receiptsPublished) }
-	fetched := func() float64 { return testutil.ToFloat64(edge.Metrics().fetched) }
-	acked := func() float64 { return testutil.ToFloat64(edge.Metrics().acked) }
+	published := func() float64 { return testutil.ToFloat64(edgeOf(edge).metrics.receiptsPublished) }
+	fetched := func() float64 { return testutil.ToFloat64(edgeOf(edge).metrics.fetched) }
+	acked := func() float64 { return testutil.ToFloat64(edgeOf(edge).metrics.acked) }
 
 	send := func(id string, redrive bool) {
 		t.Helper()
@@ -84,7 +84,7 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 		}
 	}
 	// Still applied exactly once at L1.
-	if got := ls.App("l1").Completions().Stats().Applied; got != uint64(len(ids)) {
+	if got := completionsOf(ls.App("l1")).Stats().Applied; got != uint64(len(ids)) {
 		t.Errorf("applied %d, want %d", got, len(ids))
 	}
 }

@@ -66,7 +66,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 	// (At the 1 GiB default the window comes first.) 35-45s here; allow
 	// for a slow machine.
 	check.For(t, 4*time.Minute, 50*time.Millisecond, func() error {
-		if got := ls.App("l1").Completions().Stats().Applied; got < 2*events {
+		if got := completionsOf(ls.App("l1")).Stats().Applied; got < 2*events {
 			return fmt.Errorf("applied %d of %d", got, 2*events)
 		}
 		return nil
@@ -109,7 +109,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 		}
 		// The boxes count what they trimmed: everything but what they
 		// keep, on each stream.
-		if n := counterValue(t, ls.App(s.site).metrics.trimmed.WithLabelValues(s.stream)); n < float64(st.LastSeq-st.Msgs) {
+		if n := metricOf(t, ls.App(s.site), "leafline_stream_trimmed_messages_total", map[string]string{"stream": s.stream}); n < float64(st.LastSeq-st.Msgs) {
 			t.Fatalf("%s@%s: leafline_stream_trimmed_messages_total %v, want %d (every message stored but the %d kept)", s.stream, s.site, n, st.LastSeq-st.Msgs, st.Msgs)
 		}
 	}

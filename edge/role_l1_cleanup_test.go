@@ -39,10 +39,10 @@ func TestSystem_Cleanup(t *testing.T) {
 		}
 		return nil
 	})
-	if s := l1.cleaner.Stats(); s.Deleted != uint64(len(ids)) || s.Mismatches != 0 || s.BytesFreed == 0 {
+	if s := cleanerOf(l1).Stats(); s.Deleted != uint64(len(ids)) || s.Mismatches != 0 || s.BytesFreed == 0 {
 		t.Fatalf("cleanup stats: %+v", s)
 	}
-	mfs, err := l1.Metrics().reg.Gather()
+	mfs, err := l1.Metrics().Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestSystem_Cleanup(t *testing.T) {
 	if seen["leafline_cleanup_deleted_total"] != float64(len(ids)) || seen["leafline_cleanup_bytes_freed_total"] == 0 {
 		t.Fatalf("cleanup metrics: deleted %v, bytes %v", seen["leafline_cleanup_deleted_total"], seen["leafline_cleanup_bytes_freed_total"])
 	}
-	ents, err := l1.cleaner.Audit(ctx, ids[7])
+	ents, err := cleanerOf(l1).Audit(ctx, ids[7])
 	if err != nil || len(ents) != 1 {
 		t.Fatalf("audit of %q: %v %+v", ids[7], err, ents)
 	}
@@ -64,7 +64,7 @@ func TestSystem_Cleanup(t *testing.T) {
 			t.Fatalf("audit receipt: %+v", r)
 		}
 	}
-	c, err := l1.Completions().Get(ctx, ids[7])
+	c, err := completionsOf(l1).Get(ctx, ids[7])
 	if err != nil || c.Cleaned == nil || c.Cleaned.Seq != ents[0].Ref.Seq {
 		t.Fatalf("status: %v %+v", err, c.Cleaned)
 	}

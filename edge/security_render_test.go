@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/jsplan"
@@ -65,11 +66,11 @@ func TestRender_StockHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
-		if !upstreamConnected(hub) {
+		if !box.UpstreamConnected(hub) {
 			return errors.New("stock hub not connected to l1")
 		}
 		if !edge.UpstreamConnected() {
-			return errors.New("edge1 not connected to the stock hub: " + upstreamError(edge.Server()))
+			return errors.New("edge1 not connected to the stock hub: " + box.UpstreamError(edge.Server()))
 		}
 		return nil
 	})

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,47 +18,18 @@ import (
 	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/logx/logxtest"
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/receipt"
 
 	"github.com/leafline/leafline/topology"
 )
 
-// syncBuffer is a log sink that tests can read while boxes write to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
 // lines returns the logged lines of site that contain every one of subs.
-func (s *syncBuffer) lines(site string, subs ...string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(s.b.String(), "\n") {
-		if !strings.Contains(l, "site="+site+" ") {
-			continue
-		}
-		ok := true
-		for _, sub := range subs {
-			ok = ok && strings.Contains(l, sub)
-		}
-		if ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // caFromDir loads the CA that WriteCredentials wrote under dir, to issue
 // more certificates from it.
 func caFromDir(t *testing.T, dir string) *pki.CA {
@@ -145,7 +115,7 @@ func TestSecurity_LinkRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &logxtest.Buffer{}
 			ls, err := NewLocalSystem(t.TempDir(), LocalOptions{
 				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			})
@@ -165,20 +135,20 @@ func TestSecurity_LinkRefused(t *testing.T) {
 			var why string
 			defer func() {
 				if t.Failed() {
-					for _, l := range append(logs.lines("edge1", ""), logs.lines("hub", "")...) {
+					for _, l := range append(logs.Lines("edge1", ""), logs.Lines("hub", "")...) {
 						t.Log(l)
 					}
 				}
 			}()
 			check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
-				why = upstreamError(edge.Server())
+				why = box.UpstreamError(edge.Server())
 				if !strings.Contains(why, tt.edgeSays) {
 					return fmt.Errorf("edge1 upstream error %q lacks %q", why, tt.edgeSays)
 				}
-				if len(logs.lines("edge1", tt.edgeSays)) == 0 {
+				if len(logs.Lines("edge1", tt.edgeSays)) == 0 {
 					return fmt.Errorf("edge1 log lacks %q", tt.edgeSays)
 				}
-				if len(logs.lines("hub", tt.hubSays)) == 0 {
+				if len(logs.Lines("hub", tt.hubSays)) == 0 {
 					return fmt.Errorf("hub log lacks %q", tt.hubSays)
 				}
 				return nil
@@ -187,10 +157,10 @@ func TestSecurity_LinkRefused(t *testing.T) {
 				t.Fatal("edge1 is connected through a link that must be refused")
 			}
 			t.Logf("edge1 upstream error: %s", why)
-			for _, l := range append(logs.lines("edge1", ""), logs.lines("hub", "")...) {
+			for _, l := range append(logs.Lines("edge1", ""), logs.Lines("hub", "")...) {
 				t.Log(l)
 			}
-			t.Logf("hub: %s", logs.lines("hub", tt.hubSays)[0])
+			t.Logf("hub: %s", logs.Lines("hub", tt.hubSays)[0])
 		})
 	}
 }
@@ -221,7 +191,7 @@ func TestSecurity_NkeySeedMismatch(t *testing.T) {
 	cfg.Leafnode.UpstreamAuth.NkeySeedFile = ls.Credentials.Sites["hub"].NkeySeedFile
 	seed, _ := os.ReadFile(cfg.Leafnode.UpstreamAuth.NkeySeedFile)
 	site, _ := cfg.Topology.Site("edge1")
-	_, err = serverOptions(cfg, site)
+	_, err = box.ServerOptions(cfg, site)
 	if err == nil || !strings.Contains(err.Error(), "nkey_seed_file") || !strings.Contains(err.Error(), site.Leafnode.Auth.Nkey) {
 		t.Fatalf("err = %v", err)
 	}
@@ -271,7 +241,7 @@ func reachedL1(t *testing.T, ls *LocalSystem, eventID string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l1 := ls.App("l1")
-	if _, err := l1.Completions().State().Get(ctx, eventID); err == nil {
+	if _, err := completionsOf(l1).State().Get(ctx, eventID); err == nil {
 		return true
 	} else if !errors.Is(err, record.ErrNotFound) {
 		t.Fatal(err)
@@ -423,11 +393,11 @@ func TestSecurity_ServerUsersFromTopology(t *testing.T) {
 	t.Cleanup(ls.Close)
 	cfg := ls.Configs["hub"]
 	site, _ := cfg.Topology.Site("hub")
-	opts, err := serverOptions(cfg, site)
+	opts, err := box.ServerOptions(cfg, site)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(opts.Nkeys) != 2 || opts.NoAuthUser != localUser {
+	if len(opts.Nkeys) != 2 || opts.NoAuthUser != topology.LocalUser {
 		t.Fatalf("nkeys %d, no_auth_user %q", len(opts.Nkeys), opts.NoAuthUser)
 	}
 	for _, nk := range opts.Nkeys {
@@ -486,7 +456,7 @@ func TestSecurity_PasswordLink(t *testing.T) {
 			}
 			edge := ls.App("edge1")
 			check.For(t, 15*time.Second, 50*time.Millisecond, func() error {
-				switch why := upstreamError(edge.Server()); {
+				switch why := box.UpstreamError(edge.Server()); {
 				case pw == "right-pw" && !edge.UpstreamConnected():
 					return errors.New("not connected: " + why)
 				case pw == "wrong-pw" && !strings.Contains(why, "Authorization Violation"):
@@ -494,7 +464,7 @@ func TestSecurity_PasswordLink(t *testing.T) {
 				}
 				return nil
 			})
-			if strings.Contains(upstreamError(edge.Server()), pw) {
+			if strings.Contains(box.UpstreamError(edge.Server()), pw) {
 				t.Fatal("the link status quotes the password")
 			}
 		})

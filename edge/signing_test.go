@@ -29,7 +29,7 @@ func TestSignedReceipts_Verified(t *testing.T) {
 	ids := publishN(t, js, "signed", 20)
 	waitCompleted(t, ls, ids, "edge1")
 	for _, id := range ids {
-		c, err := ls.App("l1").Completions().Get(context.Background(), id)
+		c, err := completionsOf(ls.App("l1")).Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func TestSignedReceipts_Verified(t *testing.T) {
 func TestSignedReceipts_ForgedAreQuarantined(t *testing.T) {
 	ls := testSystem(t, LocalOptions{}, nil)
 	l1 := ls.App("l1")
-	svc := l1.Completions()
+	svc := completionsOf(l1)
 	ejs := clientJS(t, ls.App("edge1").ClientURL())
 	ctx := context.Background()
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/internal/smalldisk"
 )
 
@@ -21,7 +22,7 @@ func TestStorage_LimitsAboveDisk_CheckAndStartSayWhy(t *testing.T) {
 	t.Run("disk", func(t *testing.T) {
 		dir := smallDataDir(t, 64)
 		cfg := limitsConfig(t, "hub", dir, 0, 0) // 1 GiB a stream
-		_, _, err := CheckStorage(cfg)
+		_, _, err := box.CheckStorage(cfg)
 		wantLimitsErr(t, "check", err,
 			"64 MiB free on "+dir, "reserve 2 GiB", "(HA and RH: jetstream.max_stream_bytes = 1 GiB each)",
 			"allows at most 48 MiB", "jetstream.max_store_bytes being unset",
@@ -33,14 +34,14 @@ func TestStorage_LimitsAboveDisk_CheckAndStartSayWhy(t *testing.T) {
 			"free on "+filepath.Join(dir, "jetstream"), "reserve 2 GiB", "lower jetstream.max_stream_bytes to at most")
 
 		// Follow the advice, as it stands after the failed start.
-		_, _, err = CheckStorage(cfg)
+		_, _, err = box.CheckStorage(cfg)
 		m := regexp.MustCompile(`max_stream_bytes to at most (\d+) `).FindStringSubmatch(fmt.Sprint(err))
 		if m == nil {
 			t.Fatalf("check after the failed start: no value to set in %v", err)
 		}
 		per, _ := strconv.ParseInt(m[1], 10, 64)
 		cfg = limitsConfig(t, "hub", dir, 0, per)
-		summary, warnings, err := CheckStorage(cfg)
+		summary, warnings, err := box.CheckStorage(cfg)
 		if err != nil || len(warnings) > 0 {
 			t.Fatalf("check with max_stream_bytes %d: %v %v", per, err, warnings)
 		}
@@ -54,7 +55,7 @@ func TestStorage_LimitsAboveDisk_CheckAndStartSayWhy(t *testing.T) {
 	t.Run("max_store_bytes", func(t *testing.T) {
 		dir := smallDataDir(t, 64)
 		cfg := limitsConfig(t, "hub", dir, 32<<20, 24<<20)
-		_, _, err := CheckStorage(cfg)
+		_, _, err := box.CheckStorage(cfg)
 		wantLimitsErr(t, "check", err,
 			"reserve 48 MiB", "allows at most 32 MiB: jetstream.max_store_bytes",
 			"lower jetstream.max_stream_bytes to at most 16777216 (16 MiB)",
@@ -80,8 +81,8 @@ func smallDataDir(t *testing.T, mib int) string {
 
 func wantLimitsErr(t *testing.T, what string, err error, wants ...string) {
 	t.Helper()
-	if !errors.Is(err, ErrStorageLimits) {
-		t.Fatalf("%s: got %v, want ErrStorageLimits", what, err)
+	if !errors.Is(err, box.ErrStorageLimits) {
+		t.Fatalf("%s: got %v, want box.ErrStorageLimits", what, err)
 	}
 	for _, w := range wants {
 		if !strings.Contains(err.Error(), w) {

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/logx/logxtest"
 	"github.com/leafline/leafline/internal/smalldisk"
 	"github.com/leafline/leafline/topology"
 )
@@ -92,17 +94,17 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 		t.Fatal(err)
 	}
 	smalldisk.Mount(t, dir, 64)
-	logs := &syncBuffer{}
+	logs := &logxtest.Buffer{}
 	var w io.Writer = logs
 	if testing.Verbose() {
 		w = io.MultiWriter(logs, testWriter{t})
 	}
 	t.Cleanup(func() {
 		if t.Failed() && !testing.Verbose() {
-			t.Logf("%s's log:\n%s", c.site, strings.Join(logs.lines(c.site), "\n"))
+			t.Logf("%s's log:\n%s", c.site, strings.Join(logs.Lines(c.site), "\n"))
 		}
 	})
-	ls := testSystem(t, LocalOptions{
+	ls := testSystemWith(t, LocalOptions{
 		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Configure: func(cfg *topology.Config) {
 			withTransport(c.transport, "")(cfg)
@@ -113,14 +115,14 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 				cfg.JetStream.MaxStreamBytes = 16 << 20
 			}
 		},
-	}, func(site string) []Option {
+	}, func(site string) siteOptions {
 		if site == c.site && c.writesFail {
-			return []Option{withKeepFree(func(uint64) uint64 { return 0 })}
+			return siteOptions{box: []box.Option{box.WithKeepFree(func(uint64) uint64 { return 0 })}}
 		}
-		return nil
+		return siteOptions{}
 	})
-	box, l1 := ls.App(c.site), ls.App("l1").Completions()
-	ops := box.OpsAddr()
+	victim, svc := ls.App(c.site), completionsOf(ls.App("l1"))
+	ops := victim.OpsAddr()
 	js := clientJS(t, ls.App("l1").ClientURL())
 	payload := []byte(`{"k":"` + strings.Repeat("x", 3000) + `"}`)
 	first := publishData(t, js, "before", 100, payload)
@@ -137,7 +139,7 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 	full := time.Now()
 	second := publishData(t, js, "during", during, payload)
 
-	var rd Readiness
+	var rd box.Readiness
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		code, err := getJSON("http://"+ops+"/readyz", &rd)
 		if err != nil {
@@ -154,13 +156,13 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 			t.Errorf("%s = %s while the disk is full, want %s", name, v, want)
 		}
 	}
-	if len(logs.lines(c.site, "STORAGE FULL")) == 0 {
+	if len(logs.Lines(c.site, "STORAGE FULL")) == 0 {
 		t.Errorf("%s's log does not say STORAGE FULL", c.site)
 	}
 	storageAlertFires(t, ops)
 
 	// Stopped: nothing is ACKed or completed, and the process is idle.
-	applied := l1.Stats().Applied
+	applied := svc.Stats().Applied
 	acked := metricValue(t, ls.App("edge1").OpsAddr(), "leafline_messages_acked_total")
 	cpu0 := processCPU(t)
 	time.Sleep(3 * time.Second)
@@ -169,7 +171,7 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 	if cpu > time.Second {
 		t.Errorf("the test process used %s of CPU in 3s while %s's disk was full: something spins", cpu, c.site)
 	}
-	if got := l1.Stats().Applied; got != applied {
+	if got := svc.Stats().Applied; got != applied {
 		t.Errorf("L1 applied %d receipts while %s's disk was full (had %d)", got, c.site, applied)
 	}
 	if c.site == "edge1" {
@@ -202,7 +204,7 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 	}
 	all := append(first, second...)
 	waitCompleted(t, ls, all, "edge1")
-	st := l1.Stats()
+	st := svc.Stats()
 	t.Logf("space freed: ready again in %s, all %d events completed in %s; L1 applied %d, duplicates absorbed %d",
 		ready.Round(100*time.Millisecond), len(all), time.Since(freed).Round(100*time.Millisecond), st.Applied, st.Duplicates)
 }
@@ -233,7 +235,7 @@ func TestStorage_FileSinkDirFull(t *testing.T) {
 	fillDisk(t, filler, 0)
 	t.Cleanup(func() { os.Remove(filler) })
 	second := publishN(t, js, "during", 200)
-	var rd Readiness
+	var rd box.Readiness
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		code, err := getJSON("http://"+ops+"/readyz", &rd)
 		if err != nil {

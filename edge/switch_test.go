@@ -52,7 +52,7 @@ func TestSystem_SwitchTransportCopiesNothing(t *testing.T) {
 			second := publishN(t, clientJS(t, ls.App("l1").ClientURL()), "after", 400)
 			// Receipts applied before the switch are not in the restarted
 			// service's counts: the summary counts the records.
-			svc := ls.App("l1").Completions()
+			svc := completionsOf(ls.App("l1"))
 			check.For(t, 90*time.Second, 50*time.Millisecond, func() error {
 				sum, err := svc.State().Summary(ctx)
 				if err != nil {

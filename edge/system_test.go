@@ -26,10 +26,21 @@ import (
 // testSystem starts a LocalSystem with every box running and the links up.
 func testSystem(t *testing.T, o LocalOptions, opts func(site string) []Option) *LocalSystem {
 	t.Helper()
+	return testSystemWith(t, o, func(site string) siteOptions {
+		if opts == nil {
+			return siteOptions{}
+		}
+		return siteOptions{edge: opts(site)}
+	})
+}
+
+// testSystemWith is testSystem with all of each site's options.
+func testSystemWith(t *testing.T, o LocalOptions, opts func(site string) siteOptions) *LocalSystem {
+	t.Helper()
 	if o.Logger == nil {
 		o.Logger = testLogger(t)
 	}
-	ls, err := NewLocalSystem(t.TempDir(), o, opts)
+	ls, err := newLocalSystemWith(t.TempDir(), o, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +120,7 @@ func publishData(t *testing.T, js jetstream.JetStream, prefix string, n int, dat
 // the processors, and checks that no receipt was applied twice.
 func waitCompleted(t *testing.T, ls *LocalSystem, ids []string, processors ...string) {
 	t.Helper()
-	svc := ls.App("l1").Completions()
+	svc := completionsOf(ls.App("l1"))
 	want := uint64(len(ids) * len(processors))
 	check.For(t, 90*time.Second, 50*time.Millisecond, func() error {
 		if got := svc.Stats().Applied; got < want {
@@ -198,7 +209,7 @@ func TestRunner_ReceiptPublishFails_NoAckThenExactlyOnce(t *testing.T) {
 	if fp.calls.Load() < 4 {
 		t.Fatalf("publisher called %d times, want >= 4 (3 failures then success)", fp.calls.Load())
 	}
-	m := edge.Metrics()
+	m := edgeOf(edge).metrics
 	if got := counterValue(t, m.nacked); got < 3 {
 		t.Fatalf("nacked %v, want >= 3: a failed receipt publish must not ACK", got)
 	}
@@ -220,7 +231,7 @@ func TestSystem_EdgeKilledMidStream(t *testing.T) {
 	ids := publishN(t, js, "kill", 2000)
 	edge := ls.App("edge1")
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
-		if n := counterValue(t, edge.Metrics().acked); n < 100 {
+		if n := counterValue(t, edgeOf(edge).metrics.acked); n < 100 {
 			return fmt.Errorf("acked %v", n)
 		}
 		return nil

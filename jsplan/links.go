@@ -167,7 +167,7 @@ func TakenLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
 
 // KeepRelayMarks sets, in each trim plan of a stream that links fill, the
 // links' mark subjects, whichever their transport: the newest message of
-// a link gives its mark to a relay that takes the link over (see edge/switch.go).
+// a link gives its mark to a relay that takes the link over (see box/switch.go).
 func KeepRelayMarks(cfg *topology.Config, site *topology.Site, plans []TrimPlan) []TrimPlan {
 	for _, sp := range TakenLinks(cfg, site) {
 		for i := range plans {

@@ -188,7 +188,7 @@ func (pl *planner) edge() {
 	up, _ := t.Site(site.Upstream)
 	// A direct-mode edge has no events stream of its own: its sink
 	// consumer lives on L1A at L1 and is reconciled by the box itself
-	// through the links (edge/direct.go), not by this plan, so that the
+	// through the links (package edge, direct.go), not by this plan, so that the
 	// box starts while L1 is unreachable.
 	if !site.Direct() {
 		l2 := pl.sourced(ev.EdgeStream)
@@ -246,7 +246,7 @@ var ErrIncompatible = errors.New("existing JetStream asset is incompatible with 
 // Reconcile creates the plan's streams and consumers, or updates them in
 // place. It never recreates or purges anything, and deletes only the
 // consumer of a link's other transport once the link's own exists
-// (see edge/switch.go): no stream, and no message.
+// (see box/switch.go): no stream, and no message.
 func Reconcile(ctx context.Context, js jetstream.JetStream, p Plan) error {
 	for _, want := range p.Streams {
 		if err := reconcileStream(ctx, js, want); err != nil {
@@ -266,7 +266,7 @@ func Reconcile(ctx context.Context, js jetstream.JetStream, p Plan) error {
 // user handles either way: explicit ACKs (eitherAck), and the start
 // sequence it was created with. A taker consumer created while the
 // consumer of the link's other transport exists starts after that one's
-// ACK floor, which is then deleted (see edge/switch.go).
+// ACK floor, which is then deleted (see box/switch.go).
 func reconcileConsumer(ctx context.Context, js jetstream.JetStream, c ConsumerPlan) error {
 	cfg := c.Config
 	if c.EitherAck || c.Replaces != "" {

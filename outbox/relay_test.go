@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/logx/logxtest"
 )
 
 // fakePublisher records what it is asked to publish and fails on demand.
@@ -51,24 +52,6 @@ func (p *fakePublisher) published() (calls int, keys []string) {
 		keys = append(keys, keysOf(c)...)
 	}
 	return len(p.calls), keys
-}
-
-// safeBuffer is a log sink for slog that tests may read while Run writes.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *safeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *safeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // startRelay runs r in the background. stop cancels it and returns Run's
@@ -120,7 +103,7 @@ func TestRelay_RetriesAfterFailureThenMarks(t *testing.T) {
 	clk.Advance(time.Minute)
 
 	p := &fakePublisher{failures: 2}
-	var logs safeBuffer
+	var logs logxtest.Buffer
 	var published, failed atomic.Int64
 	r := NewRelay(o, p, RelayConfig{
 		Interval:    time.Millisecond,

@@ -57,7 +57,8 @@
 //	nats      a request per event to a service on the box's own NATS server
 //
 // Open builds the one a box config names (topology.SinkConfig); a Go
-// program passes its own with edge.WithSink or edge.WithTxSink.
+// program passes its own with edge.WithSink or edge.WithTxSink (to
+// leafline.New).
 //
 // The wire form of an event (http, exec) is EncodeEvent's JSON object, and
 // a target answers with Result objects.

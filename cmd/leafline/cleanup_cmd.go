@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leafline/leafline/cleanup"
-	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/l1"
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/status"
 )
@@ -75,7 +75,7 @@ func openCleaner(fs *flag.FlagSet, sf siteFlags, who string, deletes bool, stder
 		return nil, nil, code
 	}
 	// The records are the running L1 box's: ask its status service.
-	cl, err := edge.NewCleaner(cfg, js, status.NewStatusClient(nc, ""), who, newLogger(cfg.Log, stderr))
+	cl, err := l1.NewCleaner(cfg, js, status.NewStatusClient(nc, ""), who, newLogger(cfg.Log, stderr))
 	if err == nil {
 		return cl, nc, exitOK
 	}

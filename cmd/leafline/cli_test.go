@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafline/leafline/internal/check"
 	"github.com/nats-io/nats.go"
+
+	"github.com/leafline/leafline/internal/check"
 )
 
 func runDispatch(args ...string) (int, string, string) {

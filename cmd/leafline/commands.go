@@ -19,9 +19,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline"
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/cmd/leafline/internal/bench"
 	"github.com/leafline/leafline/completion/record"
-	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/internal/progress"
 	"github.com/leafline/leafline/publish"
@@ -212,7 +213,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := newLogger(cfg.Log, stderr)
 	applyMemoryLimit(cfg, log)
-	app, err := edge.New(cfg, log)
+	app, err := leafline.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitUsage
@@ -245,7 +246,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	// The streams' byte limits must fit what nats-server allows on this
 	// disk, or the start fails creating them.
-	storage, storageWarnings, err := edge.CheckStorage(cfg)
+	storage, storageWarnings, err := box.CheckStorage(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %s: %v\n", fs.Name(), *path, err)
 		return exitUsage
@@ -370,7 +371,7 @@ func demoSink(typ, url, mode, command, dsnEnv, subject string) (topology.SinkCon
 func connect(cfg *topology.Config, server string, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	if server == "" && cfg.Cluster.Enabled() {
 		// A box on a cluster has no listener of its own: its cluster's.
-		server, extra = cfg.Cluster.ClusterURL(), append(edge.ClusterClientOptions(cfg.Cluster), extra...)
+		server, extra = cfg.Cluster.ClusterURL(), append(box.ClusterClientOptions(cfg.Cluster), extra...)
 	}
 	if server == "" {
 		server = "nats://" + cfg.NATS.Listen

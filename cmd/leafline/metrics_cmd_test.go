@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -246,7 +246,7 @@ func TestMetrics_RunningBox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := edge.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	app, err := leafline.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestMetrics_RunningBox(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{`role="l1" site="l1"`, "leafline_ack_confirmation_attempts_total", "leafline_completion_applied_total", "leafline_sink_write_seconds"} {
+	for _, want := range []string{`role="l1" site="l1"`, "leafline_storage_writable", "leafline_completion_applied_total", "leafline_link_violations_total"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

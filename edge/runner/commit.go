@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/internal/failpoint"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/sink"
-	"go.etcd.io/bbolt"
 )
 
 // commitBatch runs steps 2-4 for b: the sink write, the DLQ path and the

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leafline/leafline/edge/eventid"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/eventid"
 
-	"github.com/leafline/leafline/sink"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.etcd.io/bbolt"
+
+	"github.com/leafline/leafline/sink"
 )
 
 // deadLetter publishes a DLQ record for every permanent failure and waits

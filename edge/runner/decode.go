@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leafline/leafline/edge/eventid"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/eventid"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/sink"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // decode extracts the event from a message; a bad message gets a permanent error.

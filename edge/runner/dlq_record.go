@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leafline/leafline/edge/eventid"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/eventid"
 	"github.com/leafline/leafline/sink"
 )
 

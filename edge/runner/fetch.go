@@ -5,9 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/internal/failpoint"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // fetch fetches batches into out until ctx is done, then closes out. It

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leafline/leafline/sink"
 	"github.com/nats-io/nats.go"
+
+	"github.com/leafline/leafline/sink"
 )
 
 // applyMaxDeliver turns a temporary failure on the last allowed delivery

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/leafline/leafline/edge/eventid"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/eventid"
 
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"

@@ -22,7 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/internal/natsproc"
@@ -50,7 +50,7 @@ func runBox(path string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	app, err := edge.New(cfg, log)
+	app, err := leafline.New(cfg, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

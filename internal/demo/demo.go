@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline"
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/internal/progress"
@@ -29,17 +31,17 @@ import (
 )
 
 // System is a local system of edge boxes (see localsys.System).
-type System = localsys.System[*edge.App]
+type System = localsys.System[*box.App]
 
-// NewSystem lays out a System whose boxes edge.New makes, each with
+// NewSystem lays out a System whose boxes leafline.New makes, each with
 // opts(site) (nil: no options).
 func NewSystem(dir string, o localsys.Options, opts func(site string) []edge.Option) (*System, error) {
-	return localsys.New(dir, o, func(cfg *topology.Config, log *slog.Logger) (*edge.App, error) {
+	return localsys.New(dir, o, func(cfg *topology.Config, log *slog.Logger) (*box.App, error) {
 		var bo []edge.Option
 		if opts != nil {
 			bo = opts(cfg.Site)
 		}
-		return edge.New(cfg, log, bo...)
+		return leafline.New(cfg, log, bo...)
 	})
 }
 
@@ -144,7 +146,7 @@ type run struct {
 	o          RunOptions
 	say        func(format string, a ...any)
 	ls         *System
-	l1, e1     *edge.App
+	l1, e1     *box.App
 	nc, enc    *nats.Conn
 	js, ejs    jetstream.JetStream
 	ids, bad   []string // the good and the bad events published
@@ -252,7 +254,7 @@ func (r *run) publishAcrossCut(ctx context.Context) error {
 	ctxsleep.For(ctx, time.Until(cutAt.Add(o.Cut)))
 	processed := processedAt(r.e1, r.ls.Configs["edge1"], 0)
 	r.say("during the cut: edge1 processed %d events, holds %d receipts for the hub in %s; l1 applied %d completions",
-		processed, localsys.StreamState(ctx, r.ejs, t.Receipts.EdgeStream).Msgs, t.Receipts.EdgeStream, l1.Completions().Stats().Applied)
+		processed, localsys.StreamState(ctx, r.ejs, t.Receipts.EdgeStream).Msgs, t.Receipts.EdgeStream, leafline.Completions(l1).Stats().Applied)
 	r.say("l1 summary during the cut: %s", summaryLine(ctx, l1))
 	r.ls.Links["edge1"].Restore()
 	r.restoredAt = time.Now()
@@ -263,7 +265,7 @@ func (r *run) publishAcrossCut(ctx context.Context) error {
 // awaitCompletions waits until L1 has a terminal record from edge1 for
 // every event, or the timeout passes, and counts the result.
 func (r *run) awaitCompletions(ctx context.Context) {
-	store := r.l1.Completions().State()
+	store := leafline.Completions(r.l1).State()
 	var open []string // the events without their terminal record at L1
 	terminal := func(ids []string, want receipt.Status) int {
 		c := 0
@@ -281,7 +283,7 @@ func (r *run) awaitCompletions(ctx context.Context) {
 	total := len(r.ids) + len(r.bad)
 	bar := progress.Start(r.o.Progress, "demo: receipts applied at l1", int64(total)) // a terminal only
 	r.waitErr = waitFor(ctx, r.o.Timeout, func() bool {
-		applied := int(r.l1.Completions().Stats().Applied)
+		applied := int(leafline.Completions(r.l1).Stats().Applied)
 		bar.Set(int64(applied))
 		return applied >= total &&
 			terminal(r.ids, receipt.StatusProcessed)+terminal(r.bad, receipt.StatusDeadLettered) == total
@@ -291,7 +293,7 @@ func (r *run) awaitCompletions(ctx context.Context) {
 	res.DeadLettered = terminal(r.bad, receipt.StatusDeadLettered)
 	res.Completed = terminal(r.ids, receipt.StatusProcessed) + res.DeadLettered
 	res.Processed = processedAt(r.e1, r.ls.Configs["edge1"], res.DeadLettered)
-	applied := int(r.l1.Completions().Stats().Applied)
+	applied := int(leafline.Completions(r.l1).Stats().Applied)
 	res.DuplicateCompletions = max(0, applied-res.Completed)
 	res.Incomplete = r.stillComing(ctx, open)
 	res.Lost = res.Published - res.Completed - res.Incomplete
@@ -310,7 +312,7 @@ func (r *run) stillComing(ctx context.Context, open []string) int {
 	for _, id := range open {
 		held := false
 		for _, st := range []receipt.Status{receipt.StatusProcessed, receipt.StatusDeadLettered} {
-			if _, ok, err := r.e1.Outbox().Get(receipt.Receipt{EventID: id, Processor: "edge1", Status: st}.MsgID()); err == nil && ok {
+			if _, ok, err := leafline.Outbox(r.e1).Get(receipt.Receipt{EventID: id, Processor: "edge1", Status: st}.MsgID()); err == nil && ok {
 				held = true
 			}
 		}
@@ -355,12 +357,12 @@ func (r *run) report(ctx context.Context) {
 // processedAt counts the events e (configured by cfg) has processed: the events the store
 // sink holds, or, with any other sink (whose target the demo cannot read),
 // the receipts in the outbox less the dead-lettered ones.
-func processedAt(e *edge.App, cfg *topology.Config, deadLettered int) int {
+func processedAt(e *box.App, cfg *topology.Config, deadLettered int) int {
 	if cfg.Sink.Type == "store" {
-		n, _ := sink.CountStored(e.Outbox().DB())
+		n, _ := sink.CountStored(leafline.Outbox(e).DB())
 		return n
 	}
-	st, err := e.Outbox().Stats()
+	st, err := leafline.Outbox(e).Stats()
 	if err != nil {
 		return 0
 	}
@@ -419,8 +421,8 @@ func publishEvents(ctx context.Context, js jetstream.JetStream, n int, ids *[]st
 }
 
 // summaryLine renders L1's completion summary in one line.
-func summaryLine(ctx context.Context, l1 *edge.App) string {
-	sum, err := l1.Completions().Summary(ctx)
+func summaryLine(ctx context.Context, l1 *box.App) string {
+	sum, err := leafline.Completions(l1).Summary(ctx)
 	if err != nil {
 		return "unavailable: " + err.Error()
 	}

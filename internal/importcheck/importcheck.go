@@ -2,7 +2,7 @@
 // names the packages of this module it may import, and Only fails for any
 // other. The layers run one way, with no cycles:
 //
-//	cmd/leafline → edge → edge/runner, sink, completion, cleanup, status, hop, jsplan, outbox, pki, topology → receipt → internal leaves
+//	cmd/leafline → leafline → edge, hub, l1 → box, edge/runner, sink, completion, cleanup, status → hop, jsplan, outbox, pki, topology → receipt → internal leaves
 //
 // Imports outside the module (the standard library, NATS, bbolt, …) are
 // not its concern.

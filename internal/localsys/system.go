@@ -33,7 +33,7 @@ import (
 // private CA generated under Dir/pki, an nkey per site, and each site's
 // leafnode user restricted to the subjects of its link
 // (topology.LinkPermissions). Options.Insecure turns that off.
-// Box is what System needs of a box: edge.App is one.
+// Box is what System needs of a box: box.App is one.
 type Box interface {
 	Run(ctx context.Context) error
 	Ready() <-chan struct{}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
@@ -144,7 +145,7 @@ func (b *box) publish(t *testing.T, evs []sink.Event) {
 func (b *box) status(id string) receipt.Status {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := b.ls.App("l1").Completions().State().Get(ctx, id)
+	c, err := leafline.Completions(b.ls.App("l1")).State().Get(ctx, id)
 	if err != nil {
 		return ""
 	}
@@ -315,7 +316,7 @@ func (b *box) testCrash(t *testing.T) {
 		t.Errorf("the event reached the target %d times; want the redelivery after the crash", n)
 	}
 	wantStored(t, b.target, evs, 1)
-	c, err := b.ls.App("l1").Completions().State().Get(ctx, id)
+	c, err := leafline.Completions(b.ls.App("l1")).State().Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

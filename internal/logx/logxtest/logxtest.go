@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"strings"
+	"sync"
 )
 
 // DuplicateKeys returns the keys that occur more than once in one object of
@@ -53,4 +55,43 @@ func DuplicateKeys(line []byte) ([]string, error) {
 		err = nil
 	}
 	return dups, err
+}
+
+// Buffer is a log sink that a test reads while loggers write to it from
+// other goroutines.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is everything written so far.
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Lines returns the text-format lines logged with site=site that contain
+// every one of subs.
+func (l *Buffer) Lines(site string, subs ...string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		if !strings.Contains(line, "site="+site+" ") {
+			continue
+		}
+		ok := true
+		for _, sub := range subs {
+			ok = ok && strings.Contains(line, sub)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
 }

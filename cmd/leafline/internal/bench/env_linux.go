@@ -11,14 +11,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/publish"
 	"github.com/leafline/leafline/topology"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 type benchEnv struct {
@@ -161,13 +163,13 @@ func (env *benchEnv) count(site, stream string) func() uint64 {
 }
 
 func (env *benchEnv) applied() uint64 {
-	return env.ls.App("l1").Completions().Stats().Applied
+	return leafline.Completions(env.ls.App("l1")).Stats().Applied
 }
 
 // originDone counts the origin messages the L1 completion service's origin
 // tracker has finished with.
 func (env *benchEnv) originDone() uint64 {
-	st := env.ls.App("l1").Completions().Stats()
+	st := leafline.Completions(env.ls.App("l1")).Stats()
 	return st.OriginTracked + st.OriginKnown + st.OriginSkipped
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/publish"
 	"github.com/leafline/leafline/receipt"
@@ -76,7 +77,7 @@ func (r *run) expiry(transport string) {
 	r.rows = append(r.rows, ph.end("expiry", fmt.Sprintf("stale events after a cut, link restore to all receipts at L1 [%s]", transport), n, nil,
 		fmt.Sprintf("expire_after %s", expiryAfter)))
 
-	st := env.ls.App("l1").Completions().State()
+	st := leafline.Completions(env.ls.App("l1")).State()
 	ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
 	defer cancel()
 	sum, err := st.Summary(ctx)

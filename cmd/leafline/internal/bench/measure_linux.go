@@ -18,10 +18,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leafline/leafline/edge"
-	"github.com/leafline/leafline/edge/runner"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sys/unix"
+
+	"github.com/leafline/leafline/box"
+	"github.com/leafline/leafline/edge/runner"
 )
 
 func benchCPU() time.Duration {
@@ -353,7 +354,7 @@ func (tr *benchTrace) breakdown() (seg [6]time.Duration, batches int, size float
 }
 
 // benchHist returns the sample sum and count of a box's histogram.
-func benchHist(box *edge.App, name string) (float64, uint64) {
+func benchHist(box *box.App, name string) (float64, uint64) {
 	mfs, err := box.Metrics().Registry().Gather()
 	if err != nil {
 		return 0, 0

@@ -11,15 +11,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/receipt"
 
-	"github.com/leafline/leafline/sink"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 	"go.etcd.io/bbolt"
+
+	"github.com/leafline/leafline/sink"
 )
 
 // benchDiskFlush: (z) what the disk under the bench's files gives fsyncs:
@@ -284,7 +286,7 @@ func benchNaiveLoop(b *tb, env *benchEnv, n int) benchRow {
 // benchE2ELatency reads the completion records of every 10th event and
 // returns received_at(L1) - publish time.
 func benchE2ELatency(b *tb, env *benchEnv, at []time.Time, processor string) []time.Duration {
-	store := env.ls.App("l1").Completions().State()
+	store := leafline.Completions(env.ls.App("l1")).State()
 	var lat []time.Duration
 	for i := 0; i < len(at); i += 10 {
 		c, err := store.Get(context.Background(), b.id("e")(i))

@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/leafline/leafline/completion/record"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline"
+	"github.com/leafline/leafline/completion/record"
 )
 
 // stallWarning is what nats-server logs when a durable source's consumer
@@ -117,7 +119,7 @@ func (r *run) linkRestore(transport string) {
 	env.waitUntil("links", time.Minute, func() bool { return env.connected("hub")() && env.connected("edge1")() })
 	env.open("edge1")
 	id := r.id("l")
-	store := env.ls.App("l1").Completions().State()
+	store := leafline.Completions(env.ls.App("l1")).State()
 	base := env.applied()
 	pub := r.startSteady(env.js["l1"], "events.x.l.0", id)
 	var lat, fromUp []time.Duration

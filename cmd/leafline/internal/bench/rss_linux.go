@@ -18,9 +18,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leafline/leafline/internal/loopback"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/internal/loopback"
 )
 
 // benchRSSRun: (r) an edge as a separate `leafline run` process (SyncAlways)

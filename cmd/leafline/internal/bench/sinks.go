@@ -26,6 +26,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.etcd.io/bbolt"
 
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/internal/localsys"
@@ -126,7 +127,7 @@ type target struct {
 	cfg topology.SinkConfig
 	// open builds the sink once the box runs (the nats sink needs its
 	// connection); nil for the store sink.
-	open  func(box *edge.App, cfg topology.SinkConfig) (sink.Sink, func(), error)
+	open  func(box *box.App, cfg topology.SinkConfig) (sink.Sink, func(), error)
 	close func()
 }
 
@@ -170,7 +171,7 @@ func newTarget(o SinkOptions, name, dir string) (*target, string, error) {
 		tg.cfg = topology.SinkConfig{Type: "nats", NATS: &topology.NATSSinkConfig{Subject: "bench.work"}}
 	}
 	if name != "store" {
-		tg.open = func(box *edge.App, cfg topology.SinkConfig) (sink.Sink, func(), error) {
+		tg.open = func(box *box.App, cfg topology.SinkConfig) (sink.Sink, func(), error) {
 			var nc *nats.Conn
 			if name == "nats" {
 				var err error
@@ -408,7 +409,7 @@ func publishEvents(ctx context.Context, url string, n, size int) error {
 	})
 }
 
-func acked(box *edge.App) float64 {
+func acked(box *box.App) float64 {
 	mfs, err := box.Metrics().Registry().Gather()
 	if err != nil {
 		return 0

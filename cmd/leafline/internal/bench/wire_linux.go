@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -133,7 +133,7 @@ func (r *run) wireFigures() []Figure {
 
 // benchMetric is the value of box's counter or gauge name with labels, 0
 // when it has none.
-func benchMetric(box *edge.App, name string, labels map[string]string) float64 {
+func benchMetric(box *box.App, name string, labels map[string]string) float64 {
 	v, _ := box.Metrics().Value(name, labels)
 	return v
 }

@@ -1,0 +1,128 @@
+package box
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/leafline/leafline/hop"
+	"github.com/leafline/leafline/jsplan"
+	"github.com/leafline/leafline/topology"
+)
+
+// startHopRelays runs the site's relay links in g, on a connection of
+// their own whose inbox prefix is the only one the links let back.
+func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
+	specs := jsplan.RelayLinks(a.cfg, a.site)
+	if len(specs) == 0 {
+		return nil
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(a.srv),
+		nats.Name("leafline-"+a.site.Name+"-relay"),
+		nats.CustomInboxPrefix(topology.RelayInboxPrefix(a.site.Name)),
+		nats.MaxReconnects(-1), a.natsErrors())
+	if err != nil {
+		return fmt.Errorf("relay: connect to embedded server: %w", err)
+	}
+	g.Go(func() error { <-ctx.Done(); nc.Close(); return nil })
+	local, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	watch := newLeafWatch()
+	if a.srv != nil {
+		g.Go(func() error { watch.run(ctx, a.srv); return nil })
+	}
+	for _, sp := range specs {
+		up, err := jetstream.NewWithDomain(nc, sp.From.Domain)
+		if err != nil {
+			return err
+		}
+		name := sp.LinkName(a.site)
+		// The link's cap holds each direction on its own: this relay
+		// pulls one of them, the other end's relay the other.
+		capped := a.cfg.Topology.LinkBandwidth(jsplan.LowerEnd(a.site, sp.From))
+		r, err := hop.New(hop.Link{
+			Name: name, Upstream: up, Stream: sp.Stream, Consumer: topology.RelayConsumerName(a.site.Name),
+			Local: local, LocalStream: sp.LocalStream, Subject: sp.Subject, Marks: sp.Marks,
+			Batch: jsplan.RelayBatch, BytesPerSecond: capped, LinkUp: watch.next,
+			Log: a.log.With("component", "hop-relay", "link", name),
+		})
+		if err != nil {
+			return err
+		}
+		if capped > 0 {
+			a.metrics.setLinkCap(sp.From.Name, capped)
+		}
+		g.Go(func() error { return r.Run(ctx) })
+	}
+	return nil
+}
+
+// leafWatchEvery is how often a box counts its leafnode connections, and
+// leafWatchFull how often it also compares their ids (a connection that
+// replaced another between two counts).
+const (
+	leafWatchEvery = 10 * time.Millisecond
+	leafWatchFull  = 500 * time.Millisecond
+)
+
+// leafWatch tells a box's relays when one of its leafnode connections
+// comes up: a pull request sent before a cut was lost with the link, and
+// a relay waiting on it asks again at once rather than at its expiry
+// (hop.Link.LinkUp).
+type leafWatch struct {
+	mu sync.Mutex
+	up chan struct{} // closed, and replaced, at each new connection
+}
+
+func newLeafWatch() *leafWatch { return &leafWatch{up: make(chan struct{})} }
+
+// next returns a channel closed at the next new leafnode connection.
+func (w *leafWatch) next() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.up
+}
+
+// run watches srv's leafnode connections until ctx is done: a count that
+// grew, or a connection id not seen before, wakes the waiters.
+func (w *leafWatch) run(ctx context.Context, srv *server.Server) {
+	t := time.NewTicker(leafWatchEvery)
+	defer t.Stop()
+	var seen map[uint64]bool
+	count, lastFull := srv.NumLeafNodes(), time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n := srv.NumLeafNodes()
+		fresh := n > count
+		count = n
+		if fresh || time.Since(lastFull) >= leafWatchFull {
+			lastFull = time.Now()
+			if lz, err := srv.Leafz(nil); err == nil {
+				now := make(map[uint64]bool, len(lz.Leafs))
+				for _, l := range lz.Leafs {
+					now[l.ID] = true
+					fresh = fresh || (seen != nil && !seen[l.ID])
+				}
+				seen = now
+			}
+		}
+		if fresh {
+			w.mu.Lock()
+			close(w.up)
+			w.up = make(chan struct{})
+			w.mu.Unlock()
+		}
+	}
+}

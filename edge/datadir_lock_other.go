@@ -1,8 +1,0 @@
-//go:build !unix && !windows
-
-package edge
-
-import "os"
-
-// On other systems the edge's outbox lock is the only one.
-func lockFile(*os.File) error { return nil }

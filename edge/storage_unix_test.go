@@ -1,8 +1,0 @@
-//go:build unix
-
-package edge
-
-import "syscall"
-
-// noSpaceErrs are the errors isStorageFull must take for a full disk.
-var noSpaceErrs = []error{syscall.ENOSPC, syscall.EDQUOT}
