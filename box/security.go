@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/linkperm"
 )
 
 // localUser is topology.LocalUser: the user that clients of the box's own
@@ -27,7 +28,7 @@ const LeafTLSTimeout = 5
 
 // listenSecurity sets the leafnode listener's TLS and, per downstream site,
 // the user it authenticates as, restricted to the subjects of its link
-// (topology.LinkPermissions).
+// (linkperm.Permissions).
 //
 // nats-server's leafnode-only authorization block cannot carry permissions,
 // so the users are server-wide users that only a leafnode connection may
@@ -47,7 +48,7 @@ func listenSecurity(opts *server.Options, cfg *topology.Config, site *topology.S
 	}
 	sites := map[string]string{} // link user (nkey or name) → its site
 	for _, d := range t.Downstream(site.Name) {
-		lp, err := t.LinkPermissions(d.Name)
+		lp, err := linkperm.Of(t, d.Name)
 		if err != nil {
 			return err
 		}

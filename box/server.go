@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/linkperm"
 )
 
 // ServerOptions derives the embedded nats-server's options from the box
@@ -51,7 +52,7 @@ func ServerOptions(cfg *topology.Config, site *topology.Site) (*server.Options, 
 	// Domain- and consumer-scoped JetStream ACK, flow-control and API reply
 	// subjects: what lets each link's permissions be narrow (and keeps one
 	// edge's ACKs from reaching another edge's consumer of the same name).
-	opts.FeatureFlags = topology.ServerFeatureFlags()
+	opts.FeatureFlags = linkperm.ServerFeatureFlags()
 	if err := leafListener(opts, cfg, site); err != nil {
 		return nil, err
 	}

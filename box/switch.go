@@ -125,7 +125,7 @@ func (a *App) positionSources(ctx context.Context, held []heldSource) {
 // resetSourceConsumer resets the source consumer cons on stream in the
 // JetStream domain domain, across the link, to seq. The link carries the
 // answer only on the subjects the server's own source uses for its
-// replies ($JSC.R.<domain>.*.<stream>.<consumer>.*: topology.LinkPermissions),
+// replies ($JSC.R.<domain>.*.<stream>.<consumer>.*: linkperm.Permissions),
 // so the request is sent with such a reply subject rather than an inbox.
 func resetSourceConsumer(ctx context.Context, nc *nats.Conn, domain, stream, cons string, seq uint64) error {
 	token := strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix)

@@ -7,14 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafline/leafline/cleanup"
-	"github.com/leafline/leafline/completion"
-	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/cleanup"
+	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
+	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 var (
@@ -47,7 +48,7 @@ func benchCleanupOnce(b *testing.B, n int) (alone, with, deletes float64) {
 	srv, js := jstest.StartJS(b, jstest.Options{SyncAlways: *benchSyncAlways})
 	ctx, cancelAll := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancelAll()
-	l1test.CreateL1A(b, js, jetstream.LimitsPolicy)
+	completiontest.CreateL1A(b, js, jetstream.LimitsPolicy)
 	for _, s := range []string{"RX", "RA", "RB"} {
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: s, Subjects: []string{s + ".>"}, Storage: jetstream.FileStorage}); err != nil {
 			b.Fatal(err)
@@ -65,13 +66,13 @@ func benchCleanupOnce(b *testing.B, n int) (alone, with, deletes float64) {
 		m.Header.Set(jetstream.MsgIDHeader, r.MsgID())
 		return m
 	})
-	cfg := l1test.Config(jstest.Connect(b, srv))
-	cfg.Stream, cfg.OriginStream, cfg.Expected = "RX", "L1A", l1test.Expected
+	cfg := completiontest.Config(jstest.Connect(b, srv))
+	cfg.Stream, cfg.OriginStream, cfg.Expected = "RX", "L1A", completiontest.Expected
 	tracker, err := completion.NewService(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	stop := l1test.Run(b, tracker)
+	stop := completiontest.Run(b, tracker)
 	check.For(b, 5*time.Minute, time.Millisecond, func() error {
 		if got, want := tracker.Stats().OriginTracked, uint64(2*n); got < want {
 			return fmt.Errorf("%d of %d", got, want)
@@ -81,7 +82,7 @@ func benchCleanupOnce(b *testing.B, n int) (alone, with, deletes float64) {
 	stop()
 
 	apply := func(stream string) (*completion.Service, func()) {
-		cfg := l1test.Config(jstest.Connect(b, srv))
+		cfg := completiontest.Config(jstest.Connect(b, srv))
 		cfg.Stream, cfg.Consumer = stream, "bench-"+stream
 		svc, err := completion.NewService(cfg)
 		if err != nil {
@@ -90,7 +91,7 @@ func benchCleanupOnce(b *testing.B, n int) (alone, with, deletes float64) {
 		if err := svc.Setup(ctx); err != nil {
 			b.Fatal(err)
 		}
-		return svc, l1test.Run(b, svc)
+		return svc, completiontest.Run(b, svc)
 	}
 	b.StartTimer()
 	start := time.Now()
@@ -104,7 +105,7 @@ func benchCleanupOnce(b *testing.B, n int) (alone, with, deletes float64) {
 	alone = float64(n) / time.Since(start).Seconds()
 	stopA()
 
-	cl, err := cleanup.NewCleaner(cleanup.CleanupConfig{JS: jstest.Connect(b, srv), Store: svcA.Store(), OriginStream: "L1A", Grace: time.Hour, Logger: l1test.QuietLog})
+	cl, err := cleanup.NewCleaner(cleanup.CleanupConfig{JS: jstest.Connect(b, srv), Store: svcA.Store(), OriginStream: "L1A", Grace: time.Hour, Logger: completiontest.QuietLog})
 	if err != nil {
 		b.Fatal(err)
 	}

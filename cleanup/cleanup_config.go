@@ -8,10 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/leafline/leafline/completion/record"
-	"github.com/leafline/leafline/internal/subjects"
-	"github.com/leafline/leafline/receipt"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/topology/subjects"
 )
 
 // Cleanup defaults.

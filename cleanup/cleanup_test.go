@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/cleanup"
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 // cleanupHeader carries the test events' event_id: not Nats-Msg-Id, so that

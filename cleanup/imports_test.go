@@ -8,5 +8,5 @@ import (
 
 // TestImports: the cleanup reads records and audits its deletes; it knows nothing of the service.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "internal/ctxsleep", "receipt", "completion/record", "internal/failpoint", "internal/jsmsg", "internal/subjects")
+	importcheck.Only(t, "internal/ctxsleep", "receipt", "completion/record", "internal/failpoint", "internal/jsmsg", "topology/subjects")
 }

@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sys/unix"
+
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/sys/unix"
 )
 
 var benchBatchN = flag.Int("receipts.batch-n", 5000, "BenchmarkApplyBatched: receipts per row")
@@ -41,7 +42,7 @@ func BenchmarkApplyBatched(b *testing.B) {
 
 func benchApplyMode(b *testing.B, n, applyBatch int) {
 	srv, js := jstest.StartJS(b, jstest.Options{SyncAlways: true})
-	l1test.CreateR1(b, js)
+	completiontest.CreateR1(b, js)
 	preloadOrigins(b, js, n)
 	preload(b, js, n)
 	var dur time.Duration
@@ -50,9 +51,9 @@ func benchApplyMode(b *testing.B, n, applyBatch int) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		bucket := fmt.Sprintf("bench_%d", i)
-		cfg := l1test.Config(jstest.Connect(b, srv))
+		cfg := completiontest.Config(jstest.Connect(b, srv))
 		cfg.Stream, cfg.Consumer, cfg.Bucket = "RX", fmt.Sprintf("bench-rx-%d", i), bucket
-		cfg.OriginStream, cfg.OriginConsumer, cfg.Expected = "L1A", fmt.Sprintf("bench-origin-%d", i), l1test.Expected
+		cfg.OriginStream, cfg.OriginConsumer, cfg.Expected = "L1A", fmt.Sprintf("bench-origin-%d", i), completiontest.Expected
 		cfg.ApplyBatch = applyBatch
 		tracker, err := completion.NewService(cfg)
 		if err != nil {
@@ -62,7 +63,7 @@ func benchApplyMode(b *testing.B, n, applyBatch int) {
 			b.Fatal(err)
 		}
 		of0, ostart := diskFlushes(), time.Now()
-		stop := l1test.Run(b, tracker)
+		stop := completiontest.Run(b, tracker)
 		check.For(b, 5*time.Minute, time.Millisecond, func() error {
 			if got, want := tracker.Stats().OriginTracked, uint64(n); got < want {
 				return fmt.Errorf("%d of %d", got, want)
@@ -73,7 +74,7 @@ func benchApplyMode(b *testing.B, n, applyBatch int) {
 		originFlushes = addFlushes(originFlushes, of0, diskFlushes())
 		stop()
 
-		cfg = l1test.Config(jstest.Connect(b, srv))
+		cfg = completiontest.Config(jstest.Connect(b, srv))
 		cfg.Consumer, cfg.Bucket, cfg.ApplyBatch = fmt.Sprintf("bench-%d", i), bucket, applyBatch
 		svc, err := completion.NewService(cfg)
 		if err != nil {
@@ -85,7 +86,7 @@ func benchApplyMode(b *testing.B, n, applyBatch int) {
 		before, f0 := bucketStores(b, js, bucket), diskFlushes()
 		b.StartTimer()
 		start := time.Now()
-		stop = l1test.Run(b, svc)
+		stop = completiontest.Run(b, svc)
 		check.For(b, 5*time.Minute, time.Millisecond, func() error {
 			if got, want := svc.Stats().Applied, uint64(n); got < want {
 				return fmt.Errorf("%d of %d", got, want)

@@ -20,11 +20,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/completion/state"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
 	"github.com/leafline/leafline/receipt"
 )
 
@@ -64,14 +64,14 @@ func benchHeldFlood(b *testing.B, bound int) {
 			}
 		}
 		statePath := filepath.Join(dir, "completion.db")
-		cfg := l1test.TrackingConfig(jstest.Connect(b, srv))
+		cfg := completiontest.TrackingConfig(jstest.Connect(b, srv))
 		cfg.Expected = func(string) []string { return []string{"edge-2"} }
 		cfg.HeldMaxPerSite, cfg.HeldMaxBytesPerSite = bound, -1
 		cfg.ApplyBatch, cfg.BatchSize = state.ServiceApplyBatch, state.ServiceBatchSize
 		sjs := cfg.JS
 		cfg.OpenState = func(ctx context.Context) (record.State, error) {
 			return state.Open(ctx, state.Config{JS: sjs, Path: statePath, ImportBucket: "-",
-				Sites: cfg.Sites, HoldUntilOrigin: true, Logger: l1test.QuietLog})
+				Sites: cfg.Sites, HoldUntilOrigin: true, Logger: completiontest.QuietLog})
 		}
 		svc, err := completion.NewService(cfg)
 		if err != nil {
@@ -80,7 +80,7 @@ func benchHeldFlood(b *testing.B, bound int) {
 		if err := svc.Setup(ctx); err != nil {
 			b.Fatal(err)
 		}
-		l1test.Run(b, svc)
+		completiontest.Run(b, svc)
 		runtime.GC()
 		rss0, heap0 := residentBytes(b), heapInuse()
 		disk0 := floodDisk(b, js, statePath)

@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafline/leafline/completion"
-	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
+	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 // preload publishes n receipts for distinct events to R1 with async
@@ -21,7 +22,7 @@ func preload(b *testing.B, js jetstream.JetStream, n int) {
 	b.Helper()
 	jstest.PublishAll(b, js, n, func(i int) *nats.Msg {
 		r := receipttest.Receipt(fmt.Sprintf("bench-%07d", i))
-		m := &nats.Msg{Subject: l1test.ReceiptsSubject, Data: receipttest.Encode(b, r), Header: nats.Header{}}
+		m := &nats.Msg{Subject: completiontest.ReceiptsSubject, Data: receipttest.Encode(b, r), Header: nats.Header{}}
 		m.Header.Set(jetstream.MsgIDHeader, r.MsgID())
 		return m
 	})
@@ -87,7 +88,7 @@ var (
 
 func benchApply(b *testing.B, n int, originFirst bool) {
 	srv, js := jstest.StartJS(b, jstest.Options{SyncAlways: *benchSyncAlways})
-	l1test.CreateR1(b, js)
+	completiontest.CreateR1(b, js)
 	if originFirst {
 		preloadOrigins(b, js, n)
 	}
@@ -98,15 +99,15 @@ func benchApply(b *testing.B, n int, originFirst bool) {
 		raw += rawConsume(b, jstest.Connect(b, srv), fmt.Sprintf("raw-%d", i), n)
 		bucket := fmt.Sprintf("bench_%d", i)
 		if originFirst { // the tracker alone (its receipts stream RX stays empty)
-			cfg := l1test.Config(jstest.Connect(b, srv))
+			cfg := completiontest.Config(jstest.Connect(b, srv))
 			cfg.Stream, cfg.Consumer, cfg.Bucket = "RX", fmt.Sprintf("bench-rx-%d", i), bucket
-			cfg.OriginStream, cfg.OriginConsumer, cfg.Expected = "L1A", fmt.Sprintf("bench-origin-%d", i), l1test.Expected
+			cfg.OriginStream, cfg.OriginConsumer, cfg.Expected = "L1A", fmt.Sprintf("bench-origin-%d", i), completiontest.Expected
 			tracker, err := completion.NewService(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
 			start := time.Now()
-			stop := l1test.Run(b, tracker)
+			stop := completiontest.Run(b, tracker)
 			check.For(b, 5*time.Minute, time.Millisecond, func() error {
 				if got, want := tracker.Stats().OriginTracked, uint64(n); got < want {
 					return fmt.Errorf("%d of %d", got, want)
@@ -116,7 +117,7 @@ func benchApply(b *testing.B, n int, originFirst bool) {
 			originDur += time.Since(start)
 			stop()
 		}
-		cfg := l1test.Config(jstest.Connect(b, srv))
+		cfg := completiontest.Config(jstest.Connect(b, srv))
 		cfg.Consumer, cfg.Bucket = fmt.Sprintf("bench-%d", i), bucket
 		cfg.InFlight, cfg.BatchSize = *benchLanes, *benchLanes
 		svc, err := completion.NewService(cfg)
@@ -128,7 +129,7 @@ func benchApply(b *testing.B, n int, originFirst bool) {
 		}
 		b.StartTimer()
 		start := time.Now()
-		stop := l1test.Run(b, svc)
+		stop := completiontest.Run(b, svc)
 		check.For(b, 5*time.Minute, time.Millisecond, func() error {
 			if got, want := svc.Stats().Applied, uint64(n); got < want {
 				return fmt.Errorf("%d of %d", got, want)
@@ -162,7 +163,7 @@ func benchApply(b *testing.B, n int, originFirst bool) {
 // for a tracker that only follows the origin.
 func preloadOrigins(b *testing.B, js jetstream.JetStream, n int) {
 	b.Helper()
-	l1test.CreateL1A(b, js, jetstream.LimitsPolicy)
+	completiontest.CreateL1A(b, js, jetstream.LimitsPolicy)
 	if _, err := js.CreateStream(jstest.Ctx(b), jetstream.StreamConfig{Name: "RX", Subjects: []string{"unused.receipts"}}); err != nil {
 		b.Fatal(err)
 	}

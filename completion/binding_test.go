@@ -1,7 +1,6 @@
 package completion_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,13 +12,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
 	"github.com/leafline/leafline/internal/logx/logxtest"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 // publishOn publishes r on subject, as a link would deliver it. Forged
@@ -35,22 +34,8 @@ func publishOn(t *testing.T, js jetstream.JetStream, subject string, r receipt.R
 // quarantineReasons returns the reasons of the quarantine records.
 func quarantineReasons(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
-	ctx := jstest.Ctx(t)
-	s, err := js.Stream(ctx, completion.DefaultQuarantineStream)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	st := s.CachedInfo().State
-	for seq := st.FirstSeq; st.Msgs > 0 && seq <= st.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec completion.QuarantineRecord
-		if err := json.Unmarshal(m.Data, &rec); err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range quarantineRecords(t, js) {
 		out = append(out, rec.Reason)
 	}
 	return out
@@ -66,7 +51,7 @@ func quarantineReasons(t *testing.T, js jetstream.JetStream) []string {
 // aside otherwise. The genuine receipts are applied all along.
 func TestService_Binding(t *testing.T) {
 	logs := &logxtest.Buffer{}
-	svc, js := l1test.StartTracking(t, func(c *completion.ServiceConfig) {
+	svc, js := completiontest.StartTracking(t, func(c *completion.ServiceConfig) {
 		c.SubjectPrefix = "leafline.receipts"
 		c.ProcessorIsSite = true
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -74,10 +59,10 @@ func TestService_Binding(t *testing.T) {
 	ctx := jstest.Ctx(t)
 	subj := func(site string, st receipt.Status) string { return "leafline.receipts." + site + "." + string(st) }
 
-	l1test.PublishEvent(t, js, "events.a.x", "both") // edge-1 and edge-2
-	l1test.PublishEvent(t, js, "events.b", "one")    // edge-1 only
-	l1test.WaitStatus(t, svc, "both", record.EventPending)
-	l1test.WaitStatus(t, svc, "one", record.EventPending)
+	completiontest.PublishEvent(t, js, "events.a.x", "both") // edge-1 and edge-2
+	completiontest.PublishEvent(t, js, "events.b", "one")    // edge-1 only
+	completiontest.WaitStatus(t, svc, "both", record.EventPending)
+	completiontest.WaitStatus(t, svc, "one", record.EventPending)
 
 	// The body names edge-2, the subject (the link) edge-1.
 	publishOn(t, js, subj("edge-1", receipt.StatusProcessed), receipt.New("both", "L1A", "edge-2", "edge-2", receipt.StatusProcessed, time.Now()))
@@ -116,8 +101,8 @@ func TestService_Binding(t *testing.T) {
 	publishOn(t, js, subj("edge-1", receipt.StatusProcessed), receipt.New("both", "L1A", "edge-1", "edge-1", receipt.StatusProcessed, time.Now()))
 	publishOn(t, js, subj("edge-2", receipt.StatusProcessed), receipt.New("both", "L1A", "edge-2", "edge-2", receipt.StatusProcessed, time.Now()))
 	publishOn(t, js, subj("edge-1", receipt.StatusProcessed), receipt.New("one", "L1A", "edge-1", "edge-1", receipt.StatusProcessed, time.Now()))
-	l1test.WaitStatus(t, svc, "both", record.EventComplete)
-	l1test.WaitStatus(t, svc, "one", record.EventComplete)
+	completiontest.WaitStatus(t, svc, "both", record.EventComplete)
+	completiontest.WaitStatus(t, svc, "one", record.EventComplete)
 
 	// Receipts for events L1 has not seen are held and count for nothing.
 	publishOn(t, js, subj("edge-1", receipt.StatusProcessed), receipt.New("early", "L1A", "edge-1", "edge-1", receipt.StatusProcessed, time.Now()))
@@ -125,7 +110,7 @@ func TestService_Binding(t *testing.T) {
 	stray.Reason = "forged"
 	publishOn(t, js, subj("edge-2", receipt.StatusDeadLettered), stray)
 	for _, id := range []string{"early", "stray"} {
-		c := l1test.WaitStatus(t, svc, id, record.EventOriginUnknown)
+		c := completiontest.WaitStatus(t, svc, id, record.EventOriginUnknown)
 		if len(c.Processors) != 0 || len(c.Held) != 1 {
 			t.Fatalf("%s: %+v", id, c)
 		}
@@ -136,15 +121,15 @@ func TestService_Binding(t *testing.T) {
 		}
 		return nil
 	})
-	if got := l1test.ListAll(t, svc, record.ListQuery{Status: record.ListPending}); !slices.Equal(got, []string{"early", "stray"}) {
+	if got := completiontest.ListAll(t, svc, record.ListQuery{Status: record.ListPending}); !slices.Equal(got, []string{"early", "stray"}) {
 		t.Fatalf("pending (origin_unknown included): %q", got)
 	}
 
 	// The origin releases what the event was routed to, and only that.
-	l1test.PublishEvent(t, js, "events.b", "early")
-	l1test.PublishEvent(t, js, "events.b", "stray") // routed to edge-1 only
-	l1test.WaitStatus(t, svc, "early", record.EventComplete)
-	c := l1test.WaitStatus(t, svc, "stray", record.EventPending)
+	completiontest.PublishEvent(t, js, "events.b", "early")
+	completiontest.PublishEvent(t, js, "events.b", "stray") // routed to edge-1 only
+	completiontest.WaitStatus(t, svc, "early", record.EventComplete)
+	c := completiontest.WaitStatus(t, svc, "stray", record.EventPending)
 	if _, ok := c.Unexpected["edge-2"]; !ok || len(c.Processors) != 0 || len(c.Held) != 0 || !slices.Equal(c.Missing, []string{"edge-1"}) {
 		t.Fatalf("stray after its origin: %+v", c)
 	}
@@ -158,7 +143,7 @@ func TestService_Binding(t *testing.T) {
 		return nil
 	})
 	publishOn(t, js, subj("edge-1", receipt.StatusProcessed), receipt.New("stray", "L1A", "edge-1", "edge-1", receipt.StatusProcessed, time.Now()))
-	l1test.WaitStatus(t, svc, "stray", record.EventComplete)
+	completiontest.WaitStatus(t, svc, "stray", record.EventComplete)
 }
 
 func TestRefusalReason(t *testing.T) {
@@ -193,13 +178,13 @@ func TestRefusalReason(t *testing.T) {
 // summary; the event, published later, is tracked afresh.
 func TestService_HeldExpires(t *testing.T) {
 	logs := &logxtest.Buffer{}
-	svc, js := l1test.StartTracking(t, func(c *completion.ServiceConfig) {
+	svc, js := completiontest.StartTracking(t, func(c *completion.ServiceConfig) {
 		c.HoldFor = 300 * time.Millisecond
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	})
 	ctx := jstest.Ctx(t)
 	publishOn(t, js, "leafline.receipts.edge-1.processed", receipt.New("ghost", "L1A", "edge-1", "edge-1", receipt.StatusProcessed, time.Now()))
-	l1test.WaitStatus(t, svc, "ghost", record.EventOriginUnknown)
+	completiontest.WaitStatus(t, svc, "ghost", record.EventOriginUnknown)
 	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if _, err := svc.Get(ctx, "ghost"); !errors.Is(err, record.ErrNotFound) {
 			return fmt.Errorf("ghost still there: %v", err)
@@ -222,8 +207,8 @@ func TestService_HeldExpires(t *testing.T) {
 	if err != nil || sum.Events != 0 || sum.Pending != 0 {
 		t.Fatalf("summary %+v %v", sum, err)
 	}
-	l1test.PublishEvent(t, js, "events.b", "ghost")
-	l1test.WaitStatus(t, svc, "ghost", record.EventPending)
+	completiontest.PublishEvent(t, js, "events.b", "ghost")
+	completiontest.WaitStatus(t, svc, "ghost", record.EventPending)
 	publishOn(t, js, "leafline.receipts.edge-1.processed", receipt.New("ghost", "L1A", "edge-1", "edge-1", receipt.StatusProcessed, time.Now()))
-	l1test.WaitStatus(t, svc, "ghost", record.EventComplete)
+	completiontest.WaitStatus(t, svc, "ghost", record.EventComplete)
 }

@@ -14,12 +14,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 // publishBundle publishes recs as one bundle on subject.
@@ -46,15 +46,15 @@ func TestService_Bundles(t *testing.T) {
 		t.Run(fmt.Sprintf("ApplyBatch=%d", applyBatch), func(t *testing.T) {
 			_, js := jstest.StartJS(t, jstest.Options{})
 			ctx := jstest.Ctx(t)
-			l1test.CreateR1(t, js)
-			cfg := l1test.Config(js)
+			completiontest.CreateR1(t, js)
+			cfg := completiontest.Config(js)
 			cfg.ApplyBatch = applyBatch
 			cfg.SubjectPrefix = "leafline.receipts"
 			svc, err := completion.NewService(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			l1test.Run(t, svc)
+			completiontest.Run(t, svc)
 			const site = "leafline.receipts.edge-1.bundle"
 			var ten [][]byte
 			for i := range 10 {
@@ -69,10 +69,10 @@ func TestService_Bundles(t *testing.T) {
 			publishBundle(t, js, site, "b-ten-again", ten...)
 			want := record.Stats{Received: 10 + 3 + 2 + 2 + 10, Applied: 12, Duplicates: 10, Quarantined: 3}
 			check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
-				if err := l1test.StatsEqual(svc, want); err != nil {
+				if err := completiontest.StatsEqual(svc, want); err != nil {
 					return err
 				}
-				return l1test.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
+				return completiontest.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
 			})
 			for _, id := range []string{"evt-s1", "evt-two-sites", "evt-x1", "evt-x2"} {
 				if _, err := svc.Get(ctx, id); !errors.Is(err, record.ErrNotFound) {

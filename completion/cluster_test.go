@@ -13,13 +13,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
 	"github.com/leafline/leafline/internal/loopback"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 // startCluster runs an in-process 3-node JetStream cluster and returns its
@@ -111,7 +111,7 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := l1test.TrackingConfig(js)
+		cfg := completiontest.TrackingConfig(js)
 		cfg.Replicas = 3
 		cfg.AckWait, cfg.OpTimeout = 10*time.Second, 8*time.Second
 		svc, err := completion.NewService(cfg)
@@ -120,7 +120,7 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 		}
 		retry(t, "setup", svc.Setup)
 		svcs = append(svcs, svc)
-		l1test.Run(t, svc)
+		completiontest.Run(t, svc)
 	}
 	total := func() (s record.Stats) {
 		for _, svc := range svcs {
@@ -164,7 +164,7 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 				subject = "events.a.x"
 			}
 			send(&nats.Msg{Subject: subject, Header: nats.Header{}}, id)
-			for _, p := range l1test.Expected(subject) {
+			for _, p := range completiontest.Expected(subject) {
 				if p == "edge-2" && i%2 != 0 {
 					continue
 				}
@@ -178,7 +178,7 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 		}
 	}()
 	for i := 0; i < n; i++ {
-		pairs += len(record.NormalizeNames(l1test.Expected(map[bool]string{true: "events.a.x", false: "events.b"}[i%2 == 0])))
+		pairs += len(record.NormalizeNames(completiontest.Expected(map[bool]string{true: "events.a.x", false: "events.b"}[i%2 == 0])))
 	}
 
 	// Kill the node the first instance is connected to, mid-run.

@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leafline/leafline/completion/kvstore"
-	"github.com/leafline/leafline/completion/record"
-	"github.com/leafline/leafline/internal/subjects"
-	"github.com/leafline/leafline/receipt"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/completion/kvstore"
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/topology/subjects"
 )
 
 // Defaults applied by NewService to zero-valued ServiceConfig fields.

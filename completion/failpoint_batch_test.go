@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/failpoint"
 	"github.com/leafline/leafline/internal/failpoint/killtest"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 // TestService_Failpoint_AfterBatchCommit kills a batched Service (one
@@ -34,11 +34,11 @@ func TestService_Failpoint_AfterBatchCommit(t *testing.T) {
 	}
 	srv, js := jstest.StartJS(t, jstest.Options{})
 	ctx := jstest.Ctx(t)
-	l1test.CreateR1(t, js)
+	completiontest.CreateR1(t, js)
 	const n = 20
 	for i := 0; i < n; i++ {
 		r := receipttest.Receipt(receipttest.EventID(i))
-		l1test.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
+		completiontest.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
 	}
 	killtest.RunUntilKilled(t, "TestService_Failpoint_AfterBatchCommit", failpoint.L1AfterKVWrite, failpointChildEnv+"="+srv.ClientURL())
 	kv, err := js.KeyValue(ctx, kvstore.DefaultBucket)
@@ -60,12 +60,12 @@ func TestService_Failpoint_AfterBatchCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l1test.Run(t, svc)
+	completiontest.Run(t, svc)
 	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
-		if err := l1test.StatsEqual(svc, record.Stats{Received: n, Applied: uint64(n - committed), Duplicates: uint64(committed)}); err != nil {
+		if err := completiontest.StatsEqual(svc, record.Stats{Received: n, Applied: uint64(n - committed), Duplicates: uint64(committed)}); err != nil {
 			return err
 		}
-		return l1test.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
+		return completiontest.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
 	})
 	for i := 0; i < n; i++ {
 		c, err := st.Get(ctx, receipttest.EventID(i))

@@ -15,15 +15,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/failpoint"
 	"github.com/leafline/leafline/internal/failpoint/killtest"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 // failpointChildEnv carries the server URL to the child process of
@@ -33,7 +33,7 @@ const failpointChildEnv = "LEAFLINE_RECEIPTS_TEST_CHILD_URL"
 // failpointConfig is the Service configuration of the child and of the
 // parent's second Service: the same consumer, a short AckWait.
 func failpointConfig(js jetstream.JetStream) completion.ServiceConfig {
-	cfg := l1test.Config(js)
+	cfg := completiontest.Config(js)
 	cfg.AckWait, cfg.OpTimeout = 2*time.Second, time.Second
 	cfg.InFlight = 1 // with batches: one worker, so that receipts share them
 	return cfg
@@ -54,9 +54,9 @@ func TestService_Failpoint_AfterKVWrite(t *testing.T) {
 	}
 	srv, js := jstest.StartJS(t, jstest.Options{})
 	ctx := jstest.Ctx(t)
-	l1test.CreateR1(t, js)
+	completiontest.CreateR1(t, js)
 	r := receipttest.Receipt(receipttest.EventID(1))
-	pa := l1test.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
+	pa := completiontest.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
 
 	killtest.RunUntilKilled(t, "TestService_Failpoint_AfterKVWrite", failpoint.L1AfterKVWrite, failpointChildEnv+"="+srv.ClientURL())
 
@@ -92,12 +92,12 @@ func TestService_Failpoint_AfterKVWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l1test.Run(t, svc)
+	completiontest.Run(t, svc)
 	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
-		if err := l1test.StatsEqual(svc, record.Stats{Received: 1, Duplicates: 1}); err != nil {
+		if err := completiontest.StatsEqual(svc, record.Stats{Received: 1, Duplicates: 1}); err != nil {
 			return err
 		}
-		return l1test.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
+		return completiontest.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
 	})
 	c, err = st.Get(ctx, r.EventID)
 	if err != nil {

@@ -2,7 +2,6 @@ package completion_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -13,11 +12,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/completion/state"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
 	"github.com/leafline/leafline/receipt"
 )
 
@@ -40,29 +39,29 @@ func TestService_HeldBoundedPerSite(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			svc, js := l1test.StartTracking(t, func(c *completion.ServiceConfig) {
+			svc, js := completiontest.StartTracking(t, func(c *completion.ServiceConfig) {
 				c.HeldMaxPerSite, c.HeldMaxBytesPerSite = tt.receipts, tt.bytes
 				c.ApplyBatch, c.BatchSize = state.ServiceApplyBatch, state.ServiceBatchSize
 				js := c.JS
 				c.OpenState = func(ctx context.Context) (record.State, error) {
 					return state.Open(ctx, state.Config{JS: js, Path: filepath.Join(dir, "completion.db"), ImportBucket: "-",
-						Sites: c.Sites, HoldUntilOrigin: true, Logger: l1test.QuietLog})
+						Sites: c.Sites, HoldUntilOrigin: true, Logger: completiontest.QuietLog})
 				}
 			})
 			ctx := jstest.Ctx(t)
 			// edge-2 reports an event before L1 has seen it: held, its own bound.
-			l1test.SendReceipt(t, js, "early", "edge-2", receipt.StatusProcessed)
-			l1test.WaitStatus(t, svc, "early", record.EventOriginUnknown)
+			completiontest.SendReceipt(t, js, "early", "edge-2", receipt.StatusProcessed)
+			completiontest.WaitStatus(t, svc, "early", record.EventOriginUnknown)
 			var genuine []string
 			for i := range forged {
-				l1test.SendReceipt(t, js, fmt.Sprintf("forged-%02d", i), "edge-1", receipt.StatusProcessed)
+				completiontest.SendReceipt(t, js, fmt.Sprintf("forged-%02d", i), "edge-1", receipt.StatusProcessed)
 				if i%10 == 0 {
 					id := fmt.Sprintf("real-%d", i)
-					l1test.PublishEvent(t, js, "events.a."+id, id)
+					completiontest.PublishEvent(t, js, "events.a."+id, id)
 					// Seen first: a receipt for it is not held.
-					l1test.WaitStatus(t, svc, id, record.EventPending)
-					l1test.SendReceipt(t, js, id, "edge-1", receipt.StatusProcessed)
-					l1test.SendReceipt(t, js, id, "edge-2", receipt.StatusProcessed)
+					completiontest.WaitStatus(t, svc, id, record.EventPending)
+					completiontest.SendReceipt(t, js, id, "edge-1", receipt.StatusProcessed)
+					completiontest.SendReceipt(t, js, id, "edge-2", receipt.StatusProcessed)
 					genuine = append(genuine, id)
 				}
 			}
@@ -73,7 +72,7 @@ func TestService_HeldBoundedPerSite(t *testing.T) {
 				return nil
 			})
 			for _, id := range genuine {
-				l1test.WaitStatus(t, svc, id, record.EventComplete)
+				completiontest.WaitStatus(t, svc, id, record.EventComplete)
 			}
 			// What the State holds: edge-2's, and bound forged events, each
 			// newer than every one quarantined (by the time L1 received
@@ -109,12 +108,12 @@ func TestService_HeldBoundedPerSite(t *testing.T) {
 				t.Fatalf("%d quarantine records, the first %q", len(reasons), reasons[0])
 			}
 			// edge-2's held receipt was not its neighbour's to lose.
-			l1test.PublishEvent(t, js, "events.a.early", "early")
-			if c := l1test.WaitStatus(t, svc, "early", record.EventPending); c.Processors["edge-2"].Status != receipt.StatusProcessed {
+			completiontest.PublishEvent(t, js, "events.a.early", "early")
+			if c := completiontest.WaitStatus(t, svc, "early", record.EventPending); c.Processors["edge-2"].Status != receipt.StatusProcessed {
 				t.Fatalf("early after its origin: %+v", c)
 			}
-			l1test.SendReceipt(t, js, "early", "edge-1", receipt.StatusProcessed)
-			l1test.WaitStatus(t, svc, "early", record.EventComplete)
+			completiontest.SendReceipt(t, js, "early", "edge-1", receipt.StatusProcessed)
+			completiontest.WaitStatus(t, svc, "early", record.EventComplete)
 		})
 	}
 }
@@ -135,22 +134,8 @@ func (a heldAt) compare(b heldAt) int {
 // quarantinedAt returns the receipts of the quarantine records.
 func quarantinedAt(t *testing.T, js jetstream.JetStream) []heldAt {
 	t.Helper()
-	ctx := jstest.Ctx(t)
-	s, err := js.Stream(ctx, completion.DefaultQuarantineStream)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []heldAt
-	st := s.CachedInfo().State
-	for seq := st.FirstSeq; st.Msgs > 0 && seq <= st.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec completion.QuarantineRecord
-		if err := json.Unmarshal(m.Data, &rec); err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range quarantineRecords(t, js) {
 		r, err := receipt.Decode(rec.Receipt)
 		if err != nil {
 			t.Fatal(err)

@@ -5,14 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 // TestOpenStore_History creates the completion bucket with a history, then
@@ -120,8 +121,8 @@ func TestOpenStore_History_Invalid(t *testing.T) {
 func TestService_Setup_History(t *testing.T) {
 	_, js := jstest.StartJS(t, jstest.Options{})
 	ctx := jstest.Ctx(t)
-	l1test.CreateR1(t, js)
-	cfg := l1test.Config(js)
+	completiontest.CreateR1(t, js)
+	cfg := completiontest.Config(js)
 	cfg.History = 16
 	svc, err := completion.NewService(cfg)
 	if err != nil {

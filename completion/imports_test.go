@@ -8,5 +8,5 @@ import (
 
 // TestImports: the service records in a State (the KV layout unless told otherwise), and uses helpers only.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "internal/ctxsleep", "receipt", "completion/record", "completion/kvstore", "internal/failpoint", "internal/jsmsg", "internal/subjects")
+	importcheck.Only(t, "internal/ctxsleep", "receipt", "completion/record", "completion/kvstore", "internal/failpoint", "internal/jsmsg", "topology/subjects")
 }

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leafline/leafline/completion/record"
-	"github.com/leafline/leafline/internal/subjects"
-	"github.com/leafline/leafline/receipt"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/topology/subjects"
 )
 
 // The origin tracker: a second loop of the Service that follows the origin

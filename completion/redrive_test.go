@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // redriveCopies returns the Leafline-Redrive values of the copies of id on
@@ -44,7 +45,7 @@ func redriveCopies(t *testing.T, js jetstream.JetStream, id string) (copies []st
 // the origin stream; one whose missing processor is not alive is not, and
 // nothing is redriven once the event is complete.
 func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
-	svc, js := l1test.StartTracking(t, func(c *completion.ServiceConfig) {
+	svc, js := completiontest.StartTracking(t, func(c *completion.ServiceConfig) {
 		c.OverdueAfter = 100 * time.Millisecond
 		c.RedriveAfter = 400 * time.Millisecond
 	})
@@ -59,14 +60,14 @@ func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	l1test.PublishEvent(t, js, "events.b", "ok")
-	l1test.PublishEvent(t, js, "events.b", "lost")         // edge-1 never reports it
-	l1test.PublishEvent(t, js, "events.a.x", "edge2-down") // edge-2 never reports anything
-	l1test.WaitStatus(t, svc, "lost", record.EventPending)
-	l1test.SendReceipt(t, js, "edge2-down", "edge-1", receipt.StatusProcessed)
+	completiontest.PublishEvent(t, js, "events.b", "ok")
+	completiontest.PublishEvent(t, js, "events.b", "lost")         // edge-1 never reports it
+	completiontest.PublishEvent(t, js, "events.a.x", "edge2-down") // edge-2 never reports anything
+	completiontest.WaitStatus(t, svc, "lost", record.EventPending)
+	completiontest.SendReceipt(t, js, "edge2-down", "edge-1", receipt.StatusProcessed)
 
 	// edge-1 is alive: its receipts for later events keep arriving.
-	l1test.SendReceipt(t, js, "ok", "edge-1", receipt.StatusProcessed)
+	completiontest.SendReceipt(t, js, "ok", "edge-1", receipt.StatusProcessed)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -78,9 +79,9 @@ func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
 			case <-time.After(100 * time.Millisecond):
 				// A later event completes: the path has moved past "lost".
 				id := fmt.Sprintf("later-%d", i)
-				l1test.PublishEvent(t, js, "events.b", id)
-				l1test.WaitStatus(t, svc, id, record.EventPending)
-				l1test.SendReceipt(t, js, id, "edge-1", receipt.StatusProcessed)
+				completiontest.PublishEvent(t, js, "events.b", id)
+				completiontest.WaitStatus(t, svc, id, record.EventPending)
+				completiontest.SendReceipt(t, js, id, "edge-1", receipt.StatusProcessed)
 			}
 		}
 	}()
@@ -106,8 +107,8 @@ func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
 		t.Errorf("Stats().Redriven = %d", svc.Stats().Redriven)
 	}
 
-	l1test.SendReceipt(t, js, "lost", "edge-1", receipt.StatusProcessed)
-	l1test.WaitStatus(t, svc, "lost", record.EventComplete)
+	completiontest.SendReceipt(t, js, "lost", "edge-1", receipt.StatusProcessed)
+	completiontest.WaitStatus(t, svc, "lost", record.EventComplete)
 	before, _ := redriveCopies(t, js, "lost")
 	// A round as of an hour later would redrive anything still overdue.
 	if n, err := svc.RedriveOnce(ctx, time.Now().Add(time.Hour)); err != nil || n != 0 {
@@ -120,7 +121,7 @@ func TestRedrive_OverdueEventPublishedAgain(t *testing.T) {
 
 func TestRedrive_Config(t *testing.T) {
 	_, js := jstest.StartJS(t, jstest.Options{})
-	cfg := l1test.Config(js)
+	cfg := completiontest.Config(js)
 	cfg.RedriveAfter = time.Minute // without OriginStream
 	if _, err := completion.NewService(cfg); err == nil || !errors.Is(err, record.ErrInvalidConfig) {
 		t.Fatalf("RedriveAfter without OriginStream: %v", err)

@@ -19,8 +19,8 @@ import (
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/internal/failpoint"
-	"github.com/leafline/leafline/internal/subjects"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/topology/subjects"
 )
 
 // Service is the L1 completion service: it consumes a receipts stream and

@@ -10,22 +10,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 func TestService_EndToEnd(t *testing.T) {
 	_, js := jstest.StartJS(t, jstest.Options{})
 	ctx := jstest.Ctx(t)
-	l1test.CreateR1(t, js)
+	completiontest.CreateR1(t, js)
 
 	const (
 		n          = 500
@@ -37,21 +38,21 @@ func TestService_EndToEnd(t *testing.T) {
 	for i := 0; i < n; i++ {
 		r := receipttest.Receipt(receipttest.EventID(i))
 		sent = append(sent, r)
-		l1test.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
+		completiontest.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
 	}
 	for i := 0; i < streamDups; i++ {
 		r := receipttest.Receipt(receipttest.EventID(i))
-		if pa := l1test.Publish(t, js, receipttest.Encode(t, r), r.MsgID()); !pa.Duplicate {
+		if pa := completiontest.Publish(t, js, receipttest.Encode(t, r), r.MsgID()); !pa.Duplicate {
 			t.Fatal("stream did not deduplicate a receipt with the same MsgID")
 		}
 	}
 	for i := 0; i < dups; i++ {
-		l1test.Publish(t, js, receipttest.Encode(t, receipttest.Receipt(receipttest.EventID(i*3))), "")
+		completiontest.Publish(t, js, receipttest.Encode(t, receipttest.Receipt(receipttest.EventID(i*3))), "")
 	}
 	for i := 0; i < conflicts; i++ {
 		r := receipttest.Receipt(receipttest.EventID(i))
 		r.Status, r.Reason = receipt.StatusDeadLettered, "sink: permanent"
-		l1test.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
+		completiontest.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
 	}
 	malformed := []string{
 		`not json`,
@@ -61,21 +62,21 @@ func TestService_EndToEnd(t *testing.T) {
 		"\xff\xfe",
 	}
 	for _, m := range malformed {
-		l1test.Publish(t, js, []byte(m), "")
+		completiontest.Publish(t, js, []byte(m), "")
 	}
 
-	svc, err := completion.NewService(l1test.Config(js))
+	svc, err := completion.NewService(completiontest.Config(js))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if svc.Store() != nil {
 		t.Fatal("Store before Setup should be nil")
 	}
-	l1test.Run(t, svc)
+	completiontest.Run(t, svc)
 
 	want := record.Stats{Received: n + dups + conflicts + uint64(len(malformed)), Applied: n, Duplicates: dups, Conflicts: conflicts, Quarantined: uint64(len(malformed))}
-	check.For(t, 30*time.Second, 20*time.Millisecond, func() error { return l1test.StatsEqual(svc, want) })
-	check.For(t, 10*time.Second, 20*time.Millisecond, func() error { return l1test.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer) })
+	check.For(t, 30*time.Second, 20*time.Millisecond, func() error { return completiontest.StatsEqual(svc, want) })
+	check.For(t, 10*time.Second, 20*time.Millisecond, func() error { return completiontest.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer) })
 
 	// The completion records.
 	all, err := svc.Store().All(ctx)
@@ -120,7 +121,7 @@ func TestService_EndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Lanes apply in parallel, so the last record may be any malformed message.
-	if rec.Stream != "R1" || rec.Subject != l1test.ReceiptsSubject || rec.StreamSeq == 0 || rec.ReceivedAt.IsZero() ||
+	if rec.Stream != "R1" || rec.Subject != completiontest.ReceiptsSubject || rec.StreamSeq == 0 || rec.ReceivedAt.IsZero() ||
 		rec.Reason == "" || rec.Size != len(rec.Receipt) || !slices.Contains(malformed, string(rec.Receipt)) {
 		t.Errorf("quarantine record %+v", rec)
 	}
@@ -154,25 +155,25 @@ func TestService_EndToEnd(t *testing.T) {
 func TestService_TwoInstances(t *testing.T) {
 	srv, js := jstest.StartJS(t, jstest.Options{})
 	ctx := jstest.Ctx(t)
-	l1test.CreateR1(t, js)
+	completiontest.CreateR1(t, js)
 
 	const n = 1000
 	var svcs []*completion.Service
 	for i := 0; i < 2; i++ {
-		cfg := l1test.Config(jstest.Connect(t, srv))
+		cfg := completiontest.Config(jstest.Connect(t, srv))
 		cfg.BatchSize = 64
 		svc, err := completion.NewService(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		svcs = append(svcs, svc)
-		l1test.Run(t, svc)
+		completiontest.Run(t, svc)
 	}
 
 	for i := 0; i < n; i++ {
 		r := receipttest.Receipt(receipttest.EventID(i))
-		l1test.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
-		l1test.Publish(t, js, receipttest.Encode(t, receipttest.Receipt(receipttest.EventID(i))), "")
+		completiontest.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
+		completiontest.Publish(t, js, receipttest.Encode(t, receipttest.Receipt(receipttest.EventID(i))), "")
 	}
 	total := func() record.Stats {
 		var s record.Stats
@@ -190,7 +191,7 @@ func TestService_TwoInstances(t *testing.T) {
 		if s := total(); s.Applied+s.Duplicates < 2*n {
 			return fmt.Errorf("totals %+v", s)
 		}
-		return l1test.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
+		return completiontest.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
 	})
 	s := total()
 	if s.Applied != n || s.Duplicates < n || s.Conflicts != 0 || s.Quarantined != 0 {
@@ -206,18 +207,18 @@ func TestService_TwoInstances(t *testing.T) {
 func TestService_WaitsForStream(t *testing.T) {
 	_, js := jstest.StartJS(t, jstest.Options{})
 	ctx := jstest.Ctx(t)
-	svc, err := completion.NewService(l1test.Config(js))
+	svc, err := completion.NewService(completiontest.Config(js))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.Setup(ctx); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("Setup without R1 = %v, want ErrStreamNotFound", err)
 	}
-	l1test.Run(t, svc)
-	l1test.CreateR1(t, js)
+	completiontest.Run(t, svc)
+	completiontest.CreateR1(t, js)
 	r := receipttest.Receipt("late")
-	l1test.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
-	check.For(t, 30*time.Second, 20*time.Millisecond, func() error { return l1test.StatsEqual(svc, record.Stats{Received: 1, Applied: 1}) })
+	completiontest.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
+	check.For(t, 30*time.Second, 20*time.Millisecond, func() error { return completiontest.StatsEqual(svc, record.Stats{Received: 1, Applied: 1}) })
 	short, cancel := context.WithTimeout(ctx, 5*time.Second) // Run is certainly running now
 	defer cancel()
 	if err := svc.Run(short); !errors.Is(err, completion.ErrAlreadyRunning) {
@@ -232,8 +233,8 @@ func TestService_WaitsForStream(t *testing.T) {
 func TestService_AcceptRejects(t *testing.T) {
 	_, js := jstest.StartJS(t, jstest.Options{})
 	ctx := jstest.Ctx(t)
-	l1test.CreateR1(t, js)
-	cfg := l1test.Config(js)
+	completiontest.CreateR1(t, js)
+	cfg := completiontest.Config(js)
 	cfg.Accept = func(r receipt.Receipt) error {
 		switch r.Site {
 		case "edge-1":
@@ -247,13 +248,13 @@ func TestService_AcceptRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l1test.Run(t, svc)
+	completiontest.Run(t, svc)
 
 	good, stranger, panicky := receipttest.Receipt("a"), receipttest.Receipt("b"), receipttest.Receipt("c")
 	stranger.Site = "stranger"
 	panicky.Site = "panics"
 	for _, r := range []receipt.Receipt{good, stranger, panicky} {
-		l1test.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
+		completiontest.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
 	}
 	check.For(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if st := svc.Stats(); st.Applied != 1 || st.Quarantined != 1 || st.Retried < 2 {
@@ -278,15 +279,15 @@ func TestService_AcceptRejects(t *testing.T) {
 func TestService_QuarantineUnavailable(t *testing.T) {
 	_, js := jstest.StartJS(t, jstest.Options{})
 	ctx := jstest.Ctx(t)
-	l1test.CreateR1(t, js)
-	cfg := l1test.Config(js)
+	completiontest.CreateR1(t, js)
+	cfg := completiontest.Config(js)
 	cfg.QuarantineMaxBytes = 100 // smaller than any record
 	svc, err := completion.NewService(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l1test.Run(t, svc)
-	l1test.Publish(t, js, []byte("garbage"), "")
+	completiontest.Run(t, svc)
+	completiontest.Publish(t, js, []byte("garbage"), "")
 
 	check.For(t, 30*time.Second, 10*time.Millisecond, func() error {
 		if st := svc.Stats(); st.Retried < 2 {
@@ -313,7 +314,7 @@ func TestService_QuarantineUnavailable(t *testing.T) {
 		if st := svc.Stats(); st.Quarantined != 1 {
 			return fmt.Errorf("stats %+v", st)
 		}
-		return l1test.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
+		return completiontest.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
 	})
 }
 
@@ -322,8 +323,8 @@ func TestService_QuarantineUnavailable(t *testing.T) {
 func TestService_KVUnavailable(t *testing.T) {
 	_, js := jstest.StartJS(t, jstest.Options{})
 	ctx := jstest.Ctx(t)
-	l1test.CreateR1(t, js)
-	svc, err := completion.NewService(l1test.Config(js))
+	completiontest.CreateR1(t, js)
+	svc, err := completion.NewService(completiontest.Config(js))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,9 +334,9 @@ func TestService_KVUnavailable(t *testing.T) {
 	if err := js.DeleteKeyValue(ctx, kvstore.DefaultBucket); err != nil {
 		t.Fatal(err)
 	}
-	l1test.Run(t, svc)
+	completiontest.Run(t, svc)
 	r := receipttest.Receipt("evt-1")
-	l1test.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
+	completiontest.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
 	check.For(t, 30*time.Second, 10*time.Millisecond, func() error {
 		if st := svc.Stats(); st.Retried < 2 || st.Applied != 0 || st.Quarantined != 0 {
 			return fmt.Errorf("stats %+v", st)
@@ -347,7 +348,7 @@ func TestService_KVUnavailable(t *testing.T) {
 		if st := svc.Stats(); st.Applied != 1 {
 			return fmt.Errorf("stats %+v", st)
 		}
-		return l1test.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
+		return completiontest.ConsumerDrained(ctx, js, "R1", completion.DefaultConsumer)
 	})
 }
 
@@ -356,7 +357,7 @@ func TestService_KVUnavailable(t *testing.T) {
 // (queued and buffered messages were NAKed, not left to AckWait).
 func TestService_ShutdownReleasesBuffered(t *testing.T) {
 	_, js := jstest.StartJS(t, jstest.Options{})
-	l1test.CreateR1(t, js)
+	completiontest.CreateR1(t, js)
 	const n, lanes = 300, 4
 	// The first message of each lane goes first, so that every lane has one
 	// in hand before the dispatcher can block on a full lane.
@@ -374,10 +375,10 @@ func TestService_ShutdownReleasesBuffered(t *testing.T) {
 	}
 	for _, i := range order {
 		r := receipttest.Receipt(receipttest.EventID(i))
-		l1test.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
+		completiontest.Publish(t, js, receipttest.Encode(t, r), r.MsgID())
 	}
 	inAccept, release := make(chan struct{}, n), make(chan struct{})
-	cfg := l1test.Config(js)
+	cfg := completiontest.Config(js)
 	cfg.InFlight = lanes
 	cfg.ApplyBatch = 1 // the lanes: one message in hand per lane
 	cfg.Accept = func(receipt.Receipt) error {
@@ -406,16 +407,16 @@ func TestService_ShutdownReleasesBuffered(t *testing.T) {
 	}
 
 	// A second instance gets the released messages now, not after AckWait.
-	svc2, err := completion.NewService(l1test.Config(js))
+	svc2, err := completion.NewService(completiontest.Config(js))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l1test.Run(t, svc2)
+	completiontest.Run(t, svc2)
 	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if a := svc2.Stats().Applied; a != n-lanes {
 			return fmt.Errorf("applied %d", a)
 		}
-		return l1test.ConsumerDrained(jstest.Ctx(t), js, "R1", completion.DefaultConsumer)
+		return completiontest.ConsumerDrained(jstest.Ctx(t), js, "R1", completion.DefaultConsumer)
 	})
 }
 

@@ -10,58 +10,59 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 func TestStatus_Lifecycle(t *testing.T) {
-	svc, js := l1test.StartTracking(t, nil)
+	svc, js := completiontest.StartTracking(t, nil)
 	ctx := jstest.Ctx(t)
 
-	l1test.PublishEvent(t, js, "events.a.x", "two-sites")
-	l1test.PublishEvent(t, js, "events.b", "one-site")
-	l1test.PublishEvent(t, js, "events.none", "no-site")
-	l1test.PublishEvent(t, js, "events.b", "dead")
+	completiontest.PublishEvent(t, js, "events.a.x", "two-sites")
+	completiontest.PublishEvent(t, js, "events.b", "one-site")
+	completiontest.PublishEvent(t, js, "events.none", "no-site")
+	completiontest.PublishEvent(t, js, "events.b", "dead")
 
-	c := l1test.WaitStatus(t, svc, "two-sites", record.EventPending)
+	c := completiontest.WaitStatus(t, svc, "two-sites", record.EventPending)
 	if !slices.Equal(c.Expected, []string{"edge-1", "edge-2"}) || !slices.Equal(c.Missing, []string{"edge-1", "edge-2"}) ||
 		c.PublishedAt.IsZero() || c.Subject != "events.a.x" || c.OriginStream != "L1A" || c.OriginSeq != 1 || c.Overdue {
 		t.Fatalf("pending record %+v", c)
 	}
-	l1test.WaitStatus(t, svc, "no-site", record.EventComplete) // nobody is expected
-	l1test.WaitStatus(t, svc, "one-site", record.EventPending)
-	l1test.WaitStatus(t, svc, "dead", record.EventPending)
+	completiontest.WaitStatus(t, svc, "no-site", record.EventComplete) // nobody is expected
+	completiontest.WaitStatus(t, svc, "one-site", record.EventPending)
+	completiontest.WaitStatus(t, svc, "dead", record.EventPending)
 
-	if got := l1test.ListAll(t, svc, record.ListQuery{Status: record.ListPending}); !slices.Equal(got, []string{"dead", "one-site", "two-sites"}) {
+	if got := completiontest.ListAll(t, svc, record.ListQuery{Status: record.ListPending}); !slices.Equal(got, []string{"dead", "one-site", "two-sites"}) {
 		t.Fatalf("pending: %q", got)
 	}
-	if got := l1test.ListAll(t, svc, record.ListQuery{Status: record.ListPending, Site: "edge-2"}); !slices.Equal(got, []string{"two-sites"}) {
+	if got := completiontest.ListAll(t, svc, record.ListQuery{Status: record.ListPending, Site: "edge-2"}); !slices.Equal(got, []string{"two-sites"}) {
 		t.Fatalf("pending at edge-2: %q", got)
 	}
 
-	l1test.SendReceipt(t, js, "two-sites", "edge-1", receipt.StatusProcessed)
-	l1test.SendReceipt(t, js, "one-site", "edge-1", receipt.StatusProcessed)
-	l1test.SendReceipt(t, js, "dead", "edge-1", receipt.StatusDeadLettered)
-	l1test.WaitStatus(t, svc, "one-site", record.EventComplete)
-	l1test.WaitStatus(t, svc, "dead", record.EventDeadLettered)
-	c = l1test.WaitStatus(t, svc, "two-sites", record.EventPending)
+	completiontest.SendReceipt(t, js, "two-sites", "edge-1", receipt.StatusProcessed)
+	completiontest.SendReceipt(t, js, "one-site", "edge-1", receipt.StatusProcessed)
+	completiontest.SendReceipt(t, js, "dead", "edge-1", receipt.StatusDeadLettered)
+	completiontest.WaitStatus(t, svc, "one-site", record.EventComplete)
+	completiontest.WaitStatus(t, svc, "dead", record.EventDeadLettered)
+	c = completiontest.WaitStatus(t, svc, "two-sites", record.EventPending)
 	check.For(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if c, _ = svc.Get(ctx, "two-sites"); !slices.Equal(c.Missing, []string{"edge-2"}) {
 			return fmt.Errorf("missing %q", c.Missing)
 		}
 		return nil
 	})
-	l1test.SendReceipt(t, js, "two-sites", "edge-2", receipt.StatusProcessed)
-	l1test.WaitStatus(t, svc, "two-sites", record.EventComplete)
-	l1test.SendReceipt(t, js, "one-site", "edge-1", receipt.StatusDeadLettered) // conflict: first status wins
+	completiontest.SendReceipt(t, js, "two-sites", "edge-2", receipt.StatusProcessed)
+	completiontest.WaitStatus(t, svc, "two-sites", record.EventComplete)
+	completiontest.SendReceipt(t, js, "one-site", "edge-1", receipt.StatusDeadLettered) // conflict: first status wins
 	check.For(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if c, _ = svc.Get(ctx, "one-site"); !c.Conflict || c.Status != record.EventComplete {
 			return fmt.Errorf("one-site %+v", c)
@@ -83,7 +84,7 @@ func TestStatus_Lifecycle(t *testing.T) {
 		{record.ListQuery{Status: record.ListOverdue}, nil},
 	} {
 		t.Run(fmt.Sprintf("%s_%s", tt.q.Status, tt.q.Site), func(t *testing.T) {
-			if got := l1test.ListAll(t, svc, tt.q); !slices.Equal(got, tt.want) {
+			if got := completiontest.ListAll(t, svc, tt.q); !slices.Equal(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
@@ -118,19 +119,19 @@ func TestStatus_ReceiptBeforeOrigin(t *testing.T) {
 	// No origin tracking first, so the receipt surely comes first.
 	_, js := jstest.StartJS(t, jstest.Options{})
 	ctx := jstest.Ctx(t)
-	l1test.CreateR1(t, js)
-	l1test.CreateL1A(t, js, jetstream.LimitsPolicy)
-	svc1, err := completion.NewService(l1test.Config(js))
+	completiontest.CreateR1(t, js)
+	completiontest.CreateL1A(t, js, jetstream.LimitsPolicy)
+	svc1, err := completion.NewService(completiontest.Config(js))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := l1test.Run(t, svc1)
-	r := l1test.SendReceipt(t, js, "early", "edge-1", receipt.StatusProcessed)
-	c := l1test.WaitStatus(t, svc1, "early", record.EventPending)
+	stop := completiontest.Run(t, svc1)
+	r := completiontest.SendReceipt(t, js, "early", "edge-1", receipt.StatusProcessed)
+	c := completiontest.WaitStatus(t, svc1, "early", record.EventPending)
 	if c.OriginKnown() || c.Missing != nil || c.Overdue {
 		t.Fatalf("receipt-only record %+v", c)
 	}
-	if got := l1test.ListAll(t, svc1, record.ListQuery{Status: record.ListPending}); !slices.Equal(got, []string{"early"}) {
+	if got := completiontest.ListAll(t, svc1, record.ListQuery{Status: record.ListPending}); !slices.Equal(got, []string{"early"}) {
 		t.Fatalf("pending %q", got)
 	}
 	sum, err := svc1.Summary(ctx)
@@ -139,17 +140,17 @@ func TestStatus_ReceiptBeforeOrigin(t *testing.T) {
 	}
 	stop()
 
-	svc2, err := completion.NewService(l1test.TrackingConfig(js))
+	svc2, err := completion.NewService(completiontest.TrackingConfig(js))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l1test.Run(t, svc2)
-	l1test.PublishEvent(t, js, "events.b", "early")
-	c = l1test.WaitStatus(t, svc2, "early", record.EventComplete)
+	completiontest.Run(t, svc2)
+	completiontest.PublishEvent(t, js, "events.b", "early")
+	c = completiontest.WaitStatus(t, svc2, "early", record.EventComplete)
 	if p := c.Processors["edge-1"]; p.ReceiptID != r.ReceiptID || c.PublishedAt.IsZero() || !slices.Equal(c.Expected, []string{"edge-1"}) {
 		t.Fatalf("merged record %+v", c)
 	}
-	if got := l1test.ListAll(t, svc2, record.ListQuery{Status: record.ListPending}); got != nil {
+	if got := completiontest.ListAll(t, svc2, record.ListQuery{Status: record.ListPending}); got != nil {
 		t.Fatalf("pending after merge %q", got)
 	}
 	// The same event_id published again (after the stream's duplicate
@@ -164,18 +165,18 @@ func TestStatus_ReceiptBeforeOrigin(t *testing.T) {
 }
 
 func TestStatus_Overdue(t *testing.T) {
-	svc, js := l1test.StartTracking(t, func(c *completion.ServiceConfig) { c.OverdueAfter = 300 * time.Millisecond })
+	svc, js := completiontest.StartTracking(t, func(c *completion.ServiceConfig) { c.OverdueAfter = 300 * time.Millisecond })
 	ctx := jstest.Ctx(t)
-	l1test.PublishEvent(t, js, "events.a.1", "late-1")
-	l1test.PublishEvent(t, js, "events.a.2", "late-2")
-	l1test.WaitStatus(t, svc, "late-2", record.EventPending)
-	l1test.SendReceipt(t, js, "late-1", "edge-2", receipt.StatusProcessed) // edge-1 still owes both; edge-2 owes late-2
+	completiontest.PublishEvent(t, js, "events.a.1", "late-1")
+	completiontest.PublishEvent(t, js, "events.a.2", "late-2")
+	completiontest.WaitStatus(t, svc, "late-2", record.EventPending)
+	completiontest.SendReceipt(t, js, "late-1", "edge-2", receipt.StatusProcessed) // edge-1 still owes both; edge-2 owes late-2
 	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
-		got := l1test.ListAll(t, svc, record.ListQuery{Status: record.ListOverdue})
+		got := completiontest.ListAll(t, svc, record.ListQuery{Status: record.ListOverdue})
 		if !slices.Equal(got, []string{"late-1", "late-2"}) {
 			return fmt.Errorf("overdue %q", got)
 		}
-		if got := l1test.ListAll(t, svc, record.ListQuery{Status: record.ListOverdue, Site: "edge-2"}); !slices.Equal(got, []string{"late-2"}) {
+		if got := completiontest.ListAll(t, svc, record.ListQuery{Status: record.ListOverdue, Site: "edge-2"}); !slices.Equal(got, []string{"late-2"}) {
 			return fmt.Errorf("overdue at edge-2 %q", got)
 		}
 		return nil
@@ -204,15 +205,15 @@ func TestStatus_Overdue(t *testing.T) {
 // TestStatus_ListPages pages through many pending events with small pages:
 // every event appears exactly once and a page never exceeds its limit.
 func TestStatus_ListPages(t *testing.T) {
-	svc, js := l1test.StartTracking(t, nil)
+	svc, js := completiontest.StartTracking(t, nil)
 	const n = 250
 	var want []string
 	for i := 0; i < n; i++ {
-		l1test.PublishEvent(t, js, "events.b", receipttest.EventID(i))
+		completiontest.PublishEvent(t, js, "events.b", receipttest.EventID(i))
 		want = append(want, receipttest.EventID(i))
 	}
 	for i := 0; i < n; i += 5 { // every fifth completes
-		l1test.SendReceipt(t, js, receipttest.EventID(i), "edge-1", receipt.StatusProcessed)
+		completiontest.SendReceipt(t, js, receipttest.EventID(i), "edge-1", receipt.StatusProcessed)
 	}
 	want = slices.DeleteFunc(want, func(id string) bool { var i int; fmt.Sscanf(id, "evt-%d", &i); return i%5 == 0 })
 	check.For(t, 30*time.Second, 20*time.Millisecond, func() error {
@@ -260,12 +261,12 @@ func TestStatus_ListPages(t *testing.T) {
 // TestStatus_IndexRepair: index entries that a crash could leave behind are
 // never listed, and List removes those that can never be true again.
 func TestStatus_IndexRepair(t *testing.T) {
-	svc, js := l1test.StartTracking(t, nil)
+	svc, js := completiontest.StartTracking(t, nil)
 	ctx := jstest.Ctx(t)
-	l1test.PublishEvent(t, js, "events.b", "done")
-	l1test.WaitStatus(t, svc, "done", record.EventPending)
-	l1test.SendReceipt(t, js, "done", "edge-1", receipt.StatusProcessed)
-	l1test.WaitStatus(t, svc, "done", record.EventComplete)
+	completiontest.PublishEvent(t, js, "events.b", "done")
+	completiontest.WaitStatus(t, svc, "done", record.EventPending)
+	completiontest.SendReceipt(t, js, "done", "edge-1", receipt.StatusProcessed)
+	completiontest.WaitStatus(t, svc, "done", record.EventComplete)
 	ix, err := js.KeyValue(ctx, kvstore.DefaultBucket+kvstore.IndexBucketSuffix)
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +286,7 @@ func TestStatus_IndexRepair(t *testing.T) {
 		{Status: record.ListPending}, {Status: record.ListPending, Site: "edge-1"}, {Status: record.ListDeadLettered, Site: "edge-1"},
 		{Status: record.ListDeadLettered}, {Status: record.ListPending, Site: "edge-9"},
 	} {
-		if got := l1test.ListAll(t, svc, q); got != nil {
+		if got := completiontest.ListAll(t, svc, q); got != nil {
 			t.Errorf("%+v: listed stale entries %q", q, got)
 		}
 	}
@@ -301,9 +302,9 @@ func TestStatus_IndexRepair(t *testing.T) {
 
 func TestStatus_OriginNeedsLimitsRetention(t *testing.T) {
 	_, js := jstest.StartJS(t, jstest.Options{})
-	l1test.CreateR1(t, js)
-	l1test.CreateL1A(t, js, jetstream.InterestPolicy)
-	svc, err := completion.NewService(l1test.TrackingConfig(js))
+	completiontest.CreateR1(t, js)
+	completiontest.CreateL1A(t, js, jetstream.InterestPolicy)
+	svc, err := completion.NewService(completiontest.TrackingConfig(js))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +320,7 @@ func TestStatus_OriginNeedsLimitsRetention(t *testing.T) {
 // are counted and ACKed, never tracked; a panicking Expected is retried.
 func TestStatus_OriginBadMessages(t *testing.T) {
 	panicky := make(chan struct{})
-	svc, js := l1test.StartTracking(t, func(c *completion.ServiceConfig) {
+	svc, js := completiontest.StartTracking(t, func(c *completion.ServiceConfig) {
 		c.Expected = func(subject string) []string {
 			if subject == "events.panic" {
 				select {
@@ -331,16 +332,16 @@ func TestStatus_OriginBadMessages(t *testing.T) {
 			if subject == "events.badname" {
 				return []string{"not a name"}
 			}
-			return l1test.Expected(subject)
+			return completiontest.Expected(subject)
 		}
 	})
 	ctx := jstest.Ctx(t)
 	if _, err := js.Publish(ctx, "events.b", []byte("no id")); err != nil {
 		t.Fatal(err)
 	}
-	l1test.PublishEvent(t, js, "events.b", strings.Repeat("x", receipt.MaxEventIDLen+1))
-	l1test.PublishEvent(t, js, "events.badname", "bad-expected")
-	l1test.PublishEvent(t, js, "events.panic", "panics")
+	completiontest.PublishEvent(t, js, "events.b", strings.Repeat("x", receipt.MaxEventIDLen+1))
+	completiontest.PublishEvent(t, js, "events.badname", "bad-expected")
+	completiontest.PublishEvent(t, js, "events.panic", "panics")
 	check.For(t, 20*time.Second, 10*time.Millisecond, func() error {
 		if st := svc.Stats(); st.OriginSkipped != 3 || st.OriginRetried < 1 {
 			return fmt.Errorf("stats %+v", st)
@@ -348,7 +349,7 @@ func TestStatus_OriginBadMessages(t *testing.T) {
 		return nil
 	})
 	close(panicky)
-	l1test.WaitStatus(t, svc, "panics", record.EventPending)
+	completiontest.WaitStatus(t, svc, "panics", record.EventPending)
 	if _, err := svc.Get(ctx, "bad-expected"); !errors.Is(err, record.ErrNotFound) {
 		t.Errorf("bad-expected tracked: %v", err)
 	}
@@ -390,11 +391,11 @@ func TestNewService_StatusConfig(t *testing.T) {
 	}{
 		{"defaults", func(*completion.ServiceConfig) {}, ""},
 		{"origin without Expected", func(c *completion.ServiceConfig) { c.OriginStream = "L1A" }, "Expected: required"},
-		{"origin is receipts stream", func(c *completion.ServiceConfig) { c.OriginStream = "R1"; c.Expected = l1test.Expected }, "OriginStream: must differ"},
-		{"bad origin name", func(c *completion.ServiceConfig) { c.OriginStream = "L1.A"; c.Expected = l1test.Expected }, "OriginStream:"},
+		{"origin is receipts stream", func(c *completion.ServiceConfig) { c.OriginStream = "R1"; c.Expected = completiontest.Expected }, "OriginStream: must differ"},
+		{"bad origin name", func(c *completion.ServiceConfig) { c.OriginStream = "L1.A"; c.Expected = completiontest.Expected }, "OriginStream:"},
 		{"bad header", func(c *completion.ServiceConfig) {
 			c.OriginStream = "L1A"
-			c.Expected = l1test.Expected
+			c.Expected = completiontest.Expected
 			c.OriginHeader = "a b"
 		}, "OriginHeader:"},
 		{"index is bucket", func(c *completion.ServiceConfig) { c.IndexBucket = kvstore.DefaultBucket }, "IndexBucket: must differ"},

@@ -67,7 +67,7 @@
 // the receipt path and the commit-first rule are unchanged, and L1 still
 // records completion from receipts. The links carry exactly that
 // consumer's lookups, pull requests and ACKs, and the replies under the
-// edge's own inbox prefix (topology.DirectPermissions), which only the
+// edge's own inbox prefix (linkperm.Direct), which only the
 // consumer's connection uses: an edge cannot create, change or delete its
 // consumer, so it cannot lose the record of what it has ACKed.
 //

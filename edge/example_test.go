@@ -16,9 +16,8 @@ import (
 
 	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/edge"
-	"github.com/leafline/leafline/internal/demo"
-	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/systest"
 
 	"github.com/leafline/leafline/sink"
 )
@@ -57,7 +56,7 @@ func (j *journal) Write(ctx context.Context, evs []sink.Event) []error {
 	return errs
 }
 
-// An edge box hands its events to a sink written in Go. demo.NewSystem runs
+// An edge box hands its events to a sink written in Go. systest.New runs
 // L1, a hub and the edge in this process; in a program of one box,
 // leafline.New(cfg, logger, edge.WithSink(j)) does the same.
 func ExampleWithSink() {
@@ -67,7 +66,7 @@ func ExampleWithSink() {
 	defer f.Close()
 	j := &journal{f: f, seen: map[string]bool{}}
 
-	ls, err := demo.NewSystem(dir, localsys.Options{
+	ls, err := systest.New(dir, systest.Options{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}, func(site string) []edge.Option {
 		if site == "edge1" {

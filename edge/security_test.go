@@ -25,6 +25,7 @@ import (
 	"github.com/leafline/leafline/internal/logx/logxtest"
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/topology/linkperm"
 
 	"github.com/leafline/leafline/topology"
 )
@@ -407,7 +408,7 @@ func TestSecurity_ServerUsersFromTopology(t *testing.T) {
 				edge = e
 			}
 		}
-		want, _ := ls.Topology.LinkPermissions(edge)
+		want, _ := linkperm.Of(ls.Topology, edge)
 		if _, ok := nk.AllowedConnectionTypes["LEAFNODE"]; !ok || len(nk.AllowedConnectionTypes) != 1 {
 			t.Fatalf("%s: connection types %v", edge, nk.AllowedConnectionTypes)
 		}

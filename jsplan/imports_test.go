@@ -6,4 +6,6 @@ import (
 	"github.com/leafline/leafline/internal/importcheck"
 )
 
-func TestImports(t *testing.T) { importcheck.Only(t, "topology") }
+func TestImports(t *testing.T) {
+	importcheck.Only(t, "topology/subjects", "topology", "topology/linkperm")
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/linkperm"
 )
 
 // ErrWrongDomain means a server's JetStream domain is not its site's.
@@ -88,7 +89,7 @@ func ServerConfigWarnings(cfg *topology.Config, path string) (ws []topology.Warn
 		if perms != nil && perms.Subscribe != nil {
 			sub = perms.Subscribe.Allow
 		}
-		out = append(out, t.LintLinkPermissions(d.Name, upath, pub, sub)...)
+		out = append(out, linkperm.Lint(t, d.Name, upath, pub, sub)...)
 	}
 	return out, unset, nil
 }
@@ -121,7 +122,7 @@ func leafUserPermissions(o *server.Options, name string) (*server.Permissions, b
 }
 
 // bindingWarnings reports the sources of a live stream that lack the
-// subject binding the plan gives them (topology.ReceiptBinding): the hub's
+// subject binding the plan gives them (ReceiptBinding): the hub's
 // receipts stream then stores whatever site an edge's receipts name, and
 // L1 can only refuse them by their signature.
 func bindingWarnings(want, have jetstream.StreamConfig) []topology.Warning {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/subjects"
 )
 
 // Provision creates, or updates in place, the streams and consumers of the
@@ -34,7 +35,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg *topology.Config
 }
 
 // PlanWarnings lints the streams the config's site creates
-// (topology.LintStreams). leafline's plan is built to pass; the same
+// (LintStreams). leafline's plan is built to pass; the same
 // check applied to the streams of a live server finds what an operator
 // changed by hand.
 func PlanWarnings(cfg *topology.Config) []topology.Warning {
@@ -42,25 +43,25 @@ func PlanWarnings(cfg *topology.Config) []topology.Warning {
 	if !ok {
 		return nil
 	}
-	return topology.LintStreams(StreamFacts(cfg, SitePlan(cfg, site).Streams), consumedSubjects(cfg, site))
+	return LintStreams(factsOf(cfg, SitePlan(cfg, site).Streams), consumedSubjects(cfg, site))
 }
 
-// StreamFacts describes stream configs for topology.LintStreams, naming
+// factsOf describes stream configs for LintStreams, naming
 // each stream's kind from the config's topology.
-func StreamFacts(cfg *topology.Config, streams []jetstream.StreamConfig) []topology.StreamFacts {
+func factsOf(cfg *topology.Config, streams []jetstream.StreamConfig) []StreamFacts {
 	t := cfg.Topology
 	kinds := map[string]string{
-		t.Events.OriginStream: topology.StreamOrigin,
-		t.Events.HubStream:    topology.StreamEvents,
-		t.Events.EdgeStream:   topology.StreamEvents,
-		t.Receipts.EdgeStream: topology.StreamReceipts,
-		t.Receipts.HubStream:  topology.StreamReceipts,
-		t.Receipts.L1Stream:   topology.StreamReceipts,
-		cfg.DeadLetter.Stream: topology.StreamDLQ,
+		t.Events.OriginStream: StreamOrigin,
+		t.Events.HubStream:    StreamEvents,
+		t.Events.EdgeStream:   StreamEvents,
+		t.Receipts.EdgeStream: StreamReceipts,
+		t.Receipts.HubStream:  StreamReceipts,
+		t.Receipts.L1Stream:   StreamReceipts,
+		cfg.DeadLetter.Stream: StreamDLQ,
 	}
-	var out []topology.StreamFacts
+	var out []StreamFacts
 	for _, sc := range streams {
-		f := topology.StreamFacts{
+		f := StreamFacts{
 			Name:      sc.Name,
 			Kind:      kinds[sc.Name],
 			Retention: map[jetstream.RetentionPolicy]string{jetstream.LimitsPolicy: "limits", jetstream.InterestPolicy: "interest", jetstream.WorkQueuePolicy: "workqueue"}[sc.Retention],
@@ -68,7 +69,7 @@ func StreamFacts(cfg *topology.Config, streams []jetstream.StreamConfig) []topol
 			Subjects:  sc.Subjects,
 		}
 		for _, src := range sc.Sources {
-			f.Sources = append(f.Sources, topology.SourceFacts{
+			f.Sources = append(f.Sources, SourceFacts{
 				Name: src.Name, Durable: src.Consumer != nil,
 				External: src.External != nil || src.Domain != "",
 			})
@@ -86,7 +87,7 @@ func consumedSubjects(cfg *topology.Config, site *topology.Site) []string {
 }
 
 // LiveWarnings lints the streams of the config's site as they are on the
-// server behind js (topology.LintStreams): what an operator changed by hand
+// server behind js (LintStreams): what an operator changed by hand
 // on a stock nats-server, or a stream leafline's plan does not yet hold. A
 // stream of the plan that is missing is reported too.
 func LiveWarnings(ctx context.Context, js jetstream.JetStream, cfg *topology.Config) ([]topology.Warning, error) {
@@ -111,7 +112,7 @@ func LiveWarnings(ctx context.Context, js jetstream.JetStream, cfg *topology.Con
 		live = append(live, s.CachedInfo().Config)
 		out = append(out, bindingWarnings(want, s.CachedInfo().Config)...) // lint.go
 	}
-	out = append(out, topology.LintStreams(StreamFacts(cfg, live), consumedSubjects(cfg, site))...)
+	out = append(out, LintStreams(factsOf(cfg, live), consumedSubjects(cfg, site))...)
 	if w, ok := ServerVersionWarning(js.Conn().ConnectedServerVersion()); ok {
 		out = append(out, w)
 	}
@@ -141,4 +142,76 @@ func ServerVersionWarning(v string) (topology.Warning, bool) {
 		Path: "nats-server " + v,
 		Msg:  "its durable sourcing can acknowledge messages it never stored (fixed in 2.14.10 and 2.15.3); trimming then deletes them and only L1's redrive brings them back: upgrade the server",
 	}, true
+}
+
+// Stream kinds for LintStreams.
+const (
+	StreamOrigin   = "origin"   // the events stream at L1
+	StreamEvents   = "events"   // a sourced events stream (hub, edge)
+	StreamReceipts = "receipts" // a receipts stream (edge, hub, L1)
+	StreamDLQ      = "dlq"      // an edge's dead-letter stream
+)
+
+// StreamFacts describe one stream for LintStreams: from leafline's own plan,
+// or read from a live server whose streams an operator manages.
+type StreamFacts struct {
+	Name string
+	// Kind is one of the Stream* constants.
+	Kind string
+	// Retention is "limits", "interest" or "workqueue".
+	Retention string
+	// Discard is "old" or "new".
+	Discard string
+	// Subjects are the stream's own subjects.
+	Subjects []string
+	Sources  []SourceFacts
+}
+
+// SourceFacts describe one source of a stream.
+type SourceFacts struct {
+	// Name is the sourced stream.
+	Name string
+	// Durable: the source binds to a durable consumer (StreamSource.Consumer).
+	Durable bool
+	// External: the source is in another JetStream domain, across a
+	// leafnode link that can be cut.
+	External bool
+}
+
+// LintStreams reports streams that can lose or mis-route what leafline
+// relies on; consumed are the subjects the site's processing consumes (an
+// edge's filter, or the event subjects).
+func LintStreams(streams []StreamFacts, consumed []string) []topology.Warning {
+	var out []topology.Warning
+	for _, s := range streams {
+		path := "stream " + s.Name
+		for _, src := range s.Sources {
+			if src.External && !src.Durable {
+				out = append(out, topology.Warning{Path: path, Msg: fmt.Sprintf(
+					"sources %s across a link without durable sourcing: after a long cut an ephemeral source takes tens of seconds to resume (a consumer-create request sent during the cut blocks it); bind it to a durable consumer (StreamSource.Consumer)", src.Name)})
+			}
+		}
+		switch s.Kind {
+		case StreamReceipts, StreamDLQ:
+			if s.Discard == "old" {
+				out = append(out, topology.Warning{Path: path, Msg: fmt.Sprintf(
+					"%s stream with DiscardOld: when it is full, the oldest records are deleted silently, before they reach L1; use DiscardNew, so that publishes fail and the edge holds its ACKs", s.Kind)})
+			}
+			for _, subj := range s.Subjects {
+				for _, c := range consumed {
+					if subjects.Check(subj, true) == nil && subjects.Check(c, true) == nil && subjects.Overlap(subj, c) {
+						out = append(out, topology.Warning{Path: path, Msg: fmt.Sprintf(
+							"%s subject %q overlaps the consumed subject %q: records would be fed back to the sink as events", s.Kind, subj, c)})
+					}
+				}
+			}
+		case StreamOrigin:
+			switch s.Retention {
+			case "workqueue", "interest":
+				out = append(out, topology.Warning{Path: path, Msg: fmt.Sprintf(
+					"origin stream with %s retention: the server deletes an event once its consumers have ACKed it (the hub's source ACKs on receipt), which says nothing about the edges; a receipt can then refer to an event no longer at L1, and a re-sourced hub cannot get it back. Use limits retention", s.Retention)})
+			}
+		}
+	}
+	return out
 }

@@ -171,9 +171,9 @@ func (pl *planner) hub() {
 			pl.serve(ev.HubStream, e, e.Filter)
 		}
 		// Each edge's link carries only its own site's receipts
-		// (topology.ReceiptBinding).
+		// (ReceiptBinding).
 		if src := pl.take(&rh, rc.EdgeStream, e); src != nil {
-			from, to := t.ReceiptBinding(e.Name)
+			from, to := ReceiptBinding(t, e.Name)
 			src.SubjectTransforms = []jetstream.SubjectTransformConfig{{Source: from, Destination: to}}
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // L1 owns each direct-mode edge's consumer on the origin stream: it creates
 // it (jsplan.DirectConsumer) when it starts and whenever it finds it
 // missing, and checks it every DirectGuardEvery. The links let an edge only
-// look its consumer up, pull and ACK (topology.DirectPermissions): no edge
+// look its consumer up, pull and ACK (linkperm.Direct): no edge
 // can create, change or delete one. What can still change it is a client of
 // L1's own account (an operator, a script). L1 puts back in place what the
 // server lets it (settings, filter, inactive threshold, headers only) and

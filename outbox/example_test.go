@@ -7,8 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/leafline/leafline/outbox"
 	"go.etcd.io/bbolt"
+
+	"github.com/leafline/leafline/outbox"
 )
 
 // printPublisher stands in for the edge's JetStream publisher, which sets

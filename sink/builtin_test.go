@@ -10,6 +10,7 @@ import (
 
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/sink/sinktest"
+	"github.com/leafline/leafline/systest"
 )
 
 // storeTarget runs the built-in store sink in a bbolt transaction of its
@@ -82,5 +83,5 @@ func TestFileSink_Conformance(t *testing.T) {
 }
 
 func TestFileSink_Box(t *testing.T) {
-	sinktest.RunBox(t, fileTarget{filepath.Join(t.TempDir(), "sink")}, sinktest.BoxOptions{})
+	systest.RunSink(t, fileTarget{filepath.Join(t.TempDir(), "sink")}, systest.SinkOptions{})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/sink/sinktest"
+	"github.com/leafline/leafline/systest"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -690,5 +691,5 @@ func TestExecSink_Box(t *testing.T) {
 	t.Parallel() // each runs a system of its own, mostly waiting out an outage
 	x := newExecTarget(t)
 	x.cfg = func(c *topology.ExecSinkConfig) { c.Timeout = topology.Duration(3 * time.Second) }
-	sinktest.RunBox(t, x, sinktest.BoxOptions{})
+	systest.RunSink(t, x, systest.SinkOptions{})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/leafline/leafline/internal/pgtest"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/sink/sinktest"
+	"github.com/leafline/leafline/systest"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -62,7 +63,7 @@ func TestPostgresBox(t *testing.T) {
 		t.Skip("the box conformance cases run a whole system; skipped with -short")
 	}
 	srv := pgtest.Start(t)
-	sinktest.RunBox(t, newPGTarget(t, srv, pgTable{dataType: "jsonb"}), sinktest.BoxOptions{})
+	systest.RunSink(t, newPGTarget(t, srv, pgTable{dataType: "jsonb"}), systest.SinkOptions{})
 }
 
 // pgTable says what a pgTarget writes to: the sink's default table (of

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/receipttest"
 	"github.com/leafline/leafline/status"
 )
 
@@ -47,11 +47,11 @@ func getJSON(t *testing.T, url string) (int, map[string]any) {
 }
 
 func TestStatusHTTP_EventIDsRoundTrip(t *testing.T) {
-	svc, js := l1test.StartTracking(t, nil)
+	svc, js := completiontest.StartTracking(t, nil)
 	srv := httptest.NewServer(status.NewHTTPHandler(svc))
 	defer srv.Close()
 	for _, id := range trickyIDs {
-		l1test.SendReceipt(t, js, id, "edge-1", receipt.StatusProcessed)
+		completiontest.SendReceipt(t, js, id, "edge-1", receipt.StatusProcessed)
 	}
 	// Never published: each receipt is held, its event origin_unknown.
 	check.For(t, 20*time.Second, 10*time.Millisecond, func() error {
@@ -79,15 +79,15 @@ func TestStatusHTTP_EventIDsRoundTrip(t *testing.T) {
 }
 
 func TestStatusHTTP_ListAndSummary(t *testing.T) {
-	svc, js := l1test.StartTracking(t, nil)
+	svc, js := completiontest.StartTracking(t, nil)
 	srv := httptest.NewServer(status.NewHTTPHandler(svc))
 	defer srv.Close()
 	for i := 0; i < 5; i++ {
-		l1test.PublishEvent(t, js, "events.a.x", receipttest.EventID(i))
+		completiontest.PublishEvent(t, js, "events.a.x", receipttest.EventID(i))
 	}
-	l1test.SendReceipt(t, js, receipttest.EventID(0), "edge-2", receipt.StatusDeadLettered)
+	completiontest.SendReceipt(t, js, receipttest.EventID(0), "edge-2", receipt.StatusDeadLettered)
 	for i := 1; i < 5; i++ {
-		l1test.WaitStatus(t, svc, receipttest.EventID(i), record.EventPending)
+		completiontest.WaitStatus(t, svc, receipttest.EventID(i), record.EventPending)
 	}
 	// The receipt may be applied before the origin: wait for both.
 	check.For(t, 20*time.Second, 10*time.Millisecond, func() error {
@@ -129,7 +129,7 @@ func TestStatusHTTP_ListAndSummary(t *testing.T) {
 }
 
 func TestStatusHTTP_BadRequests(t *testing.T) {
-	svc, _ := l1test.StartTracking(t, nil)
+	svc, _ := completiontest.StartTracking(t, nil)
 	srv := httptest.NewServer(status.NewHTTPHandler(svc))
 	defer srv.Close()
 	for _, tt := range []struct {

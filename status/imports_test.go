@@ -8,5 +8,5 @@ import (
 
 // TestImports: the status API serves records from any source, over HTTP and NATS.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "receipt", "completion/record", "internal/subjects")
+	importcheck.Only(t, "receipt", "completion/record", "topology/subjects")
 }

@@ -10,11 +10,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/leafline/leafline/completion/record"
-	"github.com/leafline/leafline/internal/subjects"
-	"github.com/leafline/leafline/receipt"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/topology/subjects"
 )
 
 // Defaults of MicroConfig.

@@ -9,15 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafline/leafline/completion"
-	"github.com/leafline/leafline/completion/record"
-	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/l1test"
-	"github.com/leafline/leafline/receipt"
-	"github.com/leafline/leafline/status"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leafline/leafline/completion"
+	"github.com/leafline/leafline/completion/completiontest"
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/status"
 )
 
 func connectNC(t testing.TB, s *server.Server) *nats.Conn {
@@ -32,13 +33,13 @@ func connectNC(t testing.TB, s *server.Server) *nats.Conn {
 
 func TestStatusMicro(t *testing.T) {
 	srv, js := jstest.StartJS(t, jstest.Options{})
-	l1test.CreateR1(t, js)
-	l1test.CreateL1A(t, js, 0)
-	svc, err := completion.NewService(l1test.TrackingConfig(js))
+	completiontest.CreateR1(t, js)
+	completiontest.CreateL1A(t, js, 0)
+	svc, err := completion.NewService(completiontest.TrackingConfig(js))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l1test.Run(t, svc)
+	completiontest.Run(t, svc)
 	ms, err := status.StartMicro(connectNC(t, srv), svc, status.MicroConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -49,13 +50,13 @@ func TestStatusMicro(t *testing.T) {
 	ctx := jstest.Ctx(t)
 
 	for _, id := range trickyIDs {
-		l1test.SendReceipt(t, js, id, "edge-1", receipt.StatusProcessed)
+		completiontest.SendReceipt(t, js, id, "edge-1", receipt.StatusProcessed)
 	}
-	l1test.PublishEvent(t, js, "events.a.x", "micro-pending")
+	completiontest.PublishEvent(t, js, "events.a.x", "micro-pending")
 	for _, id := range trickyIDs {
-		l1test.WaitStatus(t, client, id, record.EventOriginUnknown) // never published: held
+		completiontest.WaitStatus(t, client, id, record.EventOriginUnknown) // never published: held
 	}
-	c := l1test.WaitStatus(t, client, "micro-pending", record.EventPending)
+	c := completiontest.WaitStatus(t, client, "micro-pending", record.EventPending)
 	if len(c.Missing) != 2 {
 		t.Fatalf("Get: %+v", c)
 	}

@@ -2,6 +2,8 @@ package topology
 
 import (
 	"time"
+
+	"github.com/leafline/leafline/topology/subjects"
 )
 
 // CleanupConfig is the L1 cleanup of the origin stream (completion.cleanup):
@@ -81,8 +83,8 @@ func (c *CleanupConfig) validateAgainst(p *problems, t *Topology, box *Config) {
 			p.add(path+"audit_stream", "stream name %q is already %s", c.AuditStream, o.path)
 		}
 	}
-	if q := box.Completion.QuarantineSubject + ".>"; checkSubject(q, true) == nil && checkSubject(c.AuditSubject, false) == nil &&
-		subjectsOverlap(c.AuditSubject+".>", q) {
+	if q := box.Completion.QuarantineSubject + ".>"; subjects.Check(q, true) == nil && subjects.Check(c.AuditSubject, false) == nil &&
+		subjects.Overlap(c.AuditSubject+".>", q) {
 		p.add(path+"audit_subject", "overlaps completion.quarantine_subject %q", box.Completion.QuarantineSubject)
 	}
 }

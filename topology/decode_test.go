@@ -3,6 +3,8 @@ package topology
 import (
 	"strings"
 	"testing"
+
+	"github.com/leafline/leafline/topology/subjects"
 )
 
 func TestParseTopology_Strict(t *testing.T) {
@@ -124,14 +126,14 @@ func TestSubjects(t *testing.T) {
 		{"events.a", ">", true, true},
 	}
 	for _, tt := range tests {
-		if got := subjectsOverlap(tt.a, tt.b); got != tt.overlap {
-			t.Errorf("subjectsOverlap(%q, %q) = %v", tt.a, tt.b, got)
+		if got := subjects.Overlap(tt.a, tt.b); got != tt.overlap {
+			t.Errorf("subjects.Overlap(%q, %q) = %v", tt.a, tt.b, got)
 		}
-		if got := subjectsOverlap(tt.b, tt.a); got != tt.overlap {
-			t.Errorf("subjectsOverlap(%q, %q) = %v", tt.b, tt.a, got)
+		if got := subjects.Overlap(tt.b, tt.a); got != tt.overlap {
+			t.Errorf("subjects.Overlap(%q, %q) = %v", tt.b, tt.a, got)
 		}
-		if got := subjectSubset(tt.a, tt.b); got != tt.aWithin {
-			t.Errorf("subjectSubset(%q, %q) = %v", tt.a, tt.b, got)
+		if got := subjects.Subset(tt.a, tt.b); got != tt.aWithin {
+			t.Errorf("subjects.Subset(%q, %q) = %v", tt.a, tt.b, got)
 		}
 	}
 }

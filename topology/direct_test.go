@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,72 +59,6 @@ func TestDirect_Validate(t *testing.T) {
 	}
 }
 
-func TestDirect_LinkPermissions(t *testing.T) {
-	tp := directTopology(t)
-	tp.Transport = TransportSourcing // the receipts' link, by sourcing
-	direct := LinkPermissions{
-		Publish: []string{
-			"$JS.l1.API.CONSUMER.INFO.L1A.leafline-sink-edge1",
-			"$JS.l1.API.CONSUMER.MSG.NEXT.L1A.leafline-sink-edge1",
-			"$JS.ACK.l1.*.L1A.leafline-sink-edge1.>",
-		},
-		Subscribe: []string{"leafline.direct.edge1.>"},
-	}
-	if got, err := tp.DirectPermissions("edge1"); err != nil || !equalPerms(got, direct) {
-		t.Fatalf("DirectPermissions = %+v, %v", got, err)
-	}
-	// edge1 → hub: its receipts source, and its consumer on L1 instead of
-	// the forward source.
-	got, err := tp.LinkPermissions("edge1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := LinkPermissions{
-		Publish: append([]string{
-			"leafline.src.edge1.RE.hub",
-			"$JSC.R.edge1.*.RE.leafline-src-hub.*",
-		}, direct.Publish...),
-		Subscribe: append([]string{
-			"$JS.edge1.API.CONSUMER.RESET.RE.leafline-src-hub",
-			"$JS.FC.edge1.*.RE.leafline-src-hub.*",
-		}, direct.Subscribe...),
-	}
-	if !equalPerms(got, want) {
-		t.Fatalf("edge1:\n got %+v\nwant %+v", got, want)
-	}
-	for _, s := range append(got.Publish, got.Subscribe...) {
-		if strings.Contains(s, "HA") || strings.Contains(s, "DELETE") || strings.Contains(s, "CREATE") || strings.Contains(s, "STREAM") || strings.Contains(s, "edge2") {
-			t.Fatalf("edge1's direct link allows %q", s)
-		}
-	}
-	// edge2 stays sourced, exactly as before.
-	e2, _ := tp.LinkPermissions("edge2")
-	if e2.Publish[0] != "$JS.hub.API.CONSUMER.RESET.HA.leafline-src-edge2" || len(e2.Publish) != 5 || len(e2.Subscribe) != 4 {
-		t.Fatalf("edge2: %+v", e2)
-	}
-	// hub → l1: its own sources, plus edge1's consumer (not edge2's).
-	hub, _ := tp.LinkPermissions("hub")
-	sourced := secureTopology(t)
-	sourced.Transport = TransportSourcing
-	sourced.SetDefaults()
-	hubBefore, _ := sourced.LinkPermissions("hub")
-	want = LinkPermissions{
-		Publish:   append(slices.Clone(hubBefore.Publish), direct.Publish...),
-		Subscribe: append(slices.Clone(hubBefore.Subscribe), direct.Subscribe...),
-	}
-	if !equalPerms(hub, want) {
-		t.Fatalf("hub:\n got %+v\nwant %+v", hub, want)
-	}
-	// The filter is L1's to set: no subject of the edge's carries it.
-	tp.Sites[2].Filter = ""
-	if dp, _ := tp.DirectPermissions("edge1"); !equalPerms(dp, direct) {
-		t.Fatalf("no filter: %+v", dp)
-	}
-	if _, err := tp.DirectPermissions("hub"); err == nil {
-		t.Fatal("DirectPermissions of a hub: no error")
-	}
-}
-
 func TestDirect_Lint(t *testing.T) {
 	tp := directTopology(t)
 	var found bool
@@ -140,10 +73,6 @@ func TestDirect_Lint(t *testing.T) {
 	if !found {
 		t.Fatalf("no direct-mode warning in %v", tp.Lint())
 	}
-}
-
-func equalPerms(a, b LinkPermissions) bool {
-	return slices.Equal(a.Publish, b.Publish) && slices.Equal(a.Subscribe, b.Subscribe)
 }
 
 // TestDirect_BoxSettingsFollowL1sConsumer: L1 creates a direct-mode

@@ -16,7 +16,7 @@
 // An edge's delivery_mode "direct" replaces its sourced copy (L2A) with a
 // consumer of its own on L1A, reached through both links (Site.DeliveryMode):
 // L1 creates it (Site.DirectConsumer), and the links let the edge only look
-// it up, pull and ACK (DirectPermissions).
+// it up, pull and ACK (linkperm.Direct).
 //
 // # Secure links
 //
@@ -27,7 +27,7 @@
 // the certificate files are box-local (Config.Leafnode: listen_tls,
 // upstream_tls, upstream_auth), read from files or the environment when the
 // box starts, so no config ever holds a secret and any config can be
-// printed. LinkPermissions derives, per link, the only subjects that may
+// printed. Package linkperm derives, per link, the only subjects that may
 // cross it (the two durable sources); topology/render writes a site as a
 // stock nats-server configuration; Lint reports links without TLS or
 // credentials and other risky settings. The zero values ("off", "none")

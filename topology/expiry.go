@@ -1,6 +1,10 @@
 package topology
 
-import "time"
+import (
+	"time"
+
+	"github.com/leafline/leafline/topology/subjects"
+)
 
 // ExpireRule gives the events on Subject an expiry.
 type ExpireRule struct {
@@ -20,7 +24,7 @@ const maxExpireRules = 256
 // does. An event's own headers override it (see receipt.Deadline).
 func (e Events) ExpiryFor(subject string) time.Duration {
 	for _, r := range e.ExpireAfter {
-		if subjectSubset(subject, r.Subject) {
+		if subjects.Subset(subject, r.Subject) {
 			return r.After.D()
 		}
 	}
@@ -51,7 +55,7 @@ func (t *Topology) validateExpiry(p *problems) {
 		seen[r.Subject] = i
 		within := false
 		for _, s := range t.eventSubjects() {
-			within = within || subjectSubset(r.Subject, s.name)
+			within = within || subjects.Subset(r.Subject, s.name)
 		}
 		if !within && len(t.eventSubjects()) > 0 {
 			p.add(path+".subject", "%q is not within the event subjects", r.Subject)

@@ -2,7 +2,6 @@ package topology
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -32,38 +31,10 @@ const minSmoothStreamBytes = 64 << 20
 // and Lint weighs the receipts duplicate window against it.
 const RelayMinAge = 2 * time.Second
 
-// OutboxLimit32 is the size an edge's outbox file may not grow past where
-// pointers are 32 bits wide: outbox.MaxSize32, the bound the outbox sets
-// there because bbolt maps the whole file into an address space of 2 to 3
-// GiB. (topology imports no other package of ours; a test in edge holds
-// the two equal.)
-const OutboxLimit32 = 1 << 30
-
-// Assumptions of the 32-bit lint, stated in its warnings.
-const (
-	// lintEventRate is the sustained rate, in events per second, that the
-	// lint assumes an edge may see.
-	lintEventRate = 10
-	// receiptFileBytes is the outbox file space one published receipt
-	// takes: the signed receipt, its index entries, and bbolt pages that
-	// random keys leave partly empty.
-	receiptFileBytes = 1536
-	// storedEventFileBytes is the file space the store sink takes for an
-	// event of 1 KiB: the payload base64-encoded in JSON, its key, and
-	// partly empty pages.
-	storedEventFileBytes = 3072
-)
-
 // Lint reports the risky settings of a loaded box config and of its
 // topology (see Topology.Lint). Call it after LoadConfig: it assumes
 // defaults are filled and the config is valid.
 func Lint(c *Config) []Warning {
-	return lint(c, strconv.IntSize == 32)
-}
-
-// lint is Lint, with the platform's pointer width given: addr32 adds the
-// outbox's address-space warnings (lintAddressSpace).
-func lint(c *Config, addr32 bool) []Warning {
 	var out []Warning
 	if c.Topology != nil {
 		out = append(out, c.Topology.Lint()...)
@@ -95,31 +66,6 @@ func lint(c *Config, addr32 bool) []Warning {
 					d.AckWait.D(), d.BacklogBatchSize, w, need)})
 			}
 		}
-		if addr32 {
-			out = append(out, lintAddressSpace(c)...)
-		}
-	}
-	return out
-}
-
-// lintAddressSpace reports what could fill an edge's outbox file past
-// OutboxLimit32 on a 32-bit platform, where the box then stops processing
-// (outbox.ErrFull): the store sink, which never deletes an event, and a
-// retention that keeps more receipts than fit at lintEventRate.
-func lintAddressSpace(c *Config) []Warning {
-	const limitMiB = OutboxLimit32 >> 20
-	var out []Warning
-	if c.Sink.Type == "store" {
-		out = append(out, Warning{"sink.type", fmt.Sprintf(
-			"%q keeps every event in the outbox file (bucket \"events\") and never deletes one; on this 32-bit platform the file may not grow past %d MiB (bbolt maps all of it into an address space of 2 to 3 GiB), about %d events of 1 KiB at %d bytes of file each, and the box then stops processing; use the file sink or a sink outside the box",
-			c.Sink.Type, limitMiB, OutboxLimit32/storedEventFileBytes, storedEventFileBytes)})
-	}
-	keep := c.Outbox.Retention.D()
-	if need := keep.Seconds() * lintEventRate * receiptFileBytes; need > OutboxLimit32 {
-		fit := time.Duration(OutboxLimit32/(lintEventRate*receiptFileBytes)) * time.Second
-		out = append(out, Warning{"outbox.retention", fmt.Sprintf(
-			"%s keeps every published receipt that long: at %d events/s and about %d bytes of outbox file per receipt that is %.0f MiB, more than the %d MiB the file may grow to on this 32-bit platform (bbolt maps all of it into an address space of 2 to 3 GiB), and the box then stops processing; lower it to %s or less, or to %d MiB ÷ (the box's own rate × %d bytes)",
-			keep, lintEventRate, receiptFileBytes, need/(1<<20), limitMiB, fit.Truncate(time.Hour), limitMiB, receiptFileBytes)})
 	}
 	return out
 }
@@ -160,78 +106,6 @@ func (t *Topology) Lint() []Warning {
 		out = append(out, Warning{"events.duplicate_window", fmt.Sprintf(
 			"%s is shorter than expected_outage (%s): an event that a publisher retries after a cut that long is stored twice in %s and processed twice at the edges (their outboxes absorb it; L1's completion store counts the duplicate). Raise the window (it costs one entry per message in it) or declare a shorter expected_outage",
 			w, o, t.Events.OriginStream)})
-	}
-	return out
-}
-
-// Stream kinds for LintStreams.
-const (
-	StreamOrigin   = "origin"   // the events stream at L1
-	StreamEvents   = "events"   // a sourced events stream (hub, edge)
-	StreamReceipts = "receipts" // a receipts stream (edge, hub, L1)
-	StreamDLQ      = "dlq"      // an edge's dead-letter stream
-)
-
-// StreamFacts describe one stream for LintStreams: from leafline's own plan,
-// or read from a live server whose streams an operator manages.
-type StreamFacts struct {
-	Name string
-	// Kind is one of the Stream* constants.
-	Kind string
-	// Retention is "limits", "interest" or "workqueue".
-	Retention string
-	// Discard is "old" or "new".
-	Discard string
-	// Subjects are the stream's own subjects.
-	Subjects []string
-	Sources  []SourceFacts
-}
-
-// SourceFacts describe one source of a stream.
-type SourceFacts struct {
-	// Name is the sourced stream.
-	Name string
-	// Durable: the source binds to a durable consumer (StreamSource.Consumer).
-	Durable bool
-	// External: the source is in another JetStream domain, across a
-	// leafnode link that can be cut.
-	External bool
-}
-
-// LintStreams reports streams that can lose or mis-route what leafline
-// relies on; consumed are the subjects the site's processing consumes (an
-// edge's filter, or the event subjects).
-func LintStreams(streams []StreamFacts, consumed []string) []Warning {
-	var out []Warning
-	for _, s := range streams {
-		path := "stream " + s.Name
-		for _, src := range s.Sources {
-			if src.External && !src.Durable {
-				out = append(out, Warning{path, fmt.Sprintf(
-					"sources %s across a link without durable sourcing: after a long cut an ephemeral source takes tens of seconds to resume (a consumer-create request sent during the cut blocks it); bind it to a durable consumer (StreamSource.Consumer)", src.Name)})
-			}
-		}
-		switch s.Kind {
-		case StreamReceipts, StreamDLQ:
-			if s.Discard == "old" {
-				out = append(out, Warning{path, fmt.Sprintf(
-					"%s stream with DiscardOld: when it is full, the oldest records are deleted silently, before they reach L1; use DiscardNew, so that publishes fail and the edge holds its ACKs", s.Kind)})
-			}
-			for _, subj := range s.Subjects {
-				for _, c := range consumed {
-					if checkSubject(subj, true) == nil && checkSubject(c, true) == nil && subjectsOverlap(subj, c) {
-						out = append(out, Warning{path, fmt.Sprintf(
-							"%s subject %q overlaps the consumed subject %q: records would be fed back to the sink as events", s.Kind, subj, c)})
-					}
-				}
-			}
-		case StreamOrigin:
-			switch s.Retention {
-			case "workqueue", "interest":
-				out = append(out, Warning{path, fmt.Sprintf(
-					"origin stream with %s retention: the server deletes an event once its consumers have ACKed it (the hub's source ACKs on receipt), which says nothing about the edges; a receipt can then refer to an event no longer at L1, and a re-sourced hub cannot get it back. Use limits retention", s.Retention)})
-			}
-		}
 	}
 	return out
 }

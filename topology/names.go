@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode"
 )
 
 const (
@@ -49,70 +48,6 @@ func checkName(s string, max int) error {
 		}
 	}
 	return nil
-}
-
-// checkSubject reports why s is not a valid NATS subject, or nil. Wildcard
-// tokens ("*" anywhere, ">" last) are allowed only when wildcards is true.
-func checkSubject(s string, wildcards bool) error {
-	if s == "" {
-		return errors.New("required")
-	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return fmt.Errorf("subject %q contains whitespace or a control character", s)
-		}
-	}
-	tokens := strings.Split(s, ".")
-	for i, tok := range tokens {
-		switch {
-		case tok == "":
-			return fmt.Errorf("subject %q has an empty token (leading, trailing or double dot)", s)
-		case (tok == "*" || tok == ">") && !wildcards:
-			return fmt.Errorf("subject %q must be literal: no '*' or '>' tokens", s)
-		case tok == ">" && i != len(tokens)-1:
-			return fmt.Errorf("subject %q: '>' is allowed only as the last token", s)
-		case tok != "*" && tok != ">" && strings.ContainsAny(tok, "*>"):
-			return fmt.Errorf("subject %q: '*' and '>' are allowed only as whole tokens", s)
-		}
-	}
-	return nil
-}
-
-// subjectsOverlap reports whether some literal subject matches both a and b.
-// Both must be valid subjects.
-func subjectsOverlap(a, b string) bool {
-	at, bt := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(at) && i < len(bt); i++ {
-		x, y := at[i], bt[i]
-		if x == ">" || y == ">" {
-			return true
-		}
-		if x != "*" && y != "*" && x != y {
-			return false
-		}
-	}
-	return len(at) == len(bt)
-}
-
-// subjectSubset reports whether every literal subject that a matches is also
-// matched by b. Both must be valid subjects.
-func subjectSubset(a, b string) bool {
-	at, bt := strings.Split(a, "."), strings.Split(b, ".")
-	for i, x := range at {
-		if i >= len(bt) {
-			return false
-		}
-		switch y := bt[i]; {
-		case y == ">":
-			return true
-		case x == ">":
-			return false
-		case y == "*":
-		case x != y:
-			return false
-		}
-	}
-	return len(at) == len(bt)
 }
 
 // checkHeaderName reports why s is not an HTTP/NATS header field name.

@@ -2,7 +2,6 @@ package topology
 
 import (
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,52 +186,6 @@ func TestConfig_CheckFiles(t *testing.T) {
 	}
 }
 
-func TestLinkPermissions(t *testing.T) {
-	tp := secureTopology(t)
-	tp.Transport = TransportSourcing
-	tp.SetDefaults()
-	got, err := tp.LinkPermissions("edge1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := LinkPermissions{
-		Publish: []string{
-			"$JS.hub.API.CONSUMER.RESET.HA.leafline-src-edge1",
-			"$JS.FC.hub.*.HA.leafline-src-edge1.*",
-			"$JS.FC.HA.leafline-src-edge1.*",
-			"leafline.src.edge1.RE.hub",
-			"$JSC.R.edge1.*.RE.leafline-src-hub.*",
-		},
-		Subscribe: []string{
-			"leafline.src.hub.HA.edge1",
-			"$JS.edge1.API.CONSUMER.RESET.RE.leafline-src-hub",
-			"$JS.FC.edge1.*.RE.leafline-src-hub.*",
-			"$JSC.R.hub.*.HA.leafline-src-edge1.*",
-		},
-	}
-	if !slices.Equal(got.Publish, want.Publish) || !slices.Equal(got.Subscribe, want.Subscribe) {
-		t.Fatalf("got %+v", got)
-	}
-	hub, err := tp.LinkPermissions("hub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hub.Publish[0] != "$JS.l1.API.CONSUMER.RESET.L1A.leafline-src-hub" || hub.Subscribe[0] != "leafline.src.l1.L1A.hub" || hub.Publish[3] != "leafline.src.hub.RH.l1" {
-		t.Fatalf("hub: %+v", hub)
-	}
-	// No receipt subject crosses a link: receipts travel inside sourcing.
-	for _, s := range append(got.Publish, got.Subscribe...) {
-		if strings.HasPrefix(s, tp.Receipts.SubjectPrefix) || strings.Contains(s, "$JS.API") || strings.Contains(s, "STREAM") {
-			t.Fatalf("%q is allowed across the link", s)
-		}
-	}
-	for _, s := range []string{"l1", "nowhere"} {
-		if _, err := tp.LinkPermissions(s); err == nil {
-			t.Fatalf("%s: no error", s)
-		}
-	}
-}
-
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"nats-leaf://u:hunter2@hub:7422": "nats-leaf://u:xxxxx@hub:7422",
@@ -279,52 +232,27 @@ func TestLint(t *testing.T) {
 		t.Fatalf("secure topology: %v", ws)
 	}
 
-	// As on a 64-bit platform: TestLint_AddressSpace has the 32-bit warnings.
 	c := secureConfig(t, "edge1")
 	c.Topology = sec
 	c.SetDefaults()
 	c.Sink.WorstWrite = Duration(200 * time.Millisecond)
 	c.JetStream.SyncInterval = "1s"
-	ws = lint(c, false)
+	ws = Lint(c)
 	if !has(ws, "delivery.ack_wait", "backlog_batch_size × sink.worst_write (1000 × 200ms = 3m20s)") || !has(ws, "jetstream.sync_interval", "power cut") {
 		t.Fatalf("config lint: %v", ws)
 	}
 	c.Delivery.InProgress.Enabled = true
 	c.JetStream.SyncInterval = "always"
-	if ws := lint(c, false); len(ws) != 0 {
+	if ws := Lint(c); len(ws) != 0 {
 		t.Fatalf("with in_progress heartbeats: %v", ws)
 	}
 	c.JetStream.MaxStreamBytes = 16 << 20
-	if ws := lint(c, false); len(ws) != 1 || !has(ws, "jetstream.max_stream_bytes", "16777216 is below 67108864 (64 MiB)") {
+	if ws := Lint(c); len(ws) != 1 || !has(ws, "jetstream.max_stream_bytes", "16777216 is below 67108864 (64 MiB)") {
 		t.Fatalf("16 MiB streams: %v", ws)
 	}
 	c.JetStream.MaxStreamBytes = 0
 	c.Outbox.PublishTimeout = Duration(9 * time.Second)
-	if ws := lint(c, false); len(ws) != 1 || !has(ws, "receipts.duplicate_window", "10s is shorter than outbox.publish_timeout + 2s (11s)") {
+	if ws := Lint(c); len(ws) != 1 || !has(ws, "receipts.duplicate_window", "10s is shorter than outbox.publish_timeout + 2s (11s)") {
 		t.Fatalf("a receipts window shorter than the relay's retry: %v", ws)
-	}
-}
-
-func TestLintStreams(t *testing.T) {
-	ws := LintStreams([]StreamFacts{
-		{Name: "L1A", Kind: StreamOrigin, Retention: "workqueue", Discard: "new"},
-		{Name: "HA", Kind: StreamEvents, Retention: "limits", Discard: "new", Sources: []SourceFacts{{Name: "L1A", External: true}}},
-		{Name: "RE", Kind: StreamReceipts, Retention: "limits", Discard: "old", Subjects: []string{"leafline.receipts.edge1.>"}},
-		{Name: "DLQ", Kind: StreamDLQ, Retention: "limits", Discard: "new", Subjects: []string{"events.dlq"}},
-		{Name: "OK", Kind: StreamReceipts, Retention: "limits", Discard: "new", Sources: []SourceFacts{{Name: "RE", External: true, Durable: true}}},
-	}, []string{"events.>"})
-	want := []string{
-		"stream L1A: origin stream with workqueue retention",
-		"stream HA: sources L1A across a link without durable sourcing",
-		"stream RE: receipts stream with DiscardOld",
-		`stream DLQ: dlq subject "events.dlq" overlaps the consumed subject "events.>"`,
-	}
-	if len(ws) != len(want) {
-		t.Fatalf("%d warnings: %v", len(ws), ws)
-	}
-	for i, w := range want {
-		if !strings.HasPrefix(ws[i].String(), w) {
-			t.Errorf("warning %d = %q, want prefix %q", i, ws[i], w)
-		}
 	}
 }

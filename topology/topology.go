@@ -129,7 +129,7 @@ type Site struct {
 	// DirectConsumer tunes the consumer that L1 creates on the origin
 	// stream for this edge in direct delivery mode (edge in direct mode
 	// only). L1 owns that consumer: the edge can neither create, change
-	// nor delete it (DirectPermissions), so its settings live here, where
+	// nor delete it (linkperm.Direct), so its settings live here, where
 	// L1 reads them, and not in the edge's box config.
 	DirectConsumer DirectConsumer `json:"direct_consumer,omitzero"`
 	// Transport is the hop transport of this site's link to its upstream

@@ -106,33 +106,3 @@ func RelayIngest(site, stream string) string { return "leafline.relay." + site +
 // RelayInboxPrefix is the inbox prefix of a site's relay connection: the
 // replies to its pull requests and API calls, and its deliveries.
 func RelayInboxPrefix(site string) string { return "leafline.relay." + site + ".inbox" }
-
-// relayPermissions is what a relay link needs across the leafnode link
-// between site and up, in LinkPermissions' form: site pulls fwd from up,
-// up pulls rev from site.
-//
-//	site → upstream   $JS.<up>.API.CONSUMER.INFO.<fwd>.leafline-relay-<site>       the consumer's info
-//	                  $JS.<up>.API.CONSUMER.MSG.NEXT.<fwd>.leafline-relay-<site>   pull requests
-//	                  $JS.<up>.API.CONSUMER.RESET.<fwd>.leafline-relay-<site>      deliver again after what is stored
-//	                  $JS.ACK.<up>.*.<fwd>.leafline-relay-<site>.>                  ACKs and NAKs
-//	                  leafline.relay.<up>.inbox.>                                   replies and deliveries to the upstream's relay
-//	upstream → site   the same four for rev, leafline-relay-<up> and <site>, and leafline.relay.<site>.inbox.>
-func relayPermissions(site, up *Site, fwd, rev string, forward bool) LinkPermissions {
-	pull := func(dom, stream, cons string) []string {
-		api := APIPrefix(dom)
-		return []string{
-			api + ".CONSUMER.INFO." + stream + "." + cons,
-			api + ".CONSUMER.MSG.NEXT." + stream + "." + cons,
-			api + ".CONSUMER.RESET." + stream + "." + cons,
-			"$JS.ACK." + dom + ".*." + stream + "." + cons + ".>",
-		}
-	}
-	var lp LinkPermissions
-	if forward {
-		lp.Publish = append(lp.Publish, pull(up.Domain, fwd, RelayConsumerName(site.Name))...)
-		lp.Subscribe = append(lp.Subscribe, RelayInboxPrefix(site.Name)+".>")
-	}
-	lp.Subscribe = append(lp.Subscribe, pull(site.Domain, rev, RelayConsumerName(up.Name))...)
-	lp.Publish = append(lp.Publish, RelayInboxPrefix(up.Name)+".>")
-	return lp
-}

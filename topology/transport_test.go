@@ -65,36 +65,3 @@ func TestTopology_LinkTransport(t *testing.T) {
 		t.Errorf("misspelt key: %v", err)
 	}
 }
-
-// A relay link's permissions carry the relay's pull, reset, ACK and inbox
-// subjects and none of sourcing's.
-func TestLinkPermissions_Relay(t *testing.T) {
-	tp := exampleTopology(t)
-	tp.Transport = TransportRelay
-	got, err := ParseTopology(mustMarshal(t, tp), "topology.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	edge := got.Sites[2]
-	hub, _ := got.Site(edge.Upstream)
-	lp, err := got.LinkPermissions(edge.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := strings.Join(append(lp.Publish, lp.Subscribe...), " ")
-	for _, want := range []string{
-		APIPrefix(hub.Domain) + ".CONSUMER.MSG.NEXT." + got.Events.HubStream + "." + RelayConsumerName(edge.Name),
-		APIPrefix(edge.Domain) + ".CONSUMER.MSG.NEXT." + got.Receipts.EdgeStream + "." + RelayConsumerName(hub.Name),
-		APIPrefix(hub.Domain) + ".CONSUMER.RESET." + got.Events.HubStream + "." + RelayConsumerName(edge.Name),
-		APIPrefix(edge.Domain) + ".CONSUMER.RESET." + got.Receipts.EdgeStream + "." + RelayConsumerName(hub.Name),
-		RelayInboxPrefix(edge.Name) + ".>",
-		RelayInboxPrefix(hub.Name) + ".>",
-	} {
-		if !strings.Contains(all, want) {
-			t.Errorf("permissions lack %s: %v", want, lp)
-		}
-	}
-	if strings.Contains(all, "leafline.src") || strings.Contains(all, "STREAM.MSG.GET") {
-		t.Errorf("relay link permits sourcing or stream reads: %v", lp)
-	}
-}

@@ -3,6 +3,8 @@ package topology
 import (
 	"strings"
 	"time"
+
+	"github.com/leafline/leafline/topology/subjects"
 )
 
 // Validate checks the topology as a whole and returns a *ValidationError
@@ -67,7 +69,7 @@ func (t *Topology) validateStreams(p *problems) {
 func (t *Topology) eventSubjects() []namedStream {
 	var out []namedStream
 	for i, s := range t.Events.Subjects {
-		if checkSubject(s, true) == nil {
+		if subjects.Check(s, true) == nil {
 			out = append(out, namedStream{elemPath("events.subjects", i), s})
 		}
 	}
@@ -85,7 +87,7 @@ func (t *Topology) validateEvents(p *problems) {
 			continue
 		}
 		for j := range i {
-			if checkSubject(e.Subjects[j], true) == nil && subjectsOverlap(s, e.Subjects[j]) {
+			if subjects.Check(e.Subjects[j], true) == nil && subjects.Overlap(s, e.Subjects[j]) {
 				p.add(path, "%q overlaps events.subjects[%d] (%q); a stream's subjects must not overlap", s, j, e.Subjects[j])
 				break
 			}
@@ -111,7 +113,7 @@ func (t *Topology) validateReceipts(p *problems) {
 		return
 	}
 	for _, ev := range t.eventSubjects() {
-		if subjectsOverlap(prefix+".>", ev.name) {
+		if subjects.Overlap(prefix+".>", ev.name) {
 			p.add(path, "%q overlaps %s (%q): the events streams would capture receipts", prefix, ev.path, ev.name)
 		}
 	}
@@ -304,7 +306,7 @@ func (t *Topology) validateFilter(p *problems, i int) {
 		p.add(path, "only edge sites have a filter")
 		return
 	}
-	if checkSubject(s.Filter, true) != nil && len(t.Events.Subjects) == 1 && s.Filter == t.Events.Subjects[0] {
+	if subjects.Check(s.Filter, true) != nil && len(t.Events.Subjects) == 1 && s.Filter == t.Events.Subjects[0] {
 		return // the default filter: the event subject's own problem covers it
 	}
 	if !p.subject(path, s.Filter, true) {
@@ -312,7 +314,7 @@ func (t *Topology) validateFilter(p *problems, i int) {
 	}
 	evs := t.eventSubjects()
 	for _, ev := range evs {
-		if subjectSubset(s.Filter, ev.name) {
+		if subjects.Subset(s.Filter, ev.name) {
 			return
 		}
 	}

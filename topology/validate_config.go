@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/leafline/leafline/topology/subjects"
 )
 
 // Validate checks the box config and returns a *ValidationError listing
@@ -285,16 +287,16 @@ func (c *Config) validateAgainst(p *problems, t *Topology) {
 // checkSubjectSpace reports a box subject (space) that overlaps the event
 // subjects or the receipts subjects of t.
 func (c *Config) checkSubjectSpace(p *problems, t *Topology, path, space string) {
-	if checkSubject(space, true) != nil {
+	if subjects.Check(space, true) != nil {
 		return // reported by validateLocal
 	}
 	for _, ev := range t.eventSubjects() {
-		if subjectsOverlap(space, ev.name) {
+		if subjects.Overlap(space, ev.name) {
 			p.add(path, "overlaps the event subject %q (%s)", ev.name, ev.path)
 		}
 	}
 	receipts := t.Receipts.SubjectPrefix + ".>"
-	if checkSubject(receipts, true) == nil && subjectsOverlap(space, receipts) {
+	if subjects.Check(receipts, true) == nil && subjects.Overlap(space, receipts) {
 		p.add(path, "overlaps the receipt subjects %q (receipts.subject_prefix)", receipts)
 	}
 }
@@ -310,7 +312,7 @@ func (p *problems) name(path, s string, max int) bool {
 
 // subject records a problem if s is not a valid subject; it reports validity.
 func (p *problems) subject(path, s string, wildcards bool) bool {
-	if err := checkSubject(s, wildcards); err != nil {
+	if err := subjects.Check(s, wildcards); err != nil {
 		p.add(path, "%v", err)
 		return false
 	}
@@ -323,11 +325,11 @@ func (p *problems) notReserved(path, s string) {
 	switch {
 	case strings.HasPrefix(s, "$"):
 		p.add(path, "subjects starting with '$' are reserved for the NATS system")
-	case subjectsOverlap(s, sourceDeliverSpace):
+	case subjects.Overlap(s, sourceDeliverSpace):
 		p.add(path, "overlaps %q, which leafline reserves for stream sourcing", sourceDeliverSpace)
-	case subjectsOverlap(s, directInboxSpace):
+	case subjects.Overlap(s, directInboxSpace):
 		p.add(path, "overlaps %q, which leafline reserves for the replies and deliveries of direct-mode edges", directInboxSpace)
-	case subjectsOverlap(s, relaySpace):
+	case subjects.Overlap(s, relaySpace):
 		p.add(path, "overlaps %q, which leafline reserves for the relay transport", relaySpace)
 	}
 }

@@ -229,7 +229,7 @@ func TestConfig_SetDefaults_BacklogBatch(t *testing.T) {
 	}
 }
 
-// TestConfig_Validate_InMemory mirrors demo.NewSystem: a config built
+// TestConfig_Validate_InMemory mirrors systest.New: a config built
 // in memory, with the topology set and no topology file.
 func TestConfig_Validate_InMemory(t *testing.T) {
 	tp := exampleTopology(t)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/receiver"
 	"github.com/leafline/leafline/internal/forgetfs"
 	"github.com/leafline/leafline/outbox"
 )
@@ -24,8 +25,8 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == forwardCommand {
 		os.Exit(runForward(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == receiveCommand {
-		os.Exit(runReceive(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == receiver.Command {
+		os.Exit(receiver.Run(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }

@@ -7,9 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/cleanup"
 	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // cleanupL1Config is L1's completion.cleanup under --cleanup: a short grace

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/cmd/leafline-chaos/internal/faultlog"
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/receiver"
 	"github.com/leafline/leafline/internal/faultproxy"
 	"github.com/leafline/leafline/internal/loopback"
 )
@@ -32,9 +33,9 @@ type cluster struct {
 	order []string // l1, hub, edge1[, edge2]: start order
 	links []*link  // hub-l1, edge1-hub[, edge2-hub]
 
-	recv *receiver // edge1's http sink target, with --sink http
-	disk *tmpfs    // edge1's data dir, when the disk fault is enabled
-	ns   *nsLink   // the netns leg of edge1-hub, when the netns fault is enabled
+	recv *receiver.Receiver // edge1's http sink target, with --sink http
+	disk *tmpfs             // edge1's data dir, when the disk fault is enabled
+	ns   *nsLink            // the netns leg of edge1-hub, when the netns fault is enabled
 	bg   sync.WaitGroup
 	// power holds the data dirs on forgetfs, by box, when the powercut
 	// fault is enabled (every box but a tmpfs one).
@@ -99,7 +100,7 @@ func newCluster(ctx context.Context, o options, dir, bin string, rec *faultlog.L
 		if err != nil {
 			return nil, err
 		}
-		if c.recv, err = startReceiver(ctx, exe, recvAddr, filepath.Join(dir, "received"), filepath.Join(dir, "receiver.log")); err != nil {
+		if c.recv, err = receiver.Start(ctx, exe, recvAddr, filepath.Join(dir, "received"), filepath.Join(dir, "receiver.log")); err != nil {
 			return nil, err
 		}
 	}
@@ -347,7 +348,7 @@ func (c *cluster) close() {
 	wg.Wait()
 	c.bg.Wait()
 	if c.recv != nil {
-		c.recv.close()
+		c.recv.Close()
 	}
 	for _, l := range c.links {
 		l.proxy.Close()

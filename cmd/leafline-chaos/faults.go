@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/cmd/leafline-chaos/internal/faultlog"
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/receiver"
 	"github.com/leafline/leafline/internal/ctxsleep"
 )
 
@@ -259,8 +260,8 @@ func (in *injector) pickLink() *link {
 
 // killReceiver SIGKILLs the http sink's target, keeps it down for down,
 // and restarts it.
-func (in *injector) killReceiver(ctx context.Context, r *receiver, down time.Duration) {
-	ok, err := r.kill(ctx, down)
+func (in *injector) killReceiver(ctx context.Context, r *receiver.Receiver, down time.Duration) {
+	ok, err := r.Kill(ctx, down)
 	if !ok {
 		in.rec.Debug("receiver kill skipped: busy")
 		return

@@ -27,6 +27,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -39,6 +40,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/receiver"
 )
 
 // Exit codes.
@@ -72,7 +75,7 @@ const negativeControlEnv = "edge.ack_early=on,edge.after_sink_write=kill@0.05"
 const fileNoDirSyncEnv = "sink.file.skip_dir_sync=on"
 
 // options are the driver's settings; the zero value of each field means the
-// flag's default (see defaults).
+// flag's default (see defaultOptions).
 type options struct {
 	Duration        time.Duration // fault phase
 	Seed            uint64
@@ -114,42 +117,27 @@ type options struct {
 	progressEvery time.Duration
 }
 
+// defaultOptions are the flags' defaults, and what a zero field of
+// options means (LongCutEvery excepted: zero is no long cut).
+var defaultOptions = options{
+	Duration: 90 * time.Second, Rate: 200, Edges: 2, Sink: "store",
+	FaultEvery: 4 * time.Second, LongCut: 150 * time.Second, LongCutEvery: 5 * time.Minute,
+	DiskEvery: 4 * time.Minute, CorruptEvery: 3 * time.Minute, AckWait: 5 * time.Second,
+	DrainTimeout: 3 * time.Minute, DrainStall: 60 * time.Second, RedriveAfter: 45 * time.Second,
+	progressEvery: 10 * time.Second,
+}
+
 func (o *options) defaults() {
-	def := func(p *time.Duration, v time.Duration) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	def(&o.Duration, 90*time.Second)
-	def(&o.FaultEvery, 4*time.Second)
-	def(&o.LongCut, 150*time.Second)
-	def(&o.DiskEvery, 4*time.Minute)
-	def(&o.CorruptEvery, 3*time.Minute)
-	def(&o.AckWait, 5*time.Second)
-	def(&o.DrainTimeout, 3*time.Minute)
-	def(&o.DrainStall, 60*time.Second)
-	def(&o.progressEvery, 10*time.Second)
-	if o.Rate == 0 {
-		o.Rate = 200
-	}
-	if o.Edges == 0 {
-		o.Edges = 2
-	}
-	if o.Sink == "" {
-		o.Sink = "store"
-	}
-	if o.RedriveAfter == 0 {
-		o.RedriveAfter = 45 * time.Second
-	}
+	d := defaultOptions
+	o.Duration, o.Rate, o.Edges, o.Sink = cmp.Or(o.Duration, d.Duration), cmp.Or(o.Rate, d.Rate), cmp.Or(o.Edges, d.Edges), cmp.Or(o.Sink, d.Sink)
+	o.FaultEvery, o.LongCut = cmp.Or(o.FaultEvery, d.FaultEvery), cmp.Or(o.LongCut, d.LongCut)
+	o.DiskEvery, o.CorruptEvery, o.AckWait = cmp.Or(o.DiskEvery, d.DiskEvery), cmp.Or(o.CorruptEvery, d.CorruptEvery), cmp.Or(o.AckWait, d.AckWait)
+	o.DrainTimeout, o.DrainStall = cmp.Or(o.DrainTimeout, d.DrainTimeout), cmp.Or(o.DrainStall, d.DrainStall)
+	o.RedriveAfter, o.progressEvery = cmp.Or(o.RedriveAfter, d.RedriveAfter), cmp.Or(o.progressEvery, d.progressEvery)
 	if o.Faults == nil {
 		o.Faults = map[string]bool{}
 	}
-	if o.Stdout == nil {
-		o.Stdout = io.Discard
-	}
-	if o.Stderr == nil {
-		o.Stderr = io.Discard
-	}
+	o.Stdout, o.Stderr = cmp.Or[io.Writer](o.Stdout, io.Discard), cmp.Or[io.Writer](o.Stderr, io.Discard)
 }
 
 func (o *options) validate() error {
@@ -240,8 +228,8 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == forwardCommand {
 		os.Exit(runForward(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == receiveCommand {
-		os.Exit(runReceive(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == receiver.Command {
+		os.Exit(receiver.Run(os.Args[2:]))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -254,28 +242,29 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	var faults string
-	fs.DurationVar(&o.Duration, "duration", 90*time.Second, "how long to inject faults (the drain comes after)")
+	d := defaultOptions
+	fs.DurationVar(&o.Duration, "duration", d.Duration, "how long to inject faults (the drain comes after)")
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed for the fault schedule (0: from the clock, printed)")
-	fs.IntVar(&o.Rate, "rate", 200, "events per second published at L1")
-	fs.IntVar(&o.Edges, "edges", 2, "number of edge boxes (1 or 2); edge2 uses the file sink")
-	fs.StringVar(&o.Sink, "sink", "store", "edge1's sink: store, or http (a receiver process that the kill fault kills too, checked to hold every event L1 records)")
+	fs.IntVar(&o.Rate, "rate", d.Rate, "events per second published at L1")
+	fs.IntVar(&o.Edges, "edges", d.Edges, "number of edge boxes (1 or 2); edge2 uses the file sink")
+	fs.StringVar(&o.Sink, "sink", d.Sink, "edge1's sink: store, or http (a receiver process that the kill fault kills too, checked to hold every event L1 records)")
 	fs.StringVar(&o.Transport, "transport", "", "hop transport of the links: relay, sourcing, or mixed (hub↔L1 and edge2 relay, edge1 sourcing); empty: the topology default")
 	fs.StringVar(&faults, "faults", strings.Join(allFaults, ","), "comma-separated faults: "+strings.Join(allFaults, ",")+", all or none")
 	fs.BoolVar(&o.NegativeControl, "negative-control", false, "run the edges with LEAFLINE_FAILPOINTS="+negativeControlEnv+" (ACK before anything is durable): the checker must report loss; --faults defaults to none")
 	fs.BoolVar(&o.UnsafeSync, "unsafe-sync", false, "run the boxes on forgetfs with jetstream.sync_interval 2m (nats-server's default) instead of always, and L1's redrive off: the powercut fault's negative control, which must report loss; --faults defaults to powercut")
 	fs.BoolVar(&o.PowerCutPOSIX, "powercut-posix", false, "model the power cut by POSIX to the letter: a new, renamed or removed name is durable only once its own directory is fsynced (default: as ext4 and XFS, once anything is fsynced)")
 	fs.BoolVar(&o.FileNoDirSync, "file-no-dir-sync", false, "run every edge with the file sink and LEAFLINE_FAILPOINTS="+fileNoDirSyncEnv+" (no directory fsync after a batch), under --powercut-posix: the file sink's negative control, which must report events processed whose file is gone; --faults defaults to powercut")
-	fs.DurationVar(&o.FaultEvery, "fault-every", 4*time.Second, "mean interval between two faults")
-	fs.DurationVar(&o.LongCut, "long-cut", 150*time.Second, "length of the long link cuts (longer than the 2m duplicate window)")
-	fs.DurationVar(&o.LongCutEvery, "long-cut-every", 5*time.Minute, "one long link cut per this much fault time (0: none; none in runs shorter than --long-cut + 1m)")
-	fs.DurationVar(&o.DiskEvery, "disk-every", 4*time.Minute, "one full-disk fault per this much fault time")
-	fs.DurationVar(&o.CorruptEvery, "corrupt-every", 3*time.Minute, "one corrupt-outbox fault per this much fault time")
-	fs.DurationVar(&o.AckWait, "ack-wait", 5*time.Second, "the edges' delivery.ack_wait (pauses last 1.2x to 3x this)")
+	fs.DurationVar(&o.FaultEvery, "fault-every", d.FaultEvery, "mean interval between two faults")
+	fs.DurationVar(&o.LongCut, "long-cut", d.LongCut, "length of the long link cuts (longer than the 2m duplicate window)")
+	fs.DurationVar(&o.LongCutEvery, "long-cut-every", d.LongCutEvery, "one long link cut per this much fault time (0: none; none in runs shorter than --long-cut + 1m)")
+	fs.DurationVar(&o.DiskEvery, "disk-every", d.DiskEvery, "one full-disk fault per this much fault time")
+	fs.DurationVar(&o.CorruptEvery, "corrupt-every", d.CorruptEvery, "one corrupt-outbox fault per this much fault time")
+	fs.DurationVar(&o.AckWait, "ack-wait", d.AckWait, "the edges' delivery.ack_wait (pauses last 1.2x to 3x this)")
 	var diskMiB int64
 	fs.Int64Var(&diskMiB, "disk-mib", 0, "size of edge1's tmpfs data dir for the disk fault, MiB (0: sized from --duration and --rate, at least 64)")
-	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 3*time.Minute, "how long to wait, after healing, for every event to complete")
-	fs.DurationVar(&o.DrainStall, "drain-stall", 60*time.Second, "stop waiting for the drain when nothing completed for this long")
-	fs.DurationVar(&o.RedriveAfter, "redrive-after", 45*time.Second, "L1's completion.redrive_after: how soon L1 publishes again an event a hop lost (the origin duplicate window and overdue_after are set to a third of it)")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", d.DrainTimeout, "how long to wait, after healing, for every event to complete")
+	fs.DurationVar(&o.DrainStall, "drain-stall", d.DrainStall, "stop waiting for the drain when nothing completed for this long")
+	fs.DurationVar(&o.RedriveAfter, "redrive-after", d.RedriveAfter, "L1's completion.redrive_after: how soon L1 publishes again an event a hop lost (the origin duplicate window and overdue_after are set to a third of it)")
 	fs.StringVar(&o.Dir, "dir", "", "keep configs, data, logs and the history under `DIR` (default: a temp dir, removed on success)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temp dir even on success")
 	fs.BoolVar(&o.Cleanup, "cleanup", false, "run L1 with completion.cleanup on, and check that every message gone from L1A has an audit record of a done event")

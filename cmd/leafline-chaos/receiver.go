@@ -3,200 +3,17 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
-	"syscall"
-	"time"
-
 	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
 	"github.com/leafline/leafline/cmd/leafline-chaos/internal/faultlog"
-	"github.com/leafline/leafline/internal/ctxsleep"
-	"github.com/leafline/leafline/sink"
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/receiver"
 )
-
-// receiveCommand is the hidden subcommand that runs the http sink's
-// target: `__receive ADDR DIR`.
-const receiveCommand = "__receive"
-
-// runReceive serves the http sink's batch protocol on ADDR and keeps each
-// event as a file in DIR through the file sink: fsynced before the answer,
-// idempotent by event_id. It is the "user's service" of a chaos run with
-// --sink http, and the kill fault kills it like a box.
-func runReceive(args []string) int {
-	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: __receive ADDR DIR")
-		return exitUsage
-	}
-	fs, err := sink.NewFileSink(args[1])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return exitHarness
-	}
-	ln, err := net.Listen("tcp", args[0])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return exitHarness
-	}
-	srv := &http.Server{Handler: receiveHandler(fs), ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(os.Stderr, "receiver: listening on %s, storing under %s\n", ln.Addr(), args[1])
-	if err := srv.Serve(ln); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	return exitHarness
-}
-
-func receiveHandler(fs *sink.FileSink) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			http.Error(w, "POST only", http.StatusMethodNotAllowed)
-			return
-		}
-		var body struct {
-			Events []json.RawMessage `json:"events"`
-		}
-		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&body); err != nil {
-			http.Error(w, "bad batch: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		evs := make([]sink.Event, 0, len(body.Events))
-		results := make([]sink.Result, len(body.Events))
-		for i, raw := range body.Events {
-			ev, err := sink.DecodeEvent(raw)
-			if err != nil {
-				results[i] = sink.Result{Result: sink.ResultFail, Error: err.Error()}
-				continue
-			}
-			results[i].EventID = ev.ID
-			evs = append(evs, ev)
-		}
-		errs := fs.Write(r.Context(), evs)
-		j := 0
-		for i := range results {
-			if results[i].Result != "" {
-				continue
-			}
-			results[i].Result = sink.ResultOK
-			if err := errs[j]; err != nil {
-				results[i].Result, results[i].Error = sink.ResultRetry, err.Error()
-			}
-			j++
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"results": results})
-	})
-}
-
-// receiver runs the __receive process and restarts it after a kill.
-type receiver struct {
-	exe, addr, dir, logPath string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	busy bool
-}
-
-func startReceiver(ctx context.Context, exe, addr, dir, logPath string) (*receiver, error) {
-	r := &receiver{exe: exe, addr: addr, dir: dir, logPath: logPath}
-	return r, r.start(ctx)
-}
-
-func (r *receiver) start(ctx context.Context) error {
-	log, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(r.exe, receiveCommand, r.addr, r.dir)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return fmt.Errorf("start receiver: %w", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); log.Close(); close(done) }()
-	r.mu.Lock()
-	r.cmd, r.done = cmd, done
-	r.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", r.addr, time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("receiver exited at start (see %s)", r.logPath)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("receiver not listening on %s after 10s: %w", r.addr, err)
-		}
-	}
-}
-
-// kill SIGKILLs the receiver, waits down, and starts it again. It reports
-// false when a kill is already under way.
-func (r *receiver) kill(ctx context.Context, down time.Duration) (bool, error) {
-	r.mu.Lock()
-	if r.busy {
-		r.mu.Unlock()
-		return false, nil
-	}
-	r.busy = true
-	cmd, done := r.cmd, r.done
-	r.mu.Unlock()
-	defer func() { r.mu.Lock(); r.busy = false; r.mu.Unlock() }()
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-	ctxsleep.For(ctx, down)
-	return true, r.start(context.WithoutCancel(ctx))
-}
-
-func (r *receiver) close() {
-	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.mu.Unlock()
-	if cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-	}
-}
-
-// holds reports whether the receiver stored the event.
-func (r *receiver) holds(id string) (bool, error) { return holdsFile(r.dir, id) }
-
-// holdsFile reports whether dir holds the file sink's file of the event
-// (the receiver stores events as the file sink does).
-func holdsFile(dir, id string) (bool, error) {
-	_, err := os.Stat(filepath.Join(dir, sink.FileName(id)))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, os.ErrNotExist):
-		return false, nil
-	default:
-		return false, err
-	}
-}
 
 // checkReceiver records a finding for every event that L1 records as
 // processed by edge1 and the receiver does not hold: a receipt without the
 // work behind it. It returns how many events it checked and how many the
 // receiver lacks.
-func checkReceiver(r *receiver, obs *check.Observer, rec *faultlog.Log) (checked, missing int) {
-	return checkHeld("the http target", "edge1", r.holds, obs, rec)
+func checkReceiver(r *receiver.Receiver, obs *check.Observer, rec *faultlog.Log) (checked, missing int) {
+	return checkHeld("the http target", "edge1", r.Holds, obs, rec)
 }
 
 // checkFileSinks does the same for every edge whose sink is the file sink,
@@ -208,7 +25,7 @@ func checkFileSinks(c *cluster, obs *check.Observer, rec *faultlog.Log) (checked
 			continue
 		}
 		dir := e.fileSinkDir
-		n, m := checkHeld(e.name+"'s file sink", e.name, func(id string) (bool, error) { return holdsFile(dir, id) }, obs, rec)
+		n, m := checkHeld(e.name+"'s file sink", e.name, func(id string) (bool, error) { return receiver.HoldsFile(dir, id) }, obs, rec)
 		checked, missing = checked+n, missing+m
 	}
 	return checked, missing

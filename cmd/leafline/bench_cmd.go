@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/cmd/leafline/internal/bench"
+	"github.com/leafline/leafline/cmd/leafline/internal/sinkbench"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -128,7 +129,7 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.rssMemLimit, "rss-memlimit", "", "GOMEMLIMIT for the edge process of r (empty: its default)")
 	fs.StringVar(&f.rssProfile, "rss-profile", "", "write the r edge process's heap profile at its peak to `FILE`")
 	fs.IntVar(&f.events, "events", 20000, "backlog each sink drains (sinks)")
-	fs.StringVar(&f.sinks, "sinks", strings.Join(bench.SinkNames, ","), "comma-separated rows of the sinks table: "+strings.Join(bench.SinkNames, ", "))
+	fs.StringVar(&f.sinks, "sinks", strings.Join(sinkbench.Names, ","), "comma-separated rows of the sinks table: "+strings.Join(sinkbench.Names, ", "))
 	fs.StringVar(&f.dsnEnv, "postgres-dsn-env", "", "environment `VAR` holding a PostgreSQL connection string for the postgres row (unset: the row is skipped)")
 	fs.StringVar(&f.dir, "dir", "", "keep the systems' data under `DIR` (default: a temp dir, removed)")
 	fs.BoolVar(&f.verbose, "v", false, "log the boxes' warnings (sinks)")
@@ -219,7 +220,7 @@ func (f *benchFlags) runSinks(ctx context.Context, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "leafline bench: --size must be 16..1048576, got %d\n", f.size)
 		return exitUsage
 	}
-	o := bench.SinkOptions{Events: f.events, Size: f.size, Dir: f.dir, Progress: stderr, Sinks: list(f.sinks)}
+	o := sinkbench.Options{Events: f.events, Size: f.size, Dir: f.dir, Progress: stderr, Sinks: list(f.sinks)}
 	if f.dsnEnv != "" {
 		v, ok := os.LookupEnv(f.dsnEnv)
 		if !ok || v == "" {
@@ -231,8 +232,8 @@ func (f *benchFlags) runSinks(ctx context.Context, stdout, stderr io.Writer) int
 	if f.verbose {
 		o.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	rows, err := bench.Sinks(ctx, o)
-	bench.PrintSinks(stdout, rows)
+	rows, err := sinkbench.Run(ctx, o)
+	sinkbench.Print(stdout, rows)
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline bench: %v\n", err)
 		return exitFailure

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/leafline/leafline/internal/demo"
+	"github.com/leafline/leafline/cmd/leafline/internal/demo"
 	"github.com/leafline/leafline/topology"
 )
 

@@ -21,9 +21,9 @@ import (
 
 	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/box"
-	"github.com/leafline/leafline/cmd/leafline/internal/bench"
+	"github.com/leafline/leafline/cmd/leafline/internal/demo"
+	"github.com/leafline/leafline/cmd/leafline/internal/sinkbench"
 	"github.com/leafline/leafline/completion/record"
-	"github.com/leafline/leafline/internal/demo"
 	"github.com/leafline/leafline/internal/progress"
 	"github.com/leafline/leafline/publish"
 	"github.com/leafline/leafline/receipt"
@@ -82,9 +82,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitOK
 	case "-version", "--version":
 		return cmdVersion(ctx, nil, stdout, stderr)
-	case bench.EchoWorkerArg:
+	case sinkbench.EchoWorkerArg:
 		// The exec row of leafline bench starts this program as its worker.
-		if err := bench.RunEchoWorker(os.Stdin, stdout); err != nil {
+		if err := sinkbench.RunEchoWorker(os.Stdin, stdout); err != nil {
 			fmt.Fprintf(stderr, "leafline: bench worker: %v\n", err)
 			return exitFailure
 		}

@@ -116,7 +116,7 @@ func TestBench_Command(t *testing.T) {
 	}
 }
 
-// buildCrashWorker builds the exec worker of internal/demo/testdata,
+// buildCrashWorker builds the exec worker of internal/demo/testdata (under cmd/leafline),
 // which exits every N events (see its doc).
 func buildCrashWorker(t *testing.T) string {
 	t.Helper()
@@ -124,7 +124,7 @@ func buildCrashWorker(t *testing.T) string {
 		t.Skip("runs three boxes; skipped with -short")
 	}
 	bin := filepath.Join(t.TempDir(), "crashworker")
-	out, err := exec.Command("go", "build", "-o", bin, "../../internal/demo/testdata/crashworker").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "./internal/demo/testdata/crashworker").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build the crash worker: %v\n%s", err, out)
 	}

@@ -8,12 +8,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/leafline/leafline/jsplan"
+	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/linkperm"
 	"github.com/leafline/leafline/topology/render"
 )
 
@@ -129,7 +132,7 @@ func cmdTopologyPermissions(args []string, stdout, stderr io.Writer) int {
 	if name == "" && cfg != nil {
 		name = cfg.Site
 	}
-	p, err := t.LinkPermissions(name)
+	p, err := linkperm.Of(t, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline topology permissions: %v\n", err)
 		return exitUsage
@@ -292,7 +295,9 @@ func writeJSONNew(path string, v any) error {
 
 // lintConfig returns the warnings of `leafline check` for a loaded config,
 // each with its reason: the topology's and the box's risky settings
-// (topology.Lint) and the streams the site creates (jsplan.PlanWarnings).
+// (topology.Lint), the streams the site creates (jsplan.PlanWarnings) and,
+// on a platform with 32-bit pointers, what could fill an edge's outbox
+// (outbox.AddressSpaceWarnings).
 func lintConfig(cfg *topology.Config) []string {
 	var out []string
 	for _, w := range topology.Lint(cfg) {
@@ -300,6 +305,11 @@ func lintConfig(cfg *topology.Config) []string {
 	}
 	for _, w := range jsplan.PlanWarnings(cfg) {
 		out = append(out, w.String())
+	}
+	if site, ok := cfg.Topology.Site(cfg.Site); ok && site.Role == topology.RoleEdge && strconv.IntSize == 32 {
+		for _, w := range outbox.AddressSpaceWarnings(cfg.Sink.Type, cfg.Outbox.Retention.D()) {
+			out = append(out, w.Setting+": "+w.Msg)
+		}
 	}
 	return out
 }

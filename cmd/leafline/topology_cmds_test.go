@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/linkperm"
 	"github.com/leafline/leafline/topology/render"
 )
 
@@ -86,7 +87,7 @@ func TestTopologyCerts_SecuresTheExamples(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("permissions: %s", errs)
 	}
-	var p topology.LinkPermissions
+	var p linkperm.Permissions
 	// Between leafline boxes the link is a relay: edge1 receives on its
 	// relay's inbox.
 	if err := json.Unmarshal([]byte(permOut), &p); err != nil || p.Subscribe[0] != topology.RelayInboxPrefix("edge1")+".>" {

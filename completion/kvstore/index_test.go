@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafline/leafline/completion/record"
-	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/receipttest"
-	"github.com/leafline/leafline/receipt"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 func TestCompletion_IndexKeys(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 func TestKVKey_Form(t *testing.T) {

@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 // openTestStore opens an indexed, holding Store on bucket.

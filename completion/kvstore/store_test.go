@@ -9,8 +9,8 @@ import (
 
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 func TestStore_Apply(t *testing.T) {

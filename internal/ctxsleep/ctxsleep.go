@@ -5,6 +5,8 @@ package ctxsleep
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -17,5 +19,27 @@ func For(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+// Until calls cond every 10ms until it reports true, ctx is done or d has
+// passed; it returns nil on true, ctx's error, or an error after d that
+// wraps cond's last error.
+func Until(ctx context.Context, d time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(d)
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("condition not met")
+			}
+			return fmt.Errorf("after %v: %w", d, err)
+		}
+		if !For(ctx, 10*time.Millisecond) {
+			return ctx.Err()
+		}
 	}
 }

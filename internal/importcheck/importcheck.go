@@ -26,7 +26,7 @@ const Module = "github.com/leafline/leafline"
 // does not name:
 //
 //   - a package of this module must be named by its path relative to the
-//     module root ("topology", "internal/logx");
+//     module root ("topology", "internal/logx"; "." for the root itself);
 //   - a package of another module ("github.com/nats-io/nats.go/...") is
 //     free unless allowed names some: then it must start with one of them;
 //     StdlibOnly forbids them all.
@@ -36,7 +36,7 @@ func Only(t testing.TB, allowed ...string) {
 	t.Helper()
 	var mine, external []string
 	for _, a := range allowed {
-		if strings.Contains(strings.SplitN(a, "/", 2)[0], ".") || a == StdlibOnly {
+		if a != "." && strings.Contains(strings.SplitN(a, "/", 2)[0], ".") || a == StdlibOnly {
 			external = append(external, a)
 		} else {
 			mine = append(mine, a)
@@ -57,6 +57,9 @@ func Only(t testing.TB, allowed ...string) {
 		}
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
+			if path == Module {
+				path += "/." // the module's root package is named "."
+			}
 			if rel, ok := strings.CutPrefix(path, Module+"/"); ok {
 				if !slices.Contains(mine, rel) {
 					t.Errorf("%s imports %s; this package may import only %v of this module", name, rel, mine)

@@ -32,7 +32,7 @@ import (
 // Every link is secured as a real deployment should be: mutual TLS with a
 // private CA generated under Dir/pki, an nkey per site, and each site's
 // leafnode user restricted to the subjects of its link
-// (topology.LinkPermissions). Options.Insecure turns that off.
+// (linkperm.Permissions). Options.Insecure turns that off.
 // Box is what System needs of a box: box.App is one.
 type Box interface {
 	Run(ctx context.Context) error

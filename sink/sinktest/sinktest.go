@@ -87,7 +87,8 @@ func Events(n int) []sink.Event {
 	return evs
 }
 
-func newSink(t *testing.T, target Target) sink.Sink {
+// NewSink is target's sink, closed when the test ends.
+func NewSink(t *testing.T, target Target) sink.Sink {
 	t.Helper()
 	s := target.NewSink(t)
 	if c, ok := s.(io.Closer); ok {
@@ -131,7 +132,8 @@ func wantTemporary(t *testing.T, err error, what string) {
 	}
 }
 
-func wantStored(t *testing.T, target Target, evs []sink.Event, n int) {
+// WantStored fails t unless target holds n records of each of evs.
+func WantStored(t *testing.T, target Target, evs []sink.Event, n int) {
 	t.Helper()
 	for _, ev := range evs {
 		if got := target.Stored(t, ev.ID); got != n {
@@ -141,23 +143,23 @@ func wantStored(t *testing.T, target Target, evs []sink.Event, n int) {
 }
 
 func testRedelivery(t *testing.T, target Target) {
-	s := newSink(t, target)
+	s := NewSink(t, target)
 	evs := Events(5)
 	wantOK(t, write(t, s, evs), evs)
 	// A redelivery: the same batch, and a batch that overlaps it.
 	wantOK(t, write(t, s, evs), evs)
 	more := append(Events(2), evs[1], evs[3])
 	wantOK(t, write(t, s, more), more)
-	wantStored(t, target, evs, 1)
-	wantStored(t, target, more, 1)
+	WantStored(t, target, evs, 1)
+	WantStored(t, target, more, 1)
 	// A new sink on the same target (a restarted box) absorbs it too.
-	s2 := newSink(t, target)
+	s2 := NewSink(t, target)
 	wantOK(t, write(t, s2, evs[:2]), evs[:2])
-	wantStored(t, target, evs, 1)
+	WantStored(t, target, evs, 1)
 }
 
 func testEmpty(t *testing.T, target Target) {
-	s := newSink(t, target)
+	s := NewSink(t, target)
 	if errs := s.Write(context.Background(), nil); len(errs) != 0 {
 		t.Fatalf("Write(nil) returned %d results", len(errs))
 	}
@@ -168,7 +170,7 @@ func testMixed(t *testing.T, target Target) {
 	if !ok {
 		t.Skip("the target cannot be made to refuse an event (no Refuser)")
 	}
-	s := newSink(t, target)
+	s := NewSink(t, target)
 	evs := Events(6)
 	r.Refuse(t, evs[1].ID, true, 0)
 	r.Refuse(t, evs[3].ID, false, 1)
@@ -189,8 +191,8 @@ func testMixed(t *testing.T, target Target) {
 	}
 	// The runner retries the temporary one alone.
 	wantOK(t, write(t, s, evs[3:4]), evs[3:4])
-	wantStored(t, target, []sink.Event{evs[0], evs[2], evs[3], evs[4], evs[5]}, 1)
-	wantStored(t, target, evs[1:2], 0)
+	WantStored(t, target, []sink.Event{evs[0], evs[2], evs[3], evs[4], evs[5]}, 1)
+	WantStored(t, target, evs[1:2], 0)
 }
 
 func testTemporaryThenSuccess(t *testing.T, target Target) {
@@ -198,7 +200,7 @@ func testTemporaryThenSuccess(t *testing.T, target Target) {
 	if !ok {
 		t.Skip("the target cannot be made to refuse an event (no Refuser)")
 	}
-	s := newSink(t, target)
+	s := NewSink(t, target)
 	evs := Events(3)
 	r.Refuse(t, evs[0].ID, false, 2)
 	for attempt := 1; attempt <= 2; attempt++ {
@@ -206,7 +208,7 @@ func testTemporaryThenSuccess(t *testing.T, target Target) {
 		wantTemporary(t, errs[0], fmt.Sprintf("attempt %d", attempt))
 	}
 	wantOK(t, write(t, s, evs), evs)
-	wantStored(t, target, evs, 1)
+	WantStored(t, target, evs, 1)
 }
 
 func testDown(t *testing.T, target Target) {
@@ -214,7 +216,7 @@ func testDown(t *testing.T, target Target) {
 	if !ok {
 		t.Skip("the target cannot be taken down (no Outage)")
 	}
-	s := newSink(t, target)
+	s := NewSink(t, target)
 	evs := Events(4)
 	wantOK(t, write(t, s, evs[:1]), evs[:1])
 	o.SetDown(t, true)
@@ -233,7 +235,7 @@ func testDown(t *testing.T, target Target) {
 	o.SetDown(t, false)
 	down = false
 	wantOK(t, write(t, s, evs), evs)
-	wantStored(t, target, evs, 1)
+	WantStored(t, target, evs, 1)
 }
 
 func testSlow(t *testing.T, target Target) {
@@ -241,7 +243,7 @@ func testSlow(t *testing.T, target Target) {
 	if !ok {
 		t.Skip("the target cannot be slowed (no Delayer)")
 	}
-	s := newSink(t, target)
+	s := NewSink(t, target)
 	evs := Events(3)
 	// Slower than any sink's short test timeout: a temporary failure,
 	// whatever the target did meanwhile.
@@ -254,11 +256,11 @@ func testSlow(t *testing.T, target Target) {
 	d.SetDelay(t, 200*time.Millisecond)
 	wantOK(t, write(t, s, evs), evs)
 	d.SetDelay(t, 0)
-	wantStored(t, target, evs, 1)
+	WantStored(t, target, evs, 1)
 }
 
 func testCancelled(t *testing.T, target Target) {
-	s := newSink(t, target)
+	s := NewSink(t, target)
 	evs := Events(3)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -289,7 +291,7 @@ func testGarbled(t *testing.T, target Target, how string) {
 	if !ok {
 		t.Skipf("the target's answers cannot be made %s (no Garbler)", how)
 	}
-	s := newSink(t, target)
+	s := NewSink(t, target)
 	evs := Events(3)
 	g.Garble(t, how)
 	errs := write(t, s, evs)
@@ -298,5 +300,5 @@ func testGarbled(t *testing.T, target Target, how string) {
 	}
 	g.Garble(t, "")
 	wantOK(t, write(t, s, evs), evs)
-	wantStored(t, target, evs, 1)
+	WantStored(t, target, evs, 1)
 }

@@ -19,7 +19,7 @@
 //     UpstreamURLEnv(site); users authenticated by password carry the
 //     topology's bcrypt hash.
 //   - A rendered site's leafnode users may do exactly what their link
-//     needs (topology.LinkPermissions), and the local clients' user
+//     needs (linkperm.Of), and the local clients' user
 //     (topology.LocalUser) may not be used by a leafnode.
 //
 // # Caveats

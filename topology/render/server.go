@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/linkperm"
 )
 
 // SeedEnv is the environment variable from which a rendered configuration
@@ -41,8 +42,8 @@ func envToken(s string) string {
 //
 // It holds the server name, the client listener, JetStream (the site's
 // domain, store_dir and sync_interval: always), the feature flags the link
-// permissions rely on (topology.ServerFeatureFlags), one leafnode user per
-// downstream site restricted to its topology.LinkPermissions, the local
+// permissions rely on (linkperm.ServerFeatureFlags), one leafnode user per
+// downstream site restricted to its linkperm.Permissions, the local
 // clients' user (topology.LocalUser), and the leafnode listener and remote
 // with their TLS and credentials.
 //
@@ -130,12 +131,12 @@ func writeJetStream(w *confWriter, s *topology.Site, local *topology.Config, sto
 	w.close()
 }
 
-// writeFeatureFlags writes topology.ServerFeatureFlags, sorted by name.
+// writeFeatureFlags writes linkperm.ServerFeatureFlags, sorted by name.
 func writeFeatureFlags(w *confWriter) {
 	w.comment("Domain-, stream- and consumer-scoped JetStream ACK, flow-control and API reply")
 	w.comment("subjects: the leafnode permissions below rely on them.")
 	w.open("feature_flags")
-	flags := topology.ServerFeatureFlags()
+	flags := linkperm.ServerFeatureFlags()
 	names := make([]string, 0, len(flags))
 	for k := range flags {
 		names = append(names, k)
@@ -155,12 +156,12 @@ func writeFeatureFlags(w *confWriter) {
 func writeUsers(w *confWriter, t *topology.Topology, s *topology.Site) error {
 	type user struct {
 		site  *topology.Site
-		perms topology.LinkPermissions
+		perms linkperm.Permissions
 	}
 	var users []user
 	var creds []user
 	for _, d := range t.Downstream(s.Name) {
-		lp, err := t.LinkPermissions(d.Name)
+		lp, err := linkperm.Of(t, d.Name)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/topology"
+	"github.com/leafline/leafline/topology/linkperm"
 	"github.com/leafline/leafline/topology/render"
 )
 
@@ -157,7 +158,7 @@ func checkOptions(t *testing.T, tp *topology.Topology, site string, o *server.Op
 	if o.ServerName != s.Name || o.JetStreamDomain != s.Domain || !o.SyncAlways || !o.JetStream {
 		t.Fatalf("server %q domain %q sync_always %v jetstream %v", o.ServerName, o.JetStreamDomain, o.SyncAlways, o.JetStream)
 	}
-	for k, v := range topology.ServerFeatureFlags() {
+	for k, v := range linkperm.ServerFeatureFlags() {
 		if o.FeatureFlags[k] != v {
 			t.Fatalf("feature flag %s = %v", k, o.FeatureFlags[k])
 		}
@@ -172,7 +173,7 @@ func checkOptions(t *testing.T, tp *topology.Topology, site string, o *server.Op
 			t.Fatalf("no_auth_user %q, leafnode tls %v", o.NoAuthUser, o.LeafNode.TLSConfig)
 		}
 		for _, d := range down {
-			want, _ := tp.LinkPermissions(d.Name)
+			want, _ := linkperm.Of(tp, d.Name)
 			var perms *server.Permissions
 			var types map[string]struct{}
 			for _, nk := range o.Nkeys {
@@ -237,7 +238,7 @@ func TestServerConfig_Creds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := tp.LinkPermissions("edge2")
+	want, _ := linkperm.Of(tp, "edge2")
 	if !strings.Contains(got, "operator mode") || !strings.Contains(got, strings.Join(want.Publish, " ")) {
 		t.Fatalf("no creds comment:\n%s", got)
 	}

@@ -17,15 +17,16 @@ import (
 	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/edge/runner"
-	"github.com/leafline/leafline/internal/demo"
-	"github.com/leafline/leafline/internal/localsys"
+	"github.com/leafline/leafline/internal/ctxsleep"
+	"github.com/leafline/leafline/internal/jsmsg"
 	"github.com/leafline/leafline/publish"
+	"github.com/leafline/leafline/systest"
 	"github.com/leafline/leafline/topology"
 )
 
 type benchEnv struct {
 	b      *tb
-	ls     *demo.System
+	ls     *systest.System
 	gates  map[string]chan struct{}
 	traces map[string]*benchTrace
 	nc     map[string]*nats.Conn
@@ -56,7 +57,7 @@ func newBenchEnvLog(b *tb, dir string, edges int, filters map[string]string, sin
 		tr := env.traces[site]
 		return []edge.Option{edge.WithRunnerHooks(runner.Hooks{Gate: g, Trace: tr.step, OnBatch: tr.batch})}
 	}
-	ls, err := demo.NewSystem(dir, localsys.Options{Edges: edges, Logger: log, UnsignedReceipts: b.o.Unsigned, Insecure: b.o.Insecure, Configure: func(c *topology.Config) {
+	ls, err := systest.New(dir, systest.Options{Edges: edges, Logger: log, UnsignedReceipts: b.o.Unsigned, Insecure: b.o.Insecure, Configure: func(c *topology.Config) {
 		c.JetStream.SyncInterval = "2m" // preload only; restart() switches to always
 		if s, ok := sink[c.Site]; ok {
 			c.Sink.Type = s
@@ -174,7 +175,7 @@ func (env *benchEnv) originDone() uint64 {
 }
 
 func (env *benchEnv) waitUntil(what string, d time.Duration, cond func() bool) {
-	if err := poll(env.b.ctx, d, func() (bool, error) { return cond(), nil }); err != nil {
+	if err := ctxsleep.Until(env.b.ctx, d, func() (bool, error) { return cond(), nil }); err != nil {
 		env.b.Fatalf("bench: waiting for %s: %v", what, err)
 	}
 }
@@ -186,7 +187,7 @@ func (env *benchEnv) connected(site string) func() bool {
 // benchPublish publishes n events (subject and id from i) with a bounded
 // window of outstanding PubAcks; at, if set, records each publish time.
 func benchPublish(ctx context.Context, js jetstream.JetStream, n int, payload []byte, subj, id func(i int) string, at []time.Time) error {
-	return publishWindowed(ctx, js, n, 2048, func(i int) *nats.Msg {
+	return jsmsg.PublishWindowed(ctx, js, n, 2048, func(i int) *nats.Msg {
 		m := nats.NewMsg(subj(i))
 		m.Header.Set(jetstream.MsgIDHeader, id(i))
 		m.Data = payload

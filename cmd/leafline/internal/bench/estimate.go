@@ -16,8 +16,24 @@ import (
 // before the first phase and for choosing sizes, not a figure.
 func (o Options) Estimate() time.Duration {
 	o.setDefaults()
-	var s float64 // seconds
-	per := func(n int, perK float64) float64 { return float64(n) / 1000 * perK }
+	s := o.estimateAlone()
+	for _, t := range o.Transports {
+		s += o.estimateLinked(t == topology.TransportRelay)
+	}
+	s += o.estimateFieldLinks()
+	if o.on("r") {
+		s += 2 + o.RSSAge.Seconds() + per(o.RSS, 0.07)
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// per is the seconds of n events at perK seconds a thousand.
+func per(n int, perK float64) float64 { return float64(n) / 1000 * perK }
+
+// estimateAlone is the seconds of the phases on one box: k, z, l1 and the
+// runner's.
+func (o Options) estimateAlone() float64 {
+	var s float64
 	if o.on("k") {
 		s += 1 + per(min(o.Backlog, 20_000), 0.05)
 	}
@@ -46,39 +62,50 @@ func (o Options) Estimate() time.Duration {
 			s += per(o.Backlog, 0.07) + per(o.File, 0.45)
 		}
 	}
-	for _, t := range o.Transports {
-		relay := t == topology.TransportRelay
-		if o.anyOn("f", "e") {
-			s += 8
-		}
-		if o.on("f") {
-			drain := 0.31
-			if relay {
-				drain = 0.05
-			}
-			s += 3 + per(o.Drain, 0.25+drain)
-		}
-		if o.on("e") {
-			e2e := 0.6
-			if relay {
-				e2e = 0.2
-			}
-			s += per(o.E2E, e2e)
-		}
-		if o.on("l") {
-			s += 4 + float64(o.Cuts)*(o.CutFor.Seconds()+0.3)
-		}
-		if o.on("F") {
-			// Started and linked, published to the hub during the cut
-			// (which lasts longer when the publish does), then drained.
-			events := o.FleetEdges * o.FleetEvents
-			drain := 0.85
-			if relay {
-				drain = 0.15
-			}
-			s += 5 + 0.1*float64(o.FleetEdges) + max(o.FleetCut.Seconds(), per(events, 0.4)) + per(events, drain)
-		}
+	return s
+}
+
+// estimateLinked is the seconds of the phases that run on each transport
+// (relay or sourcing): f, e, l and F.
+func (o Options) estimateLinked(relay bool) float64 {
+	var s float64
+	if o.anyOn("f", "e") {
+		s += 8
 	}
+	if o.on("f") {
+		drain := 0.31
+		if relay {
+			drain = 0.05
+		}
+		s += 3 + per(o.Drain, 0.25+drain)
+	}
+	if o.on("e") {
+		e2e := 0.6
+		if relay {
+			e2e = 0.2
+		}
+		s += per(o.E2E, e2e)
+	}
+	if o.on("l") {
+		s += 4 + float64(o.Cuts)*(o.CutFor.Seconds()+0.3)
+	}
+	if o.on("F") {
+		// Started and linked, published to the hub during the cut
+		// (which lasts longer when the publish does), then drained.
+		events := o.FleetEdges * o.FleetEvents
+		drain := 0.85
+		if relay {
+			drain = 0.15
+		}
+		s += 5 + 0.1*float64(o.FleetEdges) + max(o.FleetCut.Seconds(), per(events, 0.4)) + per(events, drain)
+	}
+	return s
+}
+
+// estimateFieldLinks is the seconds of the field-link phases: wire, cap
+// and expiry.
+func (o Options) estimateFieldLinks() float64 {
+	var s float64
 	if o.on("wire") {
 		s += 3 * (1.5 + per(o.Wire, 0.25))
 	}
@@ -91,10 +118,7 @@ func (o Options) Estimate() time.Duration {
 	if o.on("expiry") {
 		s += 4.5 + per(o.Expiry, 1.5)
 	}
-	if o.on("r") {
-		s += 2 + o.RSSAge.Seconds() + per(o.RSS, 0.07)
-	}
-	return time.Duration(s * float64(time.Second))
+	return s
 }
 
 // estimateLine is the line printed before the first phase.

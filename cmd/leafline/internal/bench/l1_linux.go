@@ -319,8 +319,18 @@ func (x *l1Box) stop() {
 //	      median of three samples taken in turn); then summary p99 over
 //	      100 calls; l1r a lost state file rebuilt from the log.
 func (r *run) l1Alone() {
-	o := r.o
 	var res l1Res
+	r.l1 = &res
+	r.l1Bundles(&res)
+	r.l1KV(&res)
+	y := r.l1Flat(&res)
+	defer y.stop()
+	r.l1Queries(&res, y)
+}
+
+// l1Bundles runs l1one (with the receipt ceiling, l1g) and l1.
+func (r *run) l1Bundles(res *l1Res) {
+	o := r.o
 	x := newL1Box(r.tb, false, r.payload)
 	single, ceiling := x.apply("l1one", "L1 alone: origins + 2 receipts per event, one message per receipt", o.L1Events, o.L1Events, false)
 	res.ceiling = ceiling
@@ -330,6 +340,7 @@ func (r *run) l1Alone() {
 	x.stop()
 
 	x = newL1Box(r.tb, false, r.payload)
+	defer x.stop()
 	row, _ := x.apply("l1", "L1 alone: origins + 2 receipts per event, receipts in bundles", o.L1Events, o.L1Events, true)
 	r.rows = append(r.rows, row)
 	res.eps, res.cpuPer1k = row.eps(), row.cpu.Seconds()/float64(o.L1Events)*1000
@@ -340,36 +351,42 @@ func (r *run) l1Alone() {
 	if row.flushes >= 0 {
 		res.flushesPerEvent = float64(row.flushes) / float64(o.L1Events)
 	}
-	x.stop()
-	r.l1 = &res
+}
 
-	// The same for the KV store of the previous layout, on 10k events.
-	const small = 10_000
+// l1Small is the size of the kv sample and of the small state of l1s.
+const l1Small = 10_000
+
+// l1KV runs l1kv: the same for the KV store of the previous layout, on
+// l1Small events.
+func (r *run) l1KV(res *l1Res) {
 	z := newL1Box(r.tb, true, r.payload)
-	rk, _ := z.apply("l1kv", "L1 alone, KV store of the previous layout: 10k events", small, small, false)
+	defer z.stop()
+	rk, _ := z.apply("l1kv", "L1 alone, KV store of the previous layout: 10k events", l1Small, l1Small, false)
 	r.rows = append(r.rows, rk)
-	res.kvEps, res.kvCPUPer1k = rk.eps(), rk.cpu.Seconds()/small*1000
+	res.kvEps, res.kvCPUPer1k = rk.eps(), rk.cpu.Seconds()/l1Small*1000
 	res.kvFlushes = -1
 	if rk.flushes >= 0 {
-		res.kvFlushes = float64(rk.flushes) / small
+		res.kvFlushes = float64(rk.flushes) / l1Small
 	}
-	z.stop()
+}
 
-	// Flat: the cost of flatSample events on a state of 10k events, and on
-	// one of L1Tracked, half of them pending. The two states are two
-	// boxes, sampled in turn flatRounds times (the median of each counts),
-	// so that a drift in the machine's speed weighs on both alike; a
-	// sample of this size leaves out what starting the service costs.
+// l1Flat runs l1s and l1m: the cost of flatSample events on a state of
+// l1Small events, and on one of L1Tracked, half of them pending. The two
+// states are two boxes, sampled in turn flatRounds times (the median of
+// each counts), so that a drift in the machine's speed weighs on both
+// alike; a sample of this size leaves out what starting the service
+// costs. It returns the large box, still running.
+func (r *run) l1Flat(res *l1Res) *l1Box {
 	const flatSample, flatRounds = 30_000, 3
 	s10k := newL1Box(r.tb, false, r.payload)
-	s10k.apply("", "", small, small, true)
+	s10k.apply("", "", l1Small, l1Small, true)
 	y := newL1Box(r.tb, false, r.payload)
-	bulk := max(0, o.L1Tracked-flatRounds*flatSample)
+	bulk := max(0, r.o.L1Tracked-flatRounds*flatSample)
 	y.apply("", "", bulk, bulk/2, true)
 	var smalls, bigs []benchRow
 	for range flatRounds {
 		rs, _ := s10k.apply("l1s", fmt.Sprintf("L1 alone: %dk events from 10k tracked (median of %d)", flatSample/1000, flatRounds), flatSample, flatSample, true)
-		rm, _ := y.apply("l1m", fmt.Sprintf("L1 alone: %dk events at %d tracked, half pending (median of %d)", flatSample/1000, o.L1Tracked, flatRounds), flatSample, flatSample, true)
+		rm, _ := y.apply("l1m", fmt.Sprintf("L1 alone: %dk events at %d tracked, half pending (median of %d)", flatSample/1000, r.o.L1Tracked, flatRounds), flatSample, flatSample, true)
 		smalls, bigs = append(smalls, rs), append(bigs, rm)
 	}
 	s10k.stop()
@@ -380,6 +397,12 @@ func (r *run) l1Alone() {
 	r.rows = append(r.rows, rs, rm)
 	res.tracked = bulk + flatRounds*flatSample
 	res.cpuSmall, res.cpuBig = rs.cpu.Seconds()/flatSample*1000, rm.cpu.Seconds()/flatSample*1000
+	return y
+}
+
+// l1Queries times the summary on y's state (p99 over 100 calls), and
+// l1r: y's state file lost, folded again from the whole log.
+func (r *run) l1Queries(res *l1Res, y *l1Box) {
 	var lat []time.Duration
 	for range 100 {
 		t0 := time.Now()
@@ -390,7 +413,6 @@ func (r *run) l1Alone() {
 	}
 	slices.Sort(lat)
 	res.summaryP99 = lat[98]
-	// A box whose file is lost: fold the whole log into a new one.
 	ph := r.begin("l1r")
 	st, err := state.Open(r.ctx, state.Config{JS: y.js, Path: filepath.Join(r.TempDir(), "rebuilt.db"), ImportBucket: "-",
 		Sites: l1Sites, HoldUntilOrigin: true, Logger: benchLogger()})
@@ -404,7 +426,6 @@ func (r *run) l1Alone() {
 	st.Close()
 	r.rows = append(r.rows, rb)
 	res.rebuild = rb.dur
-	y.stop()
 }
 
 // l1Figures prints phase l1's ratios and returns its figures.

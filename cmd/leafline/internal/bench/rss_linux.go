@@ -93,31 +93,62 @@ func rssConfig(b *tb, env *benchEnv, dir string) (cpath string, port, opsPort in
 // rssChild runs the edge process on cpath until it has drained its n
 // events, and measures its peak memory and CPU.
 func rssChild(b *tb, env *benchEnv, n int, cpath string, port, opsPort int) benchRow {
-	ctx, dir, bin := b.ctx, filepath.Dir(cpath), b.o.RSSBin
-	logf, err := os.Create(filepath.Join(dir, "edge1.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, "run", "--config", cpath)
 	// The edge process dies with the bench, however the bench ends. The
 	// signal follows the OS thread that starts the child: this goroutine
 	// keeps it until the child is waited for.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	start := time.Now()
+	pid, stop := startEdgeProcess(b, cpath)
+	defer stop()
+	var js jetstream.JetStream
+	env.waitUntil("edge process up", time.Minute, func() bool {
+		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.MaxReconnects(-1))
+		if err != nil {
+			return false
+		}
+		js, _ = jetstream.New(nc)
+		b.Cleanup(nc.Close)
+		return true
+	})
+	cpu0 := benchProcCPU(pid)
+	var pk rssPeaks
+	drained := pk.untilDrained(b, env, js, pid, opsPort, n)
+	cpu := benchProcCPU(pid) - cpu0
+	hwm := benchStatusKB(pid, "VmHWM")
+	limitNote := ""
+	if b.o.RSSMemLimit != "" {
+		limitNote = "; GOMEMLIMIT=" + b.o.RSSMemLimit
+	}
+	return benchRow{key: "r", what: "edge as separate process draining backlog (link up)", n: n,
+		dur: drained.Sub(start), cpu: cpu, rssKB: hwm, flushes: -1,
+		note: fmt.Sprintf("child VmHWM; sampled max MiB: VmRSS %.0f RssAnon %.0f RssFile %.0f go_heap_inuse %.0f go_sys %.0f; time incl. startup%s",
+			float64(pk.rss)/1024, float64(pk.anon)/1024, float64(pk.file)/1024, float64(pk.heap)/(1<<20), float64(pk.goSys)/(1<<20), limitNote)}
+}
+
+// startEdgeProcess starts `leafline run` on cpath, its output in a log
+// beside it, and returns its pid and how to stop it: SIGTERM, then a kill
+// after 30s (1s once the bench is stopped). The caller holds its OS thread
+// (Pdeathsig).
+func startEdgeProcess(b *tb, cpath string) (pid string, stop func()) {
+	logf, err := os.Create(filepath.Join(filepath.Dir(cpath), "edge1.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(b.o.RSSBin, "run", "--config", cpath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Env = os.Environ()
 	if b.o.RSSMemLimit != "" {
 		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+b.o.RSSMemLimit)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	start := time.Now()
 	if err := cmd.Start(); err != nil {
+		logf.Close()
 		b.Fatal(err)
 	}
-	pid := strconv.Itoa(cmd.Process.Pid)
 	b.Cleanup(func() { _ = cmd.Process.Kill() })
-	defer func() {
+	return strconv.Itoa(cmd.Process.Pid), func() {
+		defer logf.Close()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
@@ -132,34 +163,33 @@ func rssChild(b *tb, env *benchEnv, n int, cpath string, port, opsPort int) benc
 			_ = cmd.Process.Kill()
 			<-done
 		}
-	}()
-	var js jetstream.JetStream
-	env.waitUntil("edge process up", time.Minute, func() bool {
-		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.MaxReconnects(-1))
-		if err != nil {
-			return false
-		}
-		js, _ = jetstream.New(nc)
-		b.Cleanup(nc.Close)
-		return true
-	})
-	cpu0 := benchProcCPU(pid)
-	var peakRSS, peakAnon, peakFile, peakHeap, peakGoSys int64
-	var lastProf time.Time
+	}
+}
+
+// rssPeaks are the highest of the edge process's memory figures sampled:
+// kB from /proc (rss, anon, file) and bytes from its metrics (heap, goSys).
+type rssPeaks struct {
+	rss, anon, file, heap, goSys int64
+	lastProf                     time.Time
+}
+
+// untilDrained samples the edge process pid until its sink consumer has
+// ACKed all n events, and returns when it had.
+func (pk *rssPeaks) untilDrained(b *tb, env *benchEnv, js jetstream.JetStream, pid string, opsPort, n int) time.Time {
 	var drained time.Time
 	var acked atomic.Int64
 	b.m.track("the edge process drains", "events ACKed", int64(n), acked.Load)
 	env.waitUntil("edge process drained", 60*time.Minute, func() bool {
-		peakRSS = max(peakRSS, benchStatusKB(pid, "VmRSS"))
-		peakAnon = max(peakAnon, benchStatusKB(pid, "RssAnon"))
-		peakFile = max(peakFile, benchStatusKB(pid, "RssFile"))
+		pk.rss = max(pk.rss, benchStatusKB(pid, "VmRSS"))
+		pk.anon = max(pk.anon, benchStatusKB(pid, "RssAnon"))
+		pk.file = max(pk.file, benchStatusKB(pid, "RssFile"))
 		heap, sys := benchGoMem(fmt.Sprintf("http://127.0.0.1:%d/metrics", opsPort))
-		if b.o.RSSProfile != "" && heap > peakHeap && time.Since(lastProf) > 2*time.Second {
-			lastProf = time.Now()
+		if b.o.RSSProfile != "" && heap > pk.heap && time.Since(pk.lastProf) > 2*time.Second {
+			pk.lastProf = time.Now()
 			benchFetch(b, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", opsPort), b.o.RSSProfile)
 		}
-		peakHeap, peakGoSys = max(peakHeap, heap), max(peakGoSys, sys)
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		pk.heap, pk.goSys = max(pk.heap, heap), max(pk.goSys, sys)
+		cctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
 		defer cancel()
 		c, err := js.Consumer(cctx, "L2A", env.ls.Configs["edge1"].Delivery.Consumer)
 		if err != nil {
@@ -173,16 +203,7 @@ func rssChild(b *tb, env *benchEnv, n int, cpath string, port, opsPort int) benc
 		}
 		return false
 	})
-	cpu := benchProcCPU(pid) - cpu0
-	hwm := benchStatusKB(pid, "VmHWM")
-	limitNote := ""
-	if b.o.RSSMemLimit != "" {
-		limitNote = "; GOMEMLIMIT=" + b.o.RSSMemLimit
-	}
-	return benchRow{key: "r", what: "edge as separate process draining backlog (link up)", n: n,
-		dur: drained.Sub(start), cpu: cpu, rssKB: hwm, flushes: -1,
-		note: fmt.Sprintf("child VmHWM; sampled max MiB: VmRSS %.0f RssAnon %.0f RssFile %.0f go_heap_inuse %.0f go_sys %.0f; time incl. startup%s",
-			float64(peakRSS)/1024, float64(peakAnon)/1024, float64(peakFile)/1024, float64(peakHeap)/(1<<20), float64(peakGoSys)/(1<<20), limitNote)}
+	return drained
 }
 
 // benchFetch writes the body of GET url to path.

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/box"
+	"github.com/leafline/leafline/internal/jsmsg"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -98,7 +99,7 @@ func wireEvent(i, size int) []byte {
 // wirePublish publishes n wire events at L1, with at most 2048 PubAcks
 // outstanding.
 func wirePublish(ctx context.Context, js jetstream.JetStream, n, size int, id func(int) string) error {
-	return publishWindowed(ctx, js, n, 2048, func(i int) *nats.Msg {
+	return jsmsg.PublishWindowed(ctx, js, n, 2048, func(i int) *nats.Msg {
 		m := nats.NewMsg(fmt.Sprintf("events.w.%d", i%8))
 		m.Header.Set(jetstream.MsgIDHeader, id(i))
 		m.Data = wireEvent(i, size)

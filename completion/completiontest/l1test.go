@@ -1,5 +1,5 @@
-// Package l1test runs and feeds L1's completion service in tests.
-package l1test
+// Package completiontest runs and feeds L1's completion service in tests.
+package completiontest
 
 import (
 	"context"
@@ -11,14 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/receipttest"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/leafline/leafline/receipt/receipttest"
 )
 
 // Expected mimics the topology: edge-1 takes every event, edge-2 only

@@ -1,14 +1,14 @@
 //go:build unix
 
-package bench
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is this process's user and system CPU time so far.
-func cpuTime() time.Duration {
+// Self is this process's user and system CPU time so far.
+func Self() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -1,12 +1,12 @@
-// Package bench measures leafline on the machine it runs on; `leafline
-// bench` and the go test benchmarks call it.
-package bench
+// Package sinkbench is `leafline bench sinks`: the same backlog drained by
+// an edge through each sink, side by side in one run, against the store
+// sink's rate.
+package sinkbench
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,22 +28,24 @@ import (
 
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/edge"
-	"github.com/leafline/leafline/internal/demo"
-	"github.com/leafline/leafline/internal/localsys"
+	"github.com/leafline/leafline/internal/cputime"
+	"github.com/leafline/leafline/internal/ctxsleep"
+	"github.com/leafline/leafline/internal/jsmsg"
 	"github.com/leafline/leafline/sink"
+	"github.com/leafline/leafline/systest"
 	"github.com/leafline/leafline/topology"
 )
 
-// SinkNames are the rows Sinks measures, in order.
-var SinkNames = []string{"store", "file", "http", "http-single", "exec", "postgres", "nats"}
+// Names are the rows Sinks measures, in order.
+var Names = []string{"store", "file", "http", "http-single", "exec", "postgres", "nats"}
 
-// SinkOptions shape Sinks.
-type SinkOptions struct {
+// Options shape Sinks.
+type Options struct {
 	// Events is the backlog each sink drains. Zero means 20000.
 	Events int
 	// Size is each event's payload in bytes. Zero means 256.
 	Size int
-	// Sinks are the rows to run, from SinkNames. Empty means all.
+	// Sinks are the rows to run, from Names. Empty means all.
 	Sinks []string
 	// PostgresDSN is the database of the postgres row; empty skips it.
 	PostgresDSN string
@@ -55,12 +57,12 @@ type SinkOptions struct {
 	Progress io.Writer
 }
 
-// SinkRow is one sink's measurement: an edge box (L1, a hub and the edge
+// Row is one sink's measurement: an edge box (L1, a hub and the edge
 // in this process, SyncAlways, mutual TLS, signed receipts) drains a
 // backlog of Events from its events stream through the sink into a
 // trivial target on this machine, from the first sink write to the last
 // ACK.
-type SinkRow struct {
+type Row struct {
 	Sink   string
 	Events int
 	// Seconds is the drain's wall time; EPS = Events / Seconds.
@@ -75,7 +77,7 @@ type SinkRow struct {
 	Skipped string
 }
 
-func (o *SinkOptions) setDefaults() {
+func (o *Options) setDefaults() {
 	if o.Events <= 0 {
 		o.Events = 20000
 	}
@@ -83,7 +85,7 @@ func (o *SinkOptions) setDefaults() {
 		o.Size = 256
 	}
 	if len(o.Sinks) == 0 {
-		o.Sinks = SinkNames
+		o.Sinks = Names
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -93,12 +95,12 @@ func (o *SinkOptions) setDefaults() {
 	}
 }
 
-// Sinks runs one row per sink, one after the other.
-func Sinks(ctx context.Context, o SinkOptions) ([]SinkRow, error) {
+// Run runs one row per sink, one after the other.
+func Run(ctx context.Context, o Options) ([]Row, error) {
 	o.setDefaults()
 	for _, s := range o.Sinks {
-		if !slices.Contains(SinkNames, s) {
-			return nil, fmt.Errorf("unknown sink %q (known: %s)", s, strings.Join(SinkNames, ", "))
+		if !slices.Contains(Names, s) {
+			return nil, fmt.Errorf("unknown sink %q (known: %s)", s, strings.Join(Names, ", "))
 		}
 	}
 	dir := o.Dir
@@ -110,7 +112,7 @@ func Sinks(ctx context.Context, o SinkOptions) ([]SinkRow, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	var rows []SinkRow
+	var rows []Row
 	for _, name := range o.Sinks {
 		fmt.Fprintf(o.Progress, "bench: sink %s: %d events\n", name, o.Events)
 		row, err := runSink(ctx, o, name, filepath.Join(dir, name))
@@ -131,7 +133,7 @@ type target struct {
 	close func()
 }
 
-func newTarget(o SinkOptions, name, dir string) (*target, string, error) {
+func newTarget(o Options, name, dir string) (*target, string, error) {
 	tg := &target{close: func() {}}
 	switch name {
 	case "store":
@@ -254,8 +256,8 @@ func httpTarget() (string, func(), error) {
 	return "http://" + ln.Addr().String() + "/events", func() { _ = srv.Close() }, nil
 }
 
-func runSink(ctx context.Context, o SinkOptions, name, dir string) (SinkRow, error) {
-	row := SinkRow{Sink: name, Events: o.Events}
+func runSink(ctx context.Context, o Options, name, dir string) (Row, error) {
+	row := Row{Sink: name, Events: o.Events}
 	tg, skip, err := newTarget(o, name, dir)
 	if err != nil || skip != "" {
 		row.Skipped = skip
@@ -263,28 +265,14 @@ func runSink(ctx context.Context, o SinkOptions, name, dir string) (SinkRow, err
 	}
 	defer tg.close()
 	gate := &gatedSink{open: make(chan struct{})}
-	opt := func(string) []edge.Option { return nil }
 	if tg.open == nil {
 		gate.tx = sink.StoreSink{}
-		opt = func(site string) []edge.Option {
-			if site == "edge1" {
-				return []edge.Option{edge.WithTxSink(gate)}
-			}
-			return nil
-		}
-	} else {
-		opt = func(site string) []edge.Option {
-			if site == "edge1" {
-				return []edge.Option{edge.WithSink(gate)}
-			}
-			return nil
-		}
 	}
-	ls, err := demo.NewSystem(dir, localsys.Options{Logger: o.Log, Configure: func(c *topology.Config) {
+	ls, err := systest.New(dir, systest.Options{Logger: o.Log, Configure: func(c *topology.Config) {
 		if c.Site == "edge1" {
 			c.Sink = tg.cfg
 		}
-	}}, opt)
+	}}, gate.edgeOptions)
 	if err != nil {
 		return row, err
 	}
@@ -305,35 +293,53 @@ func runSink(ctx context.Context, o SinkOptions, name, dir string) (SinkRow, err
 	if err := publishEvents(ctx, ls.App("l1").ClientURL(), o.Events, o.Size); err != nil {
 		return row, err
 	}
-	// Wait for the backlog to reach the edge: the runner holds its first
-	// batch at the gate meanwhile.
-	ejs, enc, err := connect(box.ClientURL())
-	if err != nil {
+	// The runner holds its first batch at the gate meanwhile.
+	if err := waitBacklog(ctx, box.ClientURL(), ls.Topology.Events.EdgeStream, o.Events); err != nil {
 		return row, err
 	}
+	before := acked(box)
+	cpu0 := cputime.Self()
+	start := time.Now()
+	close(gate.open)
+	if err := ctxsleep.Until(ctx, 10*time.Minute, func() (bool, error) { return acked(box)-before >= float64(o.Events), nil }); err != nil {
+		return row, fmt.Errorf("drain: %w", err)
+	}
+	row.Seconds = time.Since(start).Seconds()
+	row.CPUPer1k = (cputime.Self() - cpu0).Seconds() / float64(o.Events) * 1000
+	row.EPS = float64(o.Events) / row.Seconds
+	row.WriteP50, row.WriteP99 = gate.percentiles()
+	return row, nil
+}
+
+// waitBacklog waits until the edge at url stores n events in stream.
+func waitBacklog(ctx context.Context, url, stream string, n int) error {
+	ejs, enc, err := connect(url)
+	if err != nil {
+		return err
+	}
 	defer enc.Close()
-	stream := ls.Topology.Events.EdgeStream
-	if err := poll(ctx, 10*time.Minute, func() (bool, error) {
+	if err := ctxsleep.Until(ctx, 10*time.Minute, func() (bool, error) {
 		s, err := ejs.Stream(ctx, stream)
 		if err != nil {
 			return false, err
 		}
-		return s.CachedInfo().State.LastSeq >= uint64(o.Events), nil
+		return s.CachedInfo().State.LastSeq >= uint64(n), nil
 	}); err != nil {
-		return row, fmt.Errorf("backlog did not reach the edge: %w", err)
+		return fmt.Errorf("backlog did not reach the edge: %w", err)
 	}
-	before := acked(box)
-	cpu0 := cpuTime()
-	start := time.Now()
-	close(gate.open)
-	if err := poll(ctx, 10*time.Minute, func() (bool, error) { return acked(box)-before >= float64(o.Events), nil }); err != nil {
-		return row, fmt.Errorf("drain: %w", err)
+	return nil
+}
+
+// edgeOptions gives edge1 the gate as its sink: in the outbox's
+// transaction when it wraps a TxSink.
+func (g *gatedSink) edgeOptions(site string) []edge.Option {
+	switch {
+	case site != "edge1":
+		return nil
+	case g.tx != nil:
+		return []edge.Option{edge.WithTxSink(g)}
 	}
-	row.Seconds = time.Since(start).Seconds()
-	row.CPUPer1k = (cpuTime() - cpu0).Seconds() / float64(o.Events) * 1000
-	row.EPS = float64(o.Events) / row.Seconds
-	row.WriteP50, row.WriteP99 = gate.percentiles()
-	return row, nil
+	return []edge.Option{edge.WithSink(g)}
 }
 
 // gatedSink holds the first write until open is closed, then passes every
@@ -401,7 +407,7 @@ func publishEvents(ctx context.Context, url string, n, size int) error {
 	}
 	defer nc.Close()
 	payload := []byte(`{"pad":"` + strings.Repeat("x", max(0, size-10)) + `"}`)
-	return publishWindowed(ctx, js, n, 1024, func(i int) *nats.Msg {
+	return jsmsg.PublishWindowed(ctx, js, n, 1024, func(i int) *nats.Msg {
 		m := nats.NewMsg(fmt.Sprintf("events.bench.%d", i%8))
 		m.Header.Set(jetstream.MsgIDHeader, uuid.Must(uuid.NewV7()).String())
 		m.Data = payload
@@ -430,30 +436,9 @@ func counterSum(ms []*dto.Metric) float64 {
 	return s
 }
 
-func poll(ctx context.Context, d time.Duration, fn func() (bool, error)) error {
-	deadline := time.Now().Add(d)
-	for {
-		ok, err := fn()
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = errors.New("condition not met")
-			}
-			return fmt.Errorf("after %v: %w", d, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// PrintSinks writes the rows as a table, with each row's rate against the
+// Print writes the rows as a table, with each row's rate against the
 // store sink's in the same run, and a final `bench sinks …` line.
-func PrintSinks(w io.Writer, rows []SinkRow) {
+func Print(w io.Writer, rows []Row) {
 	var store float64
 	for _, r := range rows {
 		if r.Sink == "store" {

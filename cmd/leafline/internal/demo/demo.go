@@ -1,7 +1,6 @@
-// Package demo runs the demo: L1, a hub and an edge in this process, a link
-// cut in the middle, and a count of what L1 recorded. It also gives the
-// local system of edge boxes that the conformance suites and benchmarks
-// run.
+// Package demo is `leafline demo`: L1, a hub and an edge in this process
+// (a systest.System), a link cut in the middle, and a count of what L1
+// recorded.
 package demo
 
 import (
@@ -19,31 +18,16 @@ import (
 
 	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/box"
-	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/internal/progress"
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/status"
+	"github.com/leafline/leafline/systest"
 
 	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
-
-// System is a local system of edge boxes (see localsys.System).
-type System = localsys.System[*box.App]
-
-// NewSystem lays out a System whose boxes leafline.New makes, each with
-// opts(site) (nil: no options).
-func NewSystem(dir string, o localsys.Options, opts func(site string) []edge.Option) (*System, error) {
-	return localsys.New(dir, o, func(cfg *topology.Config, log *slog.Logger) (*box.App, error) {
-		var bo []edge.Option
-		if opts != nil {
-			bo = opts(cfg.Site)
-		}
-		return leafline.New(cfg, log, bo...)
-	})
-}
 
 // RunOptions shape Run.
 type RunOptions struct {
@@ -145,7 +129,7 @@ func (o *RunOptions) setDefaults() {
 type run struct {
 	o          RunOptions
 	say        func(format string, a ...any)
-	ls         *System
+	ls         *systest.System
 	l1, e1     *box.App
 	nc, enc    *nats.Conn
 	js, ejs    jetstream.JetStream
@@ -173,7 +157,7 @@ func (r *run) start(ctx context.Context, dir string) error {
 			o.Configure(c)
 		}
 	}
-	ls, err := NewSystem(dir, localsys.Options{Configure: configure, Logger: o.Logger}, nil)
+	ls, err := systest.New(dir, systest.Options{Configure: configure, Logger: o.Logger}, nil)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package sinktest
+package systest
 
 import (
 	"context"
@@ -18,23 +18,22 @@ import (
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/internal/demo"
-	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/receipt"
+	"github.com/leafline/leafline/sink/sinktest"
 
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
 
-// BoxOptions shape RunBox.
-type BoxOptions struct {
+// SinkOptions shape RunSink.
+type SinkOptions struct {
 	// Outage is how long the target stays down in TargetDownThenBack.
 	// Zero means 30s.
 	Outage time.Duration
 }
 
-// RunBox runs the cases that need a whole leafline system with target as
+// RunSink runs the cases that need a whole leafline system with target as
 // the edge's sink: L1, a hub and one edge in this process, on loopback,
 // with mutual TLS and signed receipts, events published at L1 and their
 // completions read back at L1. They check that the sink's outcomes take
@@ -49,7 +48,7 @@ type BoxOptions struct {
 //     again, which holds it once, and L1 records it once;
 //   - SlowTarget: a write slower than the consumer's AckWait is covered
 //     by in-progress heartbeats: the event is delivered once.
-func RunBox(t *testing.T, target Target, o BoxOptions) {
+func RunSink(t *testing.T, target sinktest.Target, o SinkOptions) {
 	if testing.Short() {
 		t.Skip("the box conformance cases run a whole system; skipped with -short")
 	}
@@ -63,21 +62,21 @@ func RunBox(t *testing.T, target Target, o BoxOptions) {
 	t.Run("SlowTarget", func(t *testing.T) { b.testSlow(t) })
 }
 
-type box struct {
-	target Target
+type sinkSystem struct {
+	target sinktest.Target
 	sink   *watchedSink
-	ls     *demo.System
+	ls     *System
 	js     jetstream.JetStream // at L1
 }
 
-func startBox(t *testing.T, target Target) *box {
+func startBox(t *testing.T, target sinktest.Target) *sinkSystem {
 	t.Helper()
-	b := &box{target: target, sink: &watchedSink{inner: newSink(t, target), seen: map[string]int{}}}
+	b := &sinkSystem{target: target, sink: &watchedSink{inner: sinktest.NewSink(t, target), seen: map[string]int{}}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(logx.TestWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	ls, err := demo.NewSystem(t.TempDir(), localsys.Options{
+	ls, err := New(t.TempDir(), Options{
 		Logger: log,
 		Configure: func(c *topology.Config) {
 			if c.Site != "edge1" {
@@ -127,7 +126,7 @@ func startBox(t *testing.T, target Target) *box {
 }
 
 // publish publishes evs at L1 with their ids as Nats-Msg-Id.
-func (b *box) publish(t *testing.T, evs []sink.Event) {
+func (b *sinkSystem) publish(t *testing.T, evs []sink.Event) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -142,7 +141,7 @@ func (b *box) publish(t *testing.T, evs []sink.Event) {
 }
 
 // status is edge1's status for id at L1, or "" while there is none.
-func (b *box) status(id string) receipt.Status {
+func (b *sinkSystem) status(id string) receipt.Status {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := leafline.Completions(b.ls.App("l1")).State().Get(ctx, id)
@@ -152,7 +151,7 @@ func (b *box) status(id string) receipt.Status {
 	return c.Processors["edge1"].Status
 }
 
-func (b *box) waitStatus(t *testing.T, d time.Duration, want map[string]receipt.Status) {
+func (b *sinkSystem) waitStatus(t *testing.T, d time.Duration, want map[string]receipt.Status) {
 	t.Helper()
 	check.For(t, d, 50*time.Millisecond, func() error {
 		for id, st := range want {
@@ -165,7 +164,7 @@ func (b *box) waitStatus(t *testing.T, d time.Duration, want map[string]receipt.
 }
 
 // acked is edge1's count of messages ACKed after their commit.
-func (b *box) acked(t *testing.T) float64 {
+func (b *sinkSystem) acked(t *testing.T) float64 {
 	t.Helper()
 	mfs, err := b.ls.App("edge1").Metrics().Registry().Gather()
 	if err != nil {
@@ -188,12 +187,12 @@ func sum(ms []*dto.Metric) float64 {
 	return s
 }
 
-func (b *box) testPermanent(t *testing.T) {
-	r, ok := b.target.(Refuser)
+func (b *sinkSystem) testPermanent(t *testing.T) {
+	r, ok := b.target.(sinktest.Refuser)
 	if !ok {
-		t.Skip("the target cannot be made to refuse an event (no Refuser)")
+		t.Skip("the target cannot be made to refuse an event (no sinktest.Refuser)")
 	}
-	evs := Events(3)
+	evs := sinktest.Events(3)
 	r.Refuse(t, evs[1].ID, true, 0)
 	b.publish(t, evs)
 	b.waitStatus(t, time.Minute, map[string]receipt.Status{
@@ -201,8 +200,8 @@ func (b *box) testPermanent(t *testing.T) {
 		evs[1].ID: receipt.StatusDeadLettered,
 		evs[2].ID: receipt.StatusProcessed,
 	})
-	wantStored(t, b.target, []sink.Event{evs[0], evs[2]}, 1)
-	wantStored(t, b.target, evs[1:2], 0)
+	sinktest.WantStored(t, b.target, []sink.Event{evs[0], evs[2]}, 1)
+	sinktest.WantStored(t, b.target, evs[1:2], 0)
 	// The DLQ record names the event and the cause's class.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -225,7 +224,7 @@ func (b *box) testPermanent(t *testing.T) {
 	}
 }
 
-func (b *box) edgeJS(t *testing.T) jetstream.JetStream {
+func (b *sinkSystem) edgeJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(b.ls.App("edge1").ClientURL())
 	if err != nil {
@@ -239,12 +238,12 @@ func (b *box) edgeJS(t *testing.T) jetstream.JetStream {
 	return js
 }
 
-func (b *box) testDown(t *testing.T, outage time.Duration) {
-	o, ok := b.target.(Outage)
+func (b *sinkSystem) testDown(t *testing.T, outage time.Duration) {
+	o, ok := b.target.(sinktest.Outage)
 	if !ok {
-		t.Skip("the target cannot be taken down (no Outage)")
+		t.Skip("the target cannot be taken down (no sinktest.Outage)")
 	}
-	evs := Events(10)
+	evs := sinktest.Events(10)
 	before := b.acked(t)
 	o.SetDown(t, true)
 	down := true
@@ -278,11 +277,11 @@ func (b *box) testDown(t *testing.T, outage time.Duration) {
 		want[ev.ID] = receipt.StatusProcessed
 	}
 	b.waitStatus(t, time.Minute, want)
-	wantStored(t, b.target, evs, 1)
+	sinktest.WantStored(t, b.target, evs, 1)
 }
 
-func (b *box) testCrash(t *testing.T) {
-	evs := Events(1)
+func (b *sinkSystem) testCrash(t *testing.T) {
+	evs := sinktest.Events(1)
 	id := evs[0].ID
 	held, release := b.sink.holdAfter(id)
 	b.publish(t, evs)
@@ -315,7 +314,7 @@ func (b *box) testCrash(t *testing.T) {
 	if n := b.sink.deliveries(id); n < 2 {
 		t.Errorf("the event reached the target %d times; want the redelivery after the crash", n)
 	}
-	wantStored(t, b.target, evs, 1)
+	sinktest.WantStored(t, b.target, evs, 1)
 	c, err := leafline.Completions(b.ls.App("l1")).State().Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -325,20 +324,20 @@ func (b *box) testCrash(t *testing.T) {
 	}
 }
 
-func (b *box) testSlow(t *testing.T) {
-	d, ok := b.target.(Delayer)
+func (b *sinkSystem) testSlow(t *testing.T) {
+	d, ok := b.target.(sinktest.Delayer)
 	if !ok {
-		t.Skip("the target cannot be slowed (no Delayer)")
+		t.Skip("the target cannot be slowed (no sinktest.Delayer)")
 	}
 	d.SetDelay(t, 1500*time.Millisecond) // above the 1s AckWait, below the sink's timeout
 	t.Cleanup(func() { d.SetDelay(t, 0) })
-	evs := Events(1)
+	evs := sinktest.Events(1)
 	b.publish(t, evs)
 	b.waitStatus(t, time.Minute, map[string]receipt.Status{evs[0].ID: receipt.StatusProcessed})
 	if n := b.sink.deliveries(evs[0].ID); n != 1 {
 		t.Errorf("the slow event was handed to the target %d times; heartbeats should have kept it from redelivery", n)
 	}
-	wantStored(t, b.target, evs, 1)
+	sinktest.WantStored(t, b.target, evs, 1)
 }
 
 // watchedSink counts each event's deliveries to the sink, and can stand

@@ -1,4 +1,4 @@
-package l1test
+package completiontest
 
 import (
 	"testing"
@@ -8,5 +8,5 @@ import (
 
 // TestImports: a test helper on L1's completion service.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "receipt", "completion", "completion/record", "internal/check", "internal/jstest", "internal/receipttest")
+	importcheck.Only(t, "receipt", "completion", "completion/record", "internal/check", "internal/jstest", "receipt/receipttest")
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package bench
+package sinkbench
 
 import (
 	"context"
@@ -35,8 +35,8 @@ func BenchmarkSinks(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	for b.Loop() {
-		rows, err := Sinks(ctx, SinkOptions{Events: *benchEvents, PostgresDSN: srv.DSN()})
-		PrintSinks(os.Stdout, rows)
+		rows, err := Run(ctx, Options{Events: *benchEvents, PostgresDSN: srv.DSN()})
+		Print(os.Stdout, rows)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -56,12 +56,12 @@ func TestSinks(t *testing.T) {
 	srv := pgtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rows, err := Sinks(ctx, SinkOptions{Events: 300, PostgresDSN: srv.DSN()})
+	rows, err := Run(ctx, Options{Events: 300, PostgresDSN: srv.DSN()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != len(SinkNames) {
-		t.Fatalf("%d rows, want %d", len(rows), len(SinkNames))
+	if len(rows) != len(Names) {
+		t.Fatalf("%d rows, want %d", len(rows), len(Names))
 	}
 	for _, r := range rows {
 		if r.Skipped != "" || r.EPS <= 0 || r.Events != 300 {
@@ -69,7 +69,7 @@ func TestSinks(t *testing.T) {
 		}
 	}
 	var out strings.Builder
-	PrintSinks(&out, rows)
+	Print(&out, rows)
 	if !strings.Contains(out.String(), "bench sinks store_eps=") {
 		t.Errorf("no bench line:\n%s", out.String())
 	}

@@ -5,7 +5,7 @@
 // with -crash-every N, exits with status 1 when it reads the Nth event of
 // a run, without answering it: each run answers N-1 events.
 //
-//	go build -o /tmp/crashworker ./internal/demo/testdata/crashworker
+//	go build -o /tmp/crashworker ./cmd/leafline/internal/demo/testdata/crashworker
 //	go run ./cmd/leafline demo --sink exec --sink-command "/tmp/crashworker -crash-every 97 /tmp/events"
 //
 // It is a test helper, not part of the product.
