@@ -17,8 +17,16 @@ import (
 	"github.com/leafline/leafline/topology"
 )
 
-// Role is the role of cfg's site; edgeOpts apply to an edge's.
-func Role(cfg *topology.Config, edgeOpts ...edge.Option) (box.Role, error) {
+// Options are a box's options besides its config: its role's (Edge for
+// an edge site, L1 for an l1 site; the others are not used) and the box's.
+type Options struct {
+	Edge []edge.Option
+	L1   []l1.Option
+	Box  []box.Option
+}
+
+// Role is the role of cfg's site, with its options from o.
+func Role(cfg *topology.Config, o Options) (box.Role, error) {
 	if cfg == nil || cfg.Topology == nil {
 		return nil, fmt.Errorf("leafline: configuration has no topology")
 	}
@@ -28,11 +36,11 @@ func Role(cfg *topology.Config, edgeOpts ...edge.Option) (box.Role, error) {
 	}
 	switch site.Role {
 	case topology.RoleEdge:
-		return edge.New(edgeOpts...), nil
+		return edge.New(o.Edge...), nil
 	case topology.RoleHub:
 		return hub.New(), nil
 	case topology.RoleL1:
-		return l1.New(), nil
+		return l1.New(o.L1...), nil
 	}
 	return nil, fmt.Errorf("leafline: site %q has role %q, not edge, hub or l1", site.Name, site.Role)
 }
@@ -40,11 +48,16 @@ func Role(cfg *topology.Config, edgeOpts ...edge.Option) (box.Role, error) {
 // New makes the box of cfg's site with its role; edgeOpts apply to an
 // edge's. It starts nothing: call Run.
 func New(cfg *topology.Config, log *slog.Logger, edgeOpts ...edge.Option) (*box.App, error) {
-	r, err := Role(cfg, edgeOpts...)
+	return NewWith(cfg, log, Options{Edge: edgeOpts})
+}
+
+// NewWith is New with every option of the box and its role.
+func NewWith(cfg *topology.Config, log *slog.Logger, o Options) (*box.App, error) {
+	r, err := Role(cfg, o)
 	if err != nil {
 		return nil, err
 	}
-	return box.New(cfg, log, r)
+	return box.New(cfg, log, r, o.Box...)
 }
 
 // Completions is the completion service of an l1 box while it runs, nil

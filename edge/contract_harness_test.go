@@ -21,6 +21,7 @@ import (
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/sink"
@@ -294,7 +295,7 @@ func siteConfig(t *testing.T, site, dir string, leafPorts [2]int, configure func
 
 func ctLogger(t *testing.T) *slog.Logger {
 	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		return slog.New(slog.NewTextHandler(logx.TestWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

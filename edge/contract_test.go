@@ -28,6 +28,7 @@ import (
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/outbox"
+	"github.com/leafline/leafline/outbox/outboxtest"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
 )
@@ -305,8 +306,8 @@ func (f *contractSite) checkWire(t *testing.T, i int, seq uint64, steps []ctStep
 // failFirst returns a publisher wrapper that fails its first n calls.
 func failFirst(n int64) func(outbox.Publisher) outbox.Publisher {
 	return func(p outbox.Publisher) outbox.Publisher {
-		fp := &failingPublisher{next: p}
-		fp.fails.Store(n)
+		fp := &outboxtest.FailingPublisher{Next: p}
+		fp.Fails.Store(n)
 		return fp
 	}
 }

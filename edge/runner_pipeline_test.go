@@ -11,6 +11,7 @@ import (
 
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/outbox"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/topology"
@@ -37,7 +38,7 @@ func TestContract_PipelineManyBatches(t *testing.T) {
 			if v.two {
 				f.ro.Publishers = []outbox.Publisher{
 					&slowPublisher{next: f.pub, delay: 30 * time.Millisecond},
-					&receiptPublisher{js: clientJS(t, f.srv.ClientURL())},
+					&receiptPublisher{js: jstest.ConnectURL(t, f.srv.ClientURL())},
 				}
 			}
 			var mu sync.Mutex

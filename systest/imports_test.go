@@ -8,5 +8,5 @@ import (
 
 // TestImports: a system of boxes sits above them all.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, ".", "box", "edge", "edge/runner", "internal/check", "internal/localsys", "internal/logx", "receipt", "sink", "sink/sinktest", "topology")
+	importcheck.Only(t, ".", "box", "edge", "edge/runner", "internal/check", "internal/jstest", "internal/localsys", "internal/logx", "receipt", "sink", "sink/sinktest", "topology")
 }

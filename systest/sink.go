@@ -18,6 +18,7 @@ import (
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/sink/sinktest"
@@ -226,16 +227,7 @@ func (b *sinkSystem) testPermanent(t *testing.T) {
 
 func (b *sinkSystem) edgeJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(b.ls.App("edge1").ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return jstest.ConnectURL(t, b.ls.App("edge1").ClientURL())
 }
 
 func (b *sinkSystem) testDown(t *testing.T, outage time.Duration) {

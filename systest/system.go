@@ -25,11 +25,17 @@ type Options = localsys.Options
 // New lays out a System whose boxes leafline.New makes, each edge with
 // opts(site) (nil: no options). It starts nothing: see System.StartAll.
 func New(dir string, o Options, opts func(site string) []edge.Option) (*System, error) {
-	return localsys.New(dir, o, func(cfg *topology.Config, log *slog.Logger) (*box.App, error) {
-		var bo []edge.Option
-		if opts != nil {
-			bo = opts(cfg.Site)
+	return NewWith(dir, o, func(site string) leafline.Options {
+		if opts == nil {
+			return leafline.Options{}
 		}
-		return leafline.New(cfg, log, bo...)
+		return leafline.Options{Edge: opts(site)}
+	})
+}
+
+// NewWith is New with every option of each site's box: opts(site).
+func NewWith(dir string, o Options, opts func(site string) leafline.Options) (*System, error) {
+	return localsys.New(dir, o, func(cfg *topology.Config, log *slog.Logger) (*box.App, error) {
+		return leafline.NewWith(cfg, log, opts(cfg.Site))
 	})
 }

@@ -1,4 +1,4 @@
-// Package check is the one polling helper of the module's tests: wait for
+// Package check holds the polling helpers of the module's tests: wait for
 // a condition on real state, with a bound, and say what was last seen when
 // the bound passes.
 package check
@@ -21,6 +21,20 @@ func For(t testing.TB, total, interval time.Duration, f func() error) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after %v: %v", total, err)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// Stays calls f every interval for d, and fails t at the first error it
+// returns: a condition that must hold for a while (nothing delivered,
+// nothing ACKed), where For waits for one to come true.
+func Stays(t testing.TB, d, interval time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := f(); err != nil {
+			t.Fatal(err)
 		}
 		time.Sleep(interval)
 	}

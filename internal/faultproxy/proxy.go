@@ -1,7 +1,9 @@
 // Package faultproxy is a TCP proxy that can cut the link it carries, for
 // link-cut tests, the demo and the chaos driver. While cut it closes every
 // open connection and every new one at once, as a dead link or a dropped
-// route does to a leafnode.
+// route does to a leafnode. It can also stall the link: the connections
+// stay open and every byte is dropped, as on a link that silently loses
+// packets, where the ends have nothing to notice.
 package faultproxy
 
 import (
@@ -17,10 +19,11 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu                 sync.Mutex
+	cut                bool
+	stallable, stalled atomic.Bool
+	conns              map[net.Conn]struct{}
+	wg                 sync.WaitGroup
 
 	count                atomic.Bool
 	toTarget, fromTarget atomic.Int64
@@ -70,6 +73,27 @@ func (p *Proxy) Restore() {
 	p.mu.Lock()
 	p.cut = false
 	p.mu.Unlock()
+}
+
+// AllowStall makes the connections the proxy accepts from now on ones
+// that Stall can stall. It is off by default, for the same cost as
+// CountBytes.
+func (p *Proxy) AllowStall() { p.stallable.Store(true) }
+
+// Stall drops every byte in either direction from now on, and keeps the
+// connections open, until Heal. It stalls the connections accepted after
+// AllowStall, and those it accepts meanwhile.
+func (p *Proxy) Stall() { p.stalled.Store(true) }
+
+// Heal ends a stall: it closes the stalled connections (their byte
+// streams are broken) and forwards new ones again.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.stalled.Store(false)
 }
 
 // IsCut reports whether the link is cut.
@@ -136,13 +160,16 @@ func (p *Proxy) serve(c net.Conn) {
 	}
 	defer p.untrack(u)
 	done := make(chan struct{}, 2)
-	counted := p.count.Load()
+	counted, stallable := p.count.Load(), p.stallable.Load()
 	pipe := func(dst, src net.Conn, n *atomic.Int64) {
+		var w io.Writer = dst
 		if counted {
-			io.Copy(countWriter{dst, n}, src)
-		} else {
-			io.Copy(dst, src)
+			w = countWriter{w, n}
 		}
+		if stallable {
+			w = stallWriter{w, &p.stalled}
+		}
+		io.Copy(w, src)
 		dst.Close()
 		src.Close()
 		done <- struct{}{}
@@ -151,6 +178,19 @@ func (p *Proxy) serve(c net.Conn) {
 	go pipe(c, u, &p.fromTarget)
 	<-done
 	<-done
+}
+
+// stallWriter drops what it is given while stalled is set.
+type stallWriter struct {
+	w       io.Writer
+	stalled *atomic.Bool
+}
+
+func (s stallWriter) Write(b []byte) (int, error) {
+	if s.stalled.Load() {
+		return len(b), nil
+	}
+	return s.w.Write(b)
 }
 
 // countWriter adds what it writes to n.

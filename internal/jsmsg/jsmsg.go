@@ -59,3 +59,17 @@ func PublishWindowed(ctx context.Context, js jetstream.JetStream, n, window int,
 	}
 	return nil
 }
+
+// Connect opens a connection to url and a JetStream context on it.
+func Connect(url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}

@@ -156,3 +156,16 @@ func ConnectURL(t testing.TB, url string) jetstream.JetStream {
 	}
 	return js
 }
+
+// ConsumerInfo returns the info of consumer name on stream, failing t when
+// it cannot be read.
+func ConsumerInfo(t testing.TB, js jetstream.JetStream, stream, name string) *jetstream.ConsumerInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, name)
+	if err != nil {
+		t.Fatalf("consumer %s on %s: %v", name, stream, err)
+	}
+	return c.CachedInfo()
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/box"
+	"github.com/leafline/leafline/internal/jsmsg"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/internal/progress"
 	"github.com/leafline/leafline/receipt"
@@ -172,24 +173,11 @@ func (r *run) start(ctx context.Context, dir string) error {
 		return fmt.Errorf("leafnode links did not come up: %w", err)
 	}
 	r.say("leafnode links up: edge1 -> hub -> l1 (mutual TLS with a private CA under %s, an nkey per site, per-link permissions; receipts signed per edge)", filepath.Join(dir, "pki"))
-	if r.nc, r.js, err = connectJS(l1.ClientURL()); err != nil {
+	if r.nc, r.js, err = jsmsg.Connect(l1.ClientURL()); err != nil {
 		return err
 	}
-	r.enc, r.ejs, err = connectJS(e1.ClientURL())
+	r.enc, r.ejs, err = jsmsg.Connect(e1.ClientURL())
 	return err
-}
-
-func connectJS(url string) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, js, nil
 }
 
 func (r *run) close() {

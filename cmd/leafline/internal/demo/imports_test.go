@@ -8,5 +8,5 @@ import (
 
 // TestImports: the demo sits above the boxes: it runs a whole system of them (package systest).
 func TestImports(t *testing.T) {
-	importcheck.Only(t, ".", "box", "internal/ctxsleep", "internal/localsys", "internal/progress", "receipt", "sink", "status", "systest", "topology")
+	importcheck.Only(t, ".", "box", "internal/ctxsleep", "internal/jsmsg", "internal/localsys", "internal/progress", "receipt", "sink", "status", "systest", "topology")
 }

@@ -313,7 +313,7 @@ func runSink(ctx context.Context, o Options, name, dir string) (Row, error) {
 
 // waitBacklog waits until the edge at url stores n events in stream.
 func waitBacklog(ctx context.Context, url, stream string, n int) error {
-	ejs, enc, err := connect(url)
+	enc, ejs, err := jsmsg.Connect(url)
 	if err != nil {
 		return err
 	}
@@ -385,23 +385,10 @@ func (g *gatedSink) percentiles() (p50, p99 time.Duration) {
 	return t[len(t)*50/100], t[min(len(t)-1, len(t)*99/100)]
 }
 
-func connect(url string) (jetstream.JetStream, *nats.Conn, error) {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return js, nc, nil
-}
-
 // publishEvents publishes n events of size bytes at L1, time-ordered ids, with
 // at most 1024 PubAcks outstanding.
 func publishEvents(ctx context.Context, url string, n, size int) error {
-	js, nc, err := connect(url)
+	nc, js, err := jsmsg.Connect(url)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"bytes"
@@ -18,10 +18,12 @@ import (
 	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/internal/logx/logxtest"
 	"github.com/leafline/leafline/pki"
 	"github.com/leafline/leafline/receipt"
@@ -72,32 +74,32 @@ func TestSecurity_LinkRefused(t *testing.T) {
 	tests := []struct {
 		name string
 		// break adjusts the configs; pki is the system's CA, dir a scratch dir.
-		breakLink func(t *testing.T, ls *LocalSystem, pki *pki.CA, dir string)
+		breakLink func(t *testing.T, ls *System, pki *pki.CA, dir string)
 		edgeSays  string // in edge1's upstream error and log
 		hubSays   string // in the hub's log
 	}{
-		{"edge trusts another CA", func(t *testing.T, ls *LocalSystem, _ *pki.CA, dir string) {
+		{"edge trusts another CA", func(t *testing.T, ls *System, _ *pki.CA, dir string) {
 			path := filepath.Join(dir, "intruder-ca.pem")
 			if err := os.WriteFile(path, intruder.CertPEM, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			ls.Configs["edge1"].Leafnode.UpstreamTLS.CAFile = path
 		}, "certificate signed by unknown authority", "tls"},
-		{"hub certificate expired", func(t *testing.T, ls *LocalSystem, pki *pki.CA, dir string) {
+		{"hub certificate expired", func(t *testing.T, ls *System, pki *pki.CA, dir string) {
 			f := writeIssued(t, pki, dir, "hub-expired", expired[0], expired[1])
 			ls.Configs["hub"].Leafnode.ListenTLS.CertFile, ls.Configs["hub"].Leafnode.ListenTLS.KeyFile = f.CertFile, f.KeyFile
 		}, "certificate has expired", "tls"},
-		{"edge certificate expired", func(t *testing.T, ls *LocalSystem, pki *pki.CA, dir string) {
+		{"edge certificate expired", func(t *testing.T, ls *System, pki *pki.CA, dir string) {
 			f := writeIssued(t, pki, dir, "edge1-expired", expired[0], expired[1])
 			ls.Configs["edge1"].Leafnode.UpstreamTLS.CertFile, ls.Configs["edge1"].Leafnode.UpstreamTLS.KeyFile = f.CertFile, f.KeyFile
 		}, "client certificate for the upstream (CN=edge1-expired) expired", "certificate has expired"},
-		{"edge certificate from another CA", func(t *testing.T, ls *LocalSystem, _ *pki.CA, dir string) {
+		{"edge certificate from another CA", func(t *testing.T, ls *System, _ *pki.CA, dir string) {
 			f := writeIssued(t, intruder, dir, "edge1-intruder", valid[0], valid[1])
 			ls.Configs["edge1"].Leafnode.UpstreamTLS.CertFile, ls.Configs["edge1"].Leafnode.UpstreamTLS.KeyFile = f.CertFile, f.KeyFile
 			// A Go TLS client sends only a certificate that the server's
 			// acceptable CAs signed: the hub sees none at all.
 		}, "does not verify against the CA trusted for the upstream", "client didn't provide a certificate"},
-		{"edge key unknown to the hub", func(t *testing.T, ls *LocalSystem, _ *pki.CA, dir string) {
+		{"edge key unknown to the hub", func(t *testing.T, ls *System, _ *pki.CA, dir string) {
 			// edge1's box holds a topology naming another key (a stale or
 			// forged copy): the hub knows only the real one.
 			kp, _ := nkeys.CreateUser()
@@ -117,7 +119,7 @@ func TestSecurity_LinkRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			logs := &logxtest.Buffer{}
-			ls, err := NewLocalSystem(t.TempDir(), LocalOptions{
+			ls, err := newLocal(t.TempDir(), Options{
 				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			})
 			if err != nil {
@@ -183,7 +185,7 @@ func cloneTopology(t *testing.T, tp *topology.Topology) *topology.Topology {
 // public key its topology declares refuses to start, naming both keys but
 // never the seed.
 func TestSecurity_NkeySeedMismatch(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{})
+	ls, err := newLocal(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,14 +205,14 @@ func TestSecurity_NkeySeedMismatch(t *testing.T) {
 
 // securityFixture is a running two-edge system, secured (the default) or
 // not; the insecure one is the control that shows each attack is real.
-func securityFixture(t *testing.T, insecure bool) *LocalSystem {
+func securityFixture(t *testing.T, insecure bool) *System {
 	t.Helper()
-	return testSystem(t, LocalOptions{Edges: 2, Insecure: insecure, Configure: withTransport(topology.TransportSourcing, "")}, nil)
+	return testSystem(t, Options{Edges: 2, Insecure: insecure, Configure: withTransport(topology.TransportSourcing, "")}, nil)
 }
 
 // forgeReceipt publishes, on edge1's own server, a processed receipt in
 // edge2's name.
-func forgeReceipt(t *testing.T, ls *LocalSystem, eventID string) {
+func forgeReceipt(t *testing.T, ls *System, eventID string) {
 	t.Helper()
 	r := receipt.New(eventID, ls.Topology.Events.OriginStream, "edge2", "edge2", receipt.StatusProcessed, time.Time{})
 	data, err := r.Encode()
@@ -237,17 +239,17 @@ func forgeReceipt(t *testing.T, ls *LocalSystem, eventID string) {
 // service: it then holds a completion record for the event, or has parked
 // the receipt in its quarantine stream. The receipts streams on the way
 // cannot tell: they delete what the next hop has taken.
-func reachedL1(t *testing.T, ls *LocalSystem, eventID string) bool {
+func reachedL1(t *testing.T, ls *System, eventID string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l1 := ls.App("l1")
-	if _, err := completionsOf(l1).State().Get(ctx, eventID); err == nil {
+	if _, err := leafline.Completions(l1).State().Get(ctx, eventID); err == nil {
 		return true
 	} else if !errors.Is(err, record.ErrNotFound) {
 		t.Fatal(err)
 	}
-	s, err := clientJS(t, l1.ClientURL()).Stream(ctx, ls.Configs["l1"].Completion.QuarantineStream)
+	s, err := jstest.ConnectURL(t, l1.ClientURL()).Stream(ctx, ls.Configs["l1"].Completion.QuarantineStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return false
 	}
@@ -296,7 +298,7 @@ func TestSecurity_ForgedReceipt(t *testing.T) {
 			// A real event after the forged receipt goes all the way through
 			// both edges, the hub and L1: by then anything the forged
 			// receipt could have reached, it would have reached.
-			ids := publishN(t, clientJS(t, ls.App("l1").ClientURL()), "after-forgery", 1)
+			ids := publishN(t, jstest.ConnectURL(t, ls.App("l1").ClientURL()), "after-forgery", 1)
 			waitCompleted(t, ls, ids, "edge1", "edge2")
 			if reachedL1(t, ls, forged) {
 				t.Fatal("the forged receipt reached L1")
@@ -368,11 +370,11 @@ func TestSecurity_EdgeCannotReadOrDelete(t *testing.T) {
 			if _, err := hubNC.Request("$JS.l1.API.STREAM.DELETE.L1A", nil, 2*time.Second); err == nil {
 				t.Fatal("the hub reached L1's API to delete L1A")
 			}
-			ids := publishN(t, clientJS(t, ls.App("l1").ClientURL()), "after-attempts", 20)
+			ids := publishN(t, jstest.ConnectURL(t, ls.App("l1").ClientURL()), "after-attempts", 20)
 			waitCompleted(t, ls, ids, "edge1", "edge2")
 			ctx := context.Background()
 			for _, s := range []struct{ site, stream string }{{"hub", "HA"}, {"hub", "RH"}, {"edge2", "RE"}, {"l1", "L1A"}} {
-				if _, err := clientJS(t, ls.App(s.site).ClientURL()).Stream(ctx, s.stream); err != nil {
+				if _, err := jstest.ConnectURL(t, ls.App(s.site).ClientURL()).Stream(ctx, s.stream); err != nil {
 					t.Fatalf("%s's %s: %v", s.site, s.stream, err)
 				}
 			}
@@ -387,7 +389,7 @@ func TestSecurity_EdgeCannotReadOrDelete(t *testing.T) {
 // allowed (the system works end to end with the permissions on, see the
 // system tests), and the permissions are exactly the topology's.
 func TestSecurity_ServerUsersFromTopology(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Edges: 2})
+	ls, err := newLocal(t.TempDir(), Options{Edges: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +437,7 @@ func TestSecurity_PasswordLink(t *testing.T) {
 	}
 	for _, pw := range []string{"right-pw", "wrong-pw"} {
 		t.Run(pw, func(t *testing.T) {
-			ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Logger: testLogger(t)})
+			ls, err := newLocal(t.TempDir(), Options{Logger: testLogger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

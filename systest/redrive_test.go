@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/receipt"
 
 	"github.com/leafline/leafline/topology"
@@ -20,21 +21,21 @@ import (
 // receipt again even though the outbox has it published: L1 never got it.
 // A plain copy of an event whose receipt is published does not.
 func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Configure: func(c *topology.Config) {
+	ls := testSystem(t, Options{Configure: func(c *topology.Config) {
 		// Copies of an event must not be dropped by L1A's duplicate window.
 		c.Topology.Events.DuplicateWindow = topology.Duration(time.Second)
 		c.Topology.Receipts.DuplicateWindow = topology.Duration(time.Second)
 	}}, nil)
-	js := clientJS(t, ls.App("l1").ClientURL())
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	if s, err := js.Stream(context.Background(), "L1A"); err != nil || s.CachedInfo().Config.Duplicates != time.Second {
 		t.Fatalf("L1A: %v %+v", err, s)
 	}
 	ids := publishN(t, js, "rd", 3)
 	waitCompleted(t, ls, ids, "edge1")
 	edge := ls.App("edge1")
-	published := func() float64 { return testutil.ToFloat64(edgeOf(edge).metrics.receiptsPublished) }
-	fetched := func() float64 { return testutil.ToFloat64(edgeOf(edge).metrics.fetched) }
-	acked := func() float64 { return testutil.ToFloat64(edgeOf(edge).metrics.acked) }
+	published := func() float64 { return metricOf(t, edge, "leafline_receipts_published_total", nil) }
+	fetched := func() float64 { return metricOf(t, edge, "leafline_messages_fetched_total", nil) }
+	acked := func() float64 { return metricOf(t, edge, "leafline_messages_acked_total", nil) }
 
 	send := func(id string, redrive bool) {
 		t.Helper()
@@ -62,11 +63,11 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 			if fetched() < f0+1 {
 				var counts []uint64
 				for _, sn := range [][2]string{{"l1", "L1A"}, {"hub", "HA"}, {"edge1", "L2A"}} {
-					if s, err := clientJS(t, ls.App(sn[0]).ClientURL()).Stream(context.Background(), sn[1]); err == nil {
+					if s, err := jstest.ConnectURL(t, ls.App(sn[0]).ClientURL()).Stream(context.Background(), sn[1]); err == nil {
 						counts = append(counts, s.CachedInfo().State.LastSeq)
 					}
 				}
-				ci, _ := clientJS(t, ls.App("edge1").ClientURL()).Consumer(context.Background(), "L2A", "leafline-sink")
+				ci, _ := jstest.ConnectURL(t, ls.App("edge1").ClientURL()).Consumer(context.Background(), "L2A", "leafline-sink")
 				info := ci.CachedInfo()
 				return fmt.Errorf("the copy was not fetched yet (last seqs L1A HA L2A %v; sink consumer pending %d ackpending %d delivered %d waiting %d; fetched %v)", counts, info.NumPending, info.NumAckPending, info.Delivered.Stream, info.NumWaiting, fetched())
 			}
@@ -84,7 +85,7 @@ func TestRedrive_EdgeRepublishesPublishedReceipt(t *testing.T) {
 		}
 	}
 	// Still applied exactly once at L1.
-	if got := completionsOf(ls.App("l1")).Stats().Applied; got != uint64(len(ids)) {
+	if got := leafline.Completions(ls.App("l1")).Stats().Applied; got != uint64(len(ids)) {
 		t.Errorf("applied %d, want %d", got, len(ids))
 	}
 }

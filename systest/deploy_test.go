@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"bufio"
@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/l1"
 	"github.com/leafline/leafline/topology"
 )
@@ -64,16 +66,16 @@ var metricName = regexp.MustCompile(`\bleafline_[a-z0-9_]+`)
 func TestDeploy_MetricsExist(t *testing.T) {
 	// Both transports, so that both export their metrics: edge1's link by
 	// the relay, the hub's by sourcing.
-	ls := testSystemWith(t, LocalOptions{Edges: 1, Configure: func(c *topology.Config) {
+	ls := testSystemWith(t, Options{Edges: 1, Configure: func(c *topology.Config) {
 		c.DeadLetter.Enabled = true
 		withTransport(topology.TransportSourcing, topology.TransportRelay)(c)
-	}}, func(site string) siteOptions {
+	}}, func(site string) leafline.Options {
 		if site == "l1" {
-			return siteOptions{l1: []l1.Option{l1.WithConsoleSampleEvery(200 * time.Millisecond)}}
+			return leafline.Options{L1: []l1.Option{l1.WithConsoleSampleEvery(200 * time.Millisecond)}}
 		}
-		return siteOptions{}
+		return leafline.Options{}
 	})
-	ids := publishN(t, clientJS(t, ls.App("l1").ClientURL()), "m", 3)
+	ids := publishN(t, jstest.ConnectURL(t, ls.App("l1").ClientURL()), "m", 3)
 	waitCompleted(t, ls, ids, "edge1")
 	exported := map[string]bool{}
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {

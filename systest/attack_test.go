@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/completion/record"
@@ -47,10 +48,10 @@ import (
 // attackSystem runs a secured two-edge system in which edge1 receives only
 // the events on events.both.> and edge2 every event, with the boxes' log
 // lines (warnings and errors) in logs.
-func attackSystem(t *testing.T, unsigned bool) (*LocalSystem, *logxtest.Buffer) {
+func attackSystem(t *testing.T, unsigned bool) (*System, *logxtest.Buffer) {
 	t.Helper()
 	logs := &logxtest.Buffer{}
-	ls := testSystem(t, LocalOptions{
+	ls := testSystem(t, Options{
 		Edges:            2,
 		UnsignedReceipts: unsigned,
 		Logger:           slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -68,29 +69,29 @@ func attackSystem(t *testing.T, unsigned bool) (*LocalSystem, *logxtest.Buffer) 
 }
 
 // publishEvent publishes one event at L1 and returns its id.
-func publishEvent(t *testing.T, ls *LocalSystem, subject, id string) string {
+func publishEvent(t *testing.T, ls *System, subject, id string) string {
 	t.Helper()
 	m := nats.NewMsg(subject)
 	m.Header.Set(jetstream.MsgIDHeader, id)
 	m.Data = []byte(`{"k":1}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := clientJS(t, ls.App("l1").ClientURL()).PublishMsg(ctx, m); err != nil {
+	if _, err := jstest.ConnectURL(t, ls.App("l1").ClientURL()).PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	return id
 }
 
 // recordOf returns L1's completion record of id.
-func recordOf(t *testing.T, ls *LocalSystem, id string) (record.Completion, error) {
+func recordOf(t *testing.T, ls *System, id string) (record.Completion, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return completionsOf(ls.App("l1")).Get(ctx, id)
+	return leafline.Completions(ls.App("l1")).Get(ctx, id)
 }
 
 // waitRecord polls id's record at L1 until ok accepts it.
-func waitRecord(t *testing.T, ls *LocalSystem, id string, ok func(record.Completion) bool) record.Completion {
+func waitRecord(t *testing.T, ls *System, id string, ok func(record.Completion) bool) record.Completion {
 	t.Helper()
 	var c record.Completion
 	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
@@ -110,14 +111,14 @@ func waitRecord(t *testing.T, ls *LocalSystem, id string, ok func(record.Complet
 // it reconfigures at will, and its receipt key.
 type attacker struct {
 	t   *testing.T
-	ls  *LocalSystem
+	ls  *System
 	js  jetstream.JetStream
 	key nkeys.KeyPair // nil when receipts are unsigned
 }
 
-func newAttacker(t *testing.T, ls *LocalSystem) *attacker {
+func newAttacker(t *testing.T, ls *System) *attacker {
 	t.Helper()
-	a := &attacker{t: t, ls: ls, js: clientJS(t, ls.App("edge1").ClientURL())}
+	a := &attacker{t: t, ls: ls, js: jstest.ConnectURL(t, ls.App("edge1").ClientURL())}
 	if path := ls.Configs["edge1"].Signing.KeyFile; path != "" {
 		seed, err := os.ReadFile(path)
 		if err != nil {
@@ -195,7 +196,7 @@ func registryValue(t *testing.T, reg *prometheus.Registry, name string, labels m
 
 // waitRefused waits until L1 has quarantined n receipts for reason, in its
 // metric and its log.
-func waitRefused(t *testing.T, ls *LocalSystem, logs *logxtest.Buffer, reason string, n float64) {
+func waitRefused(t *testing.T, ls *System, logs *logxtest.Buffer, reason string, n float64) {
 	t.Helper()
 	reg := ls.App("l1").Metrics().Registry()
 	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
@@ -320,7 +321,7 @@ func TestAttack_DeadLetterFromElsewhere(t *testing.T) {
 
 // rawEdge1 dials the hub's leafnode listener directly, with edge1's
 // certificate and nkey, through a hand-written leafnode client.
-func rawEdge1(t *testing.T, ls *LocalSystem) *rawLeaf {
+func rawEdge1(t *testing.T, ls *System) *rawLeaf {
 	t.Helper()
 	hub, _ := ls.Topology.Site("hub")
 	cfg := ls.Configs["edge1"]
@@ -447,8 +448,16 @@ func TestWriteCredentials_RoleCertificates(t *testing.T) {
 			if e.ReceiptKey == "" || creds.Sites["edge1"].ReceiptKeyFile == "" {
 				t.Fatalf("edge1 has no receipt key: %+v", creds.Sites["edge1"])
 			}
-			if _, err := loadSigner(creds.Sites["edge1"].ReceiptKeyFile, e.ReceiptKey); err != nil {
+			seed, err := os.ReadFile(creds.Sites["edge1"].ReceiptKeyFile)
+			if err != nil {
 				t.Fatal(err)
+			}
+			kp, err := nkeys.FromSeed(bytes.TrimSpace(seed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pub, _ := kp.PublicKey(); pub != e.ReceiptKey {
+				t.Fatalf("edge1's receipt key file holds %s, the topology %s", pub, e.ReceiptKey)
 			}
 		})
 	}
@@ -479,7 +488,7 @@ func TestAttack_StolenEdgeCertAsServer(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
 			logs := &logxtest.Buffer{}
-			ls, err := NewLocalSystem(t.TempDir(), LocalOptions{
+			ls, err := newLocal(t.TempDir(), Options{
 				Edges:  2,
 				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			})
@@ -575,7 +584,7 @@ func TestAttack_CertificateOfAnotherSite(t *testing.T) {
 func TestAttack_ClientListenerNeedsAuth(t *testing.T) {
 	logs := &logxtest.Buffer{}
 	t.Setenv("LEAFLINE_TEST_NATS_PW", "client-s3cret")
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{
+	ls, err := newLocal(t.TempDir(), Options{
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Configure: func(cfg *topology.Config) {
 			if cfg.Site == "edge1" {
@@ -632,7 +641,7 @@ func TestAttack_ClientListenerNeedsAuth(t *testing.T) {
 // whose domain is not the site's, where it would otherwise exit 0 and
 // leave every event pending.
 func TestLint_StockHubConfig(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Logger: testLogger(t), Configure: stockSite("hub")})
+	ls, err := newLocal(t.TempDir(), Options{Logger: testLogger(t), Configure: stockSite("hub")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -698,7 +707,7 @@ func TestLint_StockHubConfig(t *testing.T) {
 	srv := jstest.Start(t, jstest.Options{Domain: "not-hub"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	js := clientJS(t, srv.ClientURL())
+	js := jstest.ConnectURL(t, srv.ClientURL())
 	err = jsplan.Provision(ctx, js, hubCfg)
 	if !errors.Is(err, jsplan.ErrWrongDomain) || !strings.Contains(err.Error(), `it is "not-hub", site "hub" has "hub"`) {
 		t.Fatalf("Provision on a server of another domain: %v", err)
@@ -740,14 +749,14 @@ func TestLint_StockHubConfig(t *testing.T) {
 // the consumer L1 created stays as it was, with its delivery state, and
 // the direct edge goes on working.
 func TestAttack_DirectConsumerLocked(t *testing.T) {
-	ls := directSystem(t, LocalOptions{}, map[string]string{"edge1": ""}, nil)
-	l1js := clientJS(t, ls.App("l1").ClientURL())
+	ls := directSystem(t, Options{}, map[string]string{"edge1": ""}, nil)
+	l1js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	ids := publishN(t, l1js, "before-attack", 5)
 	waitCompleted(t, ls, ids, "edge1")
 	stream, name := ls.Topology.Events.OriginStream, topology.DirectConsumerName("edge1")
 	var before *jetstream.ConsumerInfo
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
-		before = consumerInfo(t, l1js, stream, name)
+		before = jstest.ConsumerInfo(t, l1js, stream, name)
 		if before.AckFloor.Stream < 5 || before.NumAckPending != 0 {
 			return fmt.Errorf("ack floor %d, %d pending", before.AckFloor.Stream, before.NumAckPending)
 		}
@@ -801,7 +810,7 @@ func TestAttack_DirectConsumerLocked(t *testing.T) {
 
 	// The consumer is the one L1 created, with the same delivery state,
 	// and the edge goes on with it.
-	after := consumerInfo(t, l1js, stream, name)
+	after := jstest.ConsumerInfo(t, l1js, stream, name)
 	if !after.Created.Equal(before.Created) || after.Config.InactiveThreshold != 0 || after.AckFloor.Stream < before.AckFloor.Stream {
 		t.Fatalf("the consumer changed: created %s (was %s), inactive threshold %s, ack floor %d (was %d)",
 			after.Created, before.Created, after.Config.InactiveThreshold, after.AckFloor.Stream, before.AckFloor.Stream)
@@ -809,7 +818,7 @@ func TestAttack_DirectConsumerLocked(t *testing.T) {
 	more := publishN(t, l1js, "after-attack", 5)
 	waitCompleted(t, ls, append(ids, more...), "edge1")
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
-		info := consumerInfo(t, l1js, stream, name)
+		info := jstest.ConsumerInfo(t, l1js, stream, name)
 		if !info.Created.Equal(before.Created) || info.AckFloor.Stream < before.AckFloor.Stream+5 {
 			return fmt.Errorf("created %s, ack floor %d", info.Created, info.AckFloor.Stream)
 		}

@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
@@ -29,7 +31,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 		payload  = 1024
 		maxBytes = 1 << 20 // per stream at the hub and the edges
 	)
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Edges: 2, Logger: testLogger(t),
+	ls, err := newLocal(t.TempDir(), Options{Edges: 2, Logger: testLogger(t),
 		Configure: func(c *topology.Config) {
 			if c.Site != "l1" {
 				c.JetStream.MaxStreamBytes = maxBytes
@@ -47,7 +49,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 	if _, err := ls.Start(ctx, "l1"); err != nil {
 		t.Fatal(err)
 	}
-	js := clientJS(t, ls.App("l1").ClientURL())
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	ids := publishData(t, js, "flow", events, []byte(strings.Repeat("x", payload)))
 	for _, name := range []string{"hub", "edge1", "edge2"} {
 		if _, err := ls.Start(ctx, name); err != nil {
@@ -66,7 +68,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 	// (At the 1 GiB default the window comes first.) 35-45s here; allow
 	// for a slow machine.
 	check.For(t, 4*time.Minute, 50*time.Millisecond, func() error {
-		if got := completionsOf(ls.App("l1")).Stats().Applied; got < 2*events {
+		if got := leafline.Completions(ls.App("l1")).Stats().Applied; got < 2*events {
 			return fmt.Errorf("applied %d of %d", got, 2*events)
 		}
 		return nil
@@ -81,7 +83,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 	// it, and a stream no link fills holds nothing.
 	jss := map[string]jetstream.JetStream{}
 	for _, site := range []string{"l1", "hub", "edge1", "edge2"} {
-		jss[site] = clientJS(t, ls.App(site).ClientURL())
+		jss[site] = jstest.ConnectURL(t, ls.App(site).ClientURL())
 	}
 	type at struct{ site, stream string }
 	empty := []at{{"hub", "HA"}, {"hub", "RH"}, {"edge1", "L2A"}, {"edge1", "RE"}, {"edge2", "L2A"}, {"edge2", "RE"}, {"l1", "R1"}}
@@ -120,7 +122,7 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 
 // oldestMark is the oldest of the newest messages of the links that fill
 // stream at site (one past the last sequence when no link fills it).
-func oldestMark(ctx context.Context, t *testing.T, ls *LocalSystem, js jetstream.JetStream, site, stream string) uint64 {
+func oldestMark(ctx context.Context, t *testing.T, ls *System, js jetstream.JetStream, site, stream string) uint64 {
 	t.Helper()
 	cfg := ls.Configs[site]
 	me, _ := cfg.Topology.Site(site)

@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/publish"
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/topology"
@@ -18,7 +20,7 @@ import (
 // pending (issue 34's expiry target, as a system test).
 func TestSystem_StaleBehindCutLink_AllExpiredOnce(t *testing.T) {
 	const expireAfter = 2 * time.Second
-	ls := testSystem(t, LocalOptions{Configure: func(c *topology.Config) {
+	ls := testSystem(t, Options{Configure: func(c *topology.Config) {
 		c.Topology.Events.ExpireAfter = []topology.ExpireRule{{Subject: "events.test", After: topology.Duration(expireAfter)}}
 	}}, nil)
 	expiredEvents(t, ls, 1000, expireAfter)
@@ -27,10 +29,10 @@ func TestSystem_StaleBehindCutLink_AllExpiredOnce(t *testing.T) {
 // expiredEvents publishes fresh events (processed), cuts edge1's link,
 // publishes n more that go stale during the cut, restores the link and
 // checks that those end expired at L1, once each.
-func expiredEvents(t *testing.T, ls *LocalSystem, n int, expireAfter time.Duration) {
+func expiredEvents(t *testing.T, ls *System, n int, expireAfter time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	l1js := clientJS(t, ls.App("l1").ClientURL())
+	l1js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	pub, err := publish.New(publish.Config{JS: l1js, Stream: "L1A"})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +67,7 @@ func expiredEvents(t *testing.T, ls *LocalSystem, n int, expireAfter time.Durati
 	time.Sleep(time.Until(published.Add(expireAfter + 200*time.Millisecond))) // the events age; nothing is polled
 	ls.Links["edge1"].Restore()
 
-	svc := completionsOf(ls.App("l1"))
+	svc := leafline.Completions(ls.App("l1"))
 	want := uint64(len(fresh) + n)
 	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
 		if got := svc.Stats().Applied; got < want {
@@ -96,11 +98,11 @@ func expiredEvents(t *testing.T, ls *LocalSystem, n int, expireAfter time.Durati
 	if err != nil || len(page) != n {
 		t.Fatalf("list expired: %d events, %v; want %d", len(page), err, n)
 	}
-	m := edgeOf(edge).metrics
-	if got := counterValue(t, m.processed); got != float64(len(fresh)) {
+	m := edge
+	if got := metricOf(t, m, "leafline_messages_processed_total", nil); got != float64(len(fresh)) {
 		t.Errorf("edge processed %v events, want only the %d fresh ones", got, len(fresh))
 	}
-	if got := counterValue(t, m.expired); got != float64(n) {
+	if got := metricOf(t, m, "leafline_messages_expired_total", nil); got != float64(n) {
 		t.Errorf("edge expired %v events, want %d", got, n)
 	}
 }

@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"errors"
@@ -6,23 +6,24 @@ import (
 	"time"
 
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/faultproxy"
 	"github.com/leafline/leafline/topology"
 )
 
 // A link that silently drops packets (no FIN, no RST) is seen down after a
 // few missed pings, not after the minutes of TCP's own timeouts.
 func TestLink_StalledLinkSeenDown(t *testing.T) {
-	var proxy *stallProxy
-	ls := testSystem(t, LocalOptions{Configure: func(c *topology.Config) {
+	var proxy *faultproxy.Proxy
+	ls := testSystem(t, Options{Configure: func(c *topology.Config) {
 		c.Leafnode.PingInterval = topology.Duration(time.Second)
 		if c.Site == "edge1" {
 			hub, _ := c.Topology.Site("hub")
-			proxy = newStallProxy(t, hub.Leafnode.Listen)
-			c.Leafnode.UpstreamURL = "nats-leaf://" + proxy.addr()
+			proxy = stallProxy(t, hub.Leafnode.Listen)
+			c.Leafnode.UpstreamURL = "nats-leaf://" + proxy.Addr()
 		}
 	}}, nil)
 	edge := ls.App("edge1")
-	proxy.stall()
+	proxy.Stall()
 	start := time.Now()
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if edge.UpstreamConnected() {
@@ -31,6 +32,18 @@ func TestLink_StalledLinkSeenDown(t *testing.T) {
 		return nil
 	})
 	t.Logf("stalled link seen down after %s (ping_interval 1s, 3 pings out)", time.Since(start).Round(100*time.Millisecond))
-	proxy.heal()
+	proxy.Heal()
 	waitLinks(t, ls)
+}
+
+// stallProxy is a proxy to target that the test can stall (faultproxy).
+func stallProxy(t *testing.T, target string) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.Listen("127.0.0.1:0", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.AllowStall()
+	t.Cleanup(func() { p.Close() })
+	return p
 }

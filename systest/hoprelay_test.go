@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 
 	"github.com/leafline/leafline/hop"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology"
 )
 
-// withTransport sets every link of a LocalSystem to transport, or, with
+// withTransport sets every link of a System to transport, or, with
 // edge1 != "", only edge1's link to it and the rest to the other one.
 func withTransport(transport, edge1 string) func(*topology.Config) {
 	return func(c *topology.Config) {
@@ -28,12 +29,12 @@ func withTransport(transport, edge1 string) func(*topology.Config) {
 // each stored message carries the relay's mark, and the sourcing
 // consumers do not exist.
 func TestSystem_Relay_TwoEdges(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Edges: 2, Configure: withTransport(topology.TransportRelay, "")}, nil)
-	js := clientJS(t, ls.App("l1").ClientURL())
+	ls := testSystem(t, Options{Edges: 2, Configure: withTransport(topology.TransportRelay, "")}, nil)
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	ids := publishN(t, js, "relay", 300)
 	waitCompleted(t, ls, ids, "edge1", "edge2")
 	ctx := context.Background()
-	hjs := clientJS(t, ls.App("hub").ClientURL())
+	hjs := jstest.ConnectURL(t, ls.App("hub").ClientURL())
 	s, err := hjs.Stream(ctx, "HA")
 	if err != nil {
 		t.Fatal(err)
@@ -54,13 +55,13 @@ func TestSystem_Relay_TwoEdges(t *testing.T) {
 // exports it for the link it pulls from; an uncapped link has none. The
 // events and receipts still all arrive.
 func TestSystem_Relay_CappedLink(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Edges: 2, Configure: func(c *topology.Config) {
+	ls := testSystem(t, Options{Edges: 2, Configure: func(c *topology.Config) {
 		withTransport(topology.TransportRelay, "")(c)
 		if s, ok := c.Topology.Site("edge1"); ok {
 			s.Bandwidth = "16KB/s"
 		}
 	}}, nil)
-	js := clientJS(t, ls.App("l1").ClientURL())
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	ids := publishData(t, js, "capped", 60, make([]byte, 256))
 	waitCompleted(t, ls, ids, "edge1", "edge2")
 	for _, c := range []struct {
@@ -78,7 +79,7 @@ func TestSystem_Relay_CappedLink(t *testing.T) {
 	}
 }
 
-// stockSite marks the named site as a stock nats-server in a LocalSystem's
+// stockSite marks the named site as a stock nats-server in a System's
 // topology: its links default to sourcing.
 func stockSite(name string) func(*topology.Config) {
 	return func(c *topology.Config) {
@@ -91,8 +92,8 @@ func stockSite(name string) func(*topology.Config) {
 // One edge by the relay, the other by sourcing, through a link cut of the
 // jsplan.Relayed edge: everything completes.
 func TestSystem_Relay_MixedLinkCut(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Edges: 2, Configure: withTransport(topology.TransportSourcing, topology.TransportRelay)}, nil)
-	l1js := clientJS(t, ls.App("l1").ClientURL())
+	ls := testSystem(t, Options{Edges: 2, Configure: withTransport(topology.TransportSourcing, topology.TransportRelay)}, nil)
+	l1js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	edge := ls.App("edge1")
 	first := publishN(t, l1js, "before", 200)
 	ls.Links["edge1"].Cut()
@@ -109,7 +110,7 @@ func TestSystem_Relay_MixedLinkCut(t *testing.T) {
 
 // A box of a stock server cannot take a stream by the relay.
 func TestProvision_RefusesRelayOnStockServer(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Configure: withTransport(topology.TransportRelay, "")}, nil)
+	ls := testSystem(t, Options{Configure: withTransport(topology.TransportRelay, "")}, nil)
 	cfg := *ls.App("hub").Config()
 	err := jsplan.StockServerTakes(&cfg, ls.App("hub").Site())
 	if err == nil || !strings.Contains(err.Error(), `"server": "nats-server"`) {

@@ -1,16 +1,15 @@
-package edge
+package topology
 
 import (
 	"testing"
 
 	"github.com/leafline/leafline/receipt"
-	"github.com/leafline/leafline/topology"
 )
 
 // The edge may accept only event_ids that a receipt can carry: otherwise
 // it would process events whose receipts L1 refuses.
 func TestEventIDLimitsAgree(t *testing.T) {
-	cfg := &topology.Config{}
+	cfg := &Config{}
 	cfg.SetDefaults()
 	if cfg.EventID.MaxLength != receipt.MaxEventIDLen {
 		t.Fatalf("default event_id.max_length %d != receipt.MaxEventIDLen %d", cfg.EventID.MaxLength, receipt.MaxEventIDLen)

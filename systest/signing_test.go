@@ -1,8 +1,7 @@
-package edge
+package systest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,22 +13,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/outbox"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/receipt"
 
 	"github.com/leafline/leafline/topology"
 )
 
-// Receipts are signed by default in a LocalSystem: L1 records them as
+// Receipts are signed by default in a System: L1 records them as
 // verified.
 func TestSignedReceipts_Verified(t *testing.T) {
-	ls := testSystem(t, LocalOptions{}, nil)
-	js := clientJS(t, ls.App("l1").ClientURL())
+	ls := testSystem(t, Options{}, nil)
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	ids := publishN(t, js, "signed", 20)
 	waitCompleted(t, ls, ids, "edge1")
 	for _, id := range ids {
-		c, err := completionsOf(ls.App("l1")).Get(context.Background(), id)
+		c, err := leafline.Completions(ls.App("l1")).Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,14 +43,14 @@ func TestSignedReceipts_Verified(t *testing.T) {
 // path — unsigned, signed with another key, or a genuine receipt with its
 // fields altered — are quarantined at L1 and never applied.
 func TestSignedReceipts_ForgedAreQuarantined(t *testing.T) {
-	ls := testSystem(t, LocalOptions{}, nil)
+	ls := testSystem(t, Options{}, nil)
 	l1 := ls.App("l1")
-	svc := completionsOf(l1)
-	ejs := clientJS(t, ls.App("edge1").ClientURL())
+	svc := leafline.Completions(l1)
+	ejs := jstest.ConnectURL(t, ls.App("edge1").ClientURL())
 	ctx := context.Background()
 
 	// A genuine receipt, to tamper with.
-	l1js := clientJS(t, l1.ClientURL())
+	l1js := jstest.ConnectURL(t, l1.ClientURL())
 	ids := publishN(t, l1js, "genuine", 1)
 	waitCompleted(t, ls, ids, "edge1")
 	re, err := ejs.Stream(ctx, "RE")
@@ -162,7 +162,7 @@ func TestSignedReceipts_ForgedAreQuarantined(t *testing.T) {
 // A seed that is not the site's receipt_key stops the edge at startup.
 func TestSignedReceipts_WrongSeedRefused(t *testing.T) {
 	dir := t.TempDir()
-	ls, err := NewLocalSystem(dir, LocalOptions{})
+	ls, err := newLocal(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,70 +179,5 @@ func TestSignedReceipts_WrongSeedRefused(t *testing.T) {
 	_, err = ls.Start(ctx, "edge1")
 	if err == nil || !strings.Contains(err.Error(), "is not this site's receipt_key") || !strings.Contains(err.Error(), bad) {
 		t.Fatalf("got %v, want a refusal naming the file", err)
-	}
-}
-
-// Receipts published together for the first time are one bundle, signed
-// once: the bundle verifies against the site's key, and the same body with
-// one receipt altered does not; a receipt published alone carries its own
-// signature.
-func TestReceiptPublisher_SignsBundles(t *testing.T) {
-	f := newContractSite(t, contractOpts{})
-	kp, _ := nkeys.CreateUser()
-	pub, _ := kp.PublicKey()
-	p := &receiptPublisher{js: f.client, signer: kp}
-	const n = 5
-	recs := make([]outbox.Record, n+1)
-	for i := range recs {
-		rec, err := f.receiptRecord(fmt.Sprintf("bundle-%d", i), receipt.StatusProcessed, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs[i] = rec
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := p.PublishFirst(ctx, recs[:n], []bool{true, true, true, true, true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Publish(ctx, recs[n:]); err != nil {
-		t.Fatal(err)
-	}
-	re, err := f.client.Stream(ctx, "RE")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := receipt.NewVerifier()
-	b, err := re.GetMsg(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !receipt.IsBundle(b.Header) || b.Header.Get(receipt.SignatureHeader) == "" {
-		t.Fatalf("message 1: headers %v, want a signed bundle", b.Header)
-	}
-	raws, err := receipt.Unbundle(b.Data, b.Header)
-	if err != nil || len(raws) != n {
-		t.Fatalf("bundle holds %d receipts (%v), want %d", len(raws), err, n)
-	}
-	if err := v.VerifyMsg(pub, b.Data, b.Header); err != nil {
-		t.Fatalf("bundle: %v", err)
-	}
-	altered := []byte(strings.Replace(string(b.Data), `"processed"`, `"dead_lettered"`, 1))
-	if err := v.VerifyMsg(pub, altered, b.Header); !errors.Is(err, receipt.ErrBadSignature) {
-		t.Fatalf("altered bundle: got %v, want ErrBadSignature", err)
-	}
-	// The bundle's signature does not pass for one of its receipts alone.
-	if err := v.Verify(pub, raws[0], b.Header.Get(receipt.SignatureHeader), ""); !errors.Is(err, receipt.ErrBadSignature) {
-		t.Fatalf("receipt under its bundle's signature: got %v, want ErrBadSignature", err)
-	}
-	one, err := re.GetMsg(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if receipt.IsBundle(one.Header) || one.Header.Get(jetstream.MsgIDHeader) != recs[n].Key {
-		t.Fatalf("message 2: headers %v, want receipt %s alone", one.Header, recs[n].Key)
-	}
-	if err := v.VerifyMsg(pub, one.Data, one.Header); err != nil {
-		t.Fatalf("single receipt: %v", err)
 	}
 }

@@ -1,8 +1,7 @@
-package edge
+package systest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,11 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/status"
 
@@ -25,75 +25,12 @@ import (
 	"github.com/leafline/leafline/topology"
 )
 
-// jsonLines decodes every JSON log line of s.
-func jsonLines(t *testing.T, s string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line is not JSON: %v: %s", err, line)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-// TestRunner_DeadLetterLoggedAtWarn: every dead-lettering is one WARN line
-// with the event_id (or why there is none) and the error type, and never
-// the payload.
-func TestRunner_DeadLetterLoggedAtWarn(t *testing.T) {
-	f := newContractSite(t, contractOpts{
-		configure: func(c *topology.Config) { c.DeadLetter.Enabled = true },
-		script:    map[string][]sinkOutcome{"refused-1": {sinkPerm}},
-	})
-	var logs logxtest.Buffer
-	f.ro.Log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "runner")
-	secret := []byte(`{"card":"4111-SECRET"}`)
-	seqs := f.publish(ctMsg{data: secret}, ctMsg{id: "refused-1", data: secret})
-	f.start()
-	check.For(t, 20*time.Second, 50*time.Millisecond, func() error {
-		if n := len(f.dlqRecords()); n != 2 {
-			return fmt.Errorf("%d DLQ records", n)
-		}
-		if n := strings.Count(logs.String(), "dlq: dead-lettered"); n != 2 {
-			return fmt.Errorf("%d dead-letter log lines", n)
-		}
-		return nil
-	})
-	if strings.Contains(logs.String(), "SECRET") {
-		t.Fatalf("a log line carries the payload:\n%s", logs.String())
-	}
-	want := map[float64]struct{ id, typ string }{
-		float64(seqs[0]): {"", "no_event_id"},
-		float64(seqs[1]): {"refused-1", "sink_permanent"},
-	}
-	for _, l := range jsonLines(t, logs.String()) {
-		if l["msg"] != "dlq: dead-lettered" {
-			continue
-		}
-		w, ok := want[l["seq"].(float64)]
-		if !ok {
-			t.Fatalf("unexpected line %v", l)
-		}
-		if l["level"] != "WARN" || l["event_id"] != w.id || l["error_type"] != w.typ {
-			t.Errorf("line %v: want WARN event_id %q error_type %q", l, w.id, w.typ)
-		}
-		if w.id == "" && !strings.Contains(fmt.Sprint(l["event_id_error"]), "missing") {
-			t.Errorf("line %v: no event_id_error saying why", l)
-		}
-	}
-}
-
 // TestStorage_DataDirDeletedIsNotReady: a box whose data dir is deleted
 // under it stops, answers /readyz 503 with the reason and exports
 // leafline_storage_writable 0; it starts again by itself once the dir is
 // back.
 func TestStorage_DataDirDeletedIsNotReady(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Insecure: true, UnsignedReceipts: true, Logger: testLogger(t)})
+	ls, err := newLocal(t.TempDir(), Options{Insecure: true, UnsignedReceipts: true, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +85,7 @@ func TestStorage_DataDirDeletedIsNotReady(t *testing.T) {
 func TestL1_UnidentifiedOriginMessagesCountedAndListed(t *testing.T) {
 	var logs logxtest.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Insecure: true, UnsignedReceipts: true, Logger: log})
+	ls, err := newLocal(t.TempDir(), Options{Insecure: true, UnsignedReceipts: true, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,10 +204,10 @@ func TestL1_UnidentifiedOriginMessagesCountedAndListed(t *testing.T) {
 // event becomes a conflict; the same payload again is neither.
 func TestSystem_EventIDReusedWithAnotherPayload(t *testing.T) {
 	const header = "Leafline-Test-Event-Id"
-	ls := testSystem(t, LocalOptions{Insecure: true, UnsignedReceipts: true, Configure: func(c *topology.Config) {
+	ls := testSystem(t, Options{Insecure: true, UnsignedReceipts: true, Configure: func(c *topology.Config) {
 		c.EventID.Header = header
 	}}, nil)
-	js := clientJS(t, ls.App("l1").ClientURL())
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	publish := func(id, data string) {
 		t.Helper()
 		m := nats.NewMsg("events.test")
@@ -280,8 +217,8 @@ func TestSystem_EventIDReusedWithAnotherPayload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	svc := completionsOf(ls.App("l1"))
-	edgeReused := func() float64 { return testutil.ToFloat64(edgeOf(ls.App("edge1")).metrics.eventIDReused) }
+	svc := leafline.Completions(ls.App("l1"))
+	edgeReused := func() float64 { return metricOf(t, ls.App("edge1"), "leafline_event_id_reused_total", nil) }
 	publish("order-7", `{"qty":1}`)
 	waitCompleted(t, ls, []string{"order-7"}, "edge1")
 	publish("order-7", `{"qty":1}`) // the same event again: a duplicate, no more
@@ -317,7 +254,7 @@ func TestSystem_EventIDReusedWithAnotherPayload(t *testing.T) {
 // data dir stops on the outbox lock, naming it, before it starts an
 // embedded server on the first box's store.
 func TestEdge_SecondBoxOnTheSameDataDir(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Insecure: true, UnsignedReceipts: true, Logger: testLogger(t)})
+	ls, err := newLocal(t.TempDir(), Options{Insecure: true, UnsignedReceipts: true, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +267,7 @@ func TestEdge_SecondBoxOnTheSameDataDir(t *testing.T) {
 	for _, site := range []string{"l1", "hub", "edge1"} {
 		t.Run(site, func(t *testing.T) {
 			cfg := *ls.Configs[site] // its listeners are on port 0: no clash
-			second, err := newBox(&cfg, testLogger(t))
+			second, err := leafline.New(&cfg, testLogger(t))
 			if err != nil {
 				t.Fatal(err)
 			}

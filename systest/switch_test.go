@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/topology"
 )
@@ -24,14 +26,14 @@ func TestSystem_SwitchTransportCopiesNothing(t *testing.T) {
 		{topology.TransportRelay, topology.TransportSourcing},
 	} {
 		t.Run(tc.from+" to "+tc.to, func(t *testing.T) {
-			ls := testSystem(t, LocalOptions{Configure: withTransport(tc.from, "")}, nil)
+			ls := testSystem(t, Options{Configure: withTransport(tc.from, "")}, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			first := publishN(t, clientJS(t, ls.App("l1").ClientURL()), "before", 600)
+			first := publishN(t, jstest.ConnectURL(t, ls.App("l1").ClientURL()), "before", 600)
 			// In flight on every hop: some at the edge, none complete yet
 			// or all of them.
 			check.For(t, 30*time.Second, 5*time.Millisecond, func() error {
-				if n := localsys.StreamState(ctx, clientJS(t, ls.App("edge1").ClientURL()), "L2A").LastSeq; n == 0 {
+				if n := localsys.StreamState(ctx, jstest.ConnectURL(t, ls.App("edge1").ClientURL()), "L2A").LastSeq; n == 0 {
 					return fmt.Errorf("nothing at the edge yet")
 				}
 				return nil
@@ -49,10 +51,10 @@ func TestSystem_SwitchTransportCopiesNothing(t *testing.T) {
 				}
 			}
 			waitLinks(t, ls)
-			second := publishN(t, clientJS(t, ls.App("l1").ClientURL()), "after", 400)
+			second := publishN(t, jstest.ConnectURL(t, ls.App("l1").ClientURL()), "after", 400)
 			// Receipts applied before the switch are not in the restarted
 			// service's counts: the summary counts the records.
-			svc := completionsOf(ls.App("l1"))
+			svc := leafline.Completions(ls.App("l1"))
 			check.For(t, 90*time.Second, 50*time.Millisecond, func() error {
 				sum, err := svc.State().Summary(ctx)
 				if err != nil {
@@ -66,7 +68,7 @@ func TestSystem_SwitchTransportCopiesNothing(t *testing.T) {
 
 			const events = 1000
 			for _, s := range []struct{ site, stream string }{{"hub", "HA"}, {"edge1", "L2A"}} {
-				js := clientJS(t, ls.App(s.site).ClientURL())
+				js := jstest.ConnectURL(t, ls.App(s.site).ClientURL())
 				if n := localsys.StreamState(ctx, js, s.stream).LastSeq; n != events {
 					t.Errorf("%s at %s stored %d messages for %d events", s.stream, s.site, n, events)
 				}
@@ -79,7 +81,7 @@ func TestSystem_SwitchTransportCopiesNothing(t *testing.T) {
 			if tc.to == topology.TransportSourcing {
 				old = topology.RelayConsumerName("edge1")
 			}
-			hjs := clientJS(t, ls.App("hub").ClientURL())
+			hjs := jstest.ConnectURL(t, ls.App("hub").ClientURL())
 			if _, err := hjs.Consumer(ctx, "HA", old); err != jetstream.ErrConsumerNotFound {
 				t.Errorf("consumer %s on HA after the switch: %v, want it deleted", old, err)
 			}

@@ -1,11 +1,10 @@
-package edge
+package systest
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,33 +13,37 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leafline/leafline"
+	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/outbox"
+	"github.com/leafline/leafline/outbox/outboxtest"
 	"github.com/leafline/leafline/receipt"
 
 	"github.com/leafline/leafline/topology"
 )
 
-// testSystem starts a LocalSystem with every box running and the links up.
-func testSystem(t *testing.T, o LocalOptions, opts func(site string) []Option) *LocalSystem {
+// testSystem starts a System with every box running and the links up.
+func testSystem(t *testing.T, o Options, opts func(site string) []edge.Option) *System {
 	t.Helper()
-	return testSystemWith(t, o, func(site string) siteOptions {
+	return testSystemWith(t, o, func(site string) leafline.Options {
 		if opts == nil {
-			return siteOptions{}
+			return leafline.Options{}
 		}
-		return siteOptions{edge: opts(site)}
+		return leafline.Options{Edge: opts(site)}
 	})
 }
 
 // testSystemWith is testSystem with all of each site's options.
-func testSystemWith(t *testing.T, o LocalOptions, opts func(site string) siteOptions) *LocalSystem {
+func testSystemWith(t *testing.T, o Options, opts func(site string) leafline.Options) *System {
 	t.Helper()
 	if o.Logger == nil {
 		o.Logger = testLogger(t)
 	}
-	ls, err := newLocalSystemWith(t.TempDir(), o, opts)
+	ls, err := NewWith(t.TempDir(), o, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +57,7 @@ func testSystemWith(t *testing.T, o LocalOptions, opts func(site string) siteOpt
 	return ls
 }
 
-func waitLinks(t *testing.T, ls *LocalSystem) {
+func waitLinks(t *testing.T, ls *System) {
 	t.Helper()
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
 		for _, s := range ls.Topology.Sites {
@@ -64,24 +67,6 @@ func waitLinks(t *testing.T, ls *LocalSystem) {
 		}
 		return nil
 	})
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
-func clientJS(t *testing.T, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
 }
 
 func publishN(t *testing.T, js jetstream.JetStream, prefix string, n int) []string {
@@ -118,9 +103,9 @@ func publishData(t *testing.T, js jetstream.JetStream, prefix string, n int, dat
 
 // waitCompleted waits until every id has a processed record from each of
 // the processors, and checks that no receipt was applied twice.
-func waitCompleted(t *testing.T, ls *LocalSystem, ids []string, processors ...string) {
+func waitCompleted(t *testing.T, ls *System, ids []string, processors ...string) {
 	t.Helper()
-	svc := completionsOf(ls.App("l1"))
+	svc := leafline.Completions(ls.App("l1"))
 	want := uint64(len(ids) * len(processors))
 	check.For(t, 90*time.Second, 50*time.Millisecond, func() error {
 		if got := svc.Stats().Applied; got < want {
@@ -149,12 +134,12 @@ func waitCompleted(t *testing.T, ls *LocalSystem, ids []string, processors ...st
 }
 
 func TestSystem_EndToEnd(t *testing.T) {
-	ls := testSystem(t, LocalOptions{}, nil)
-	js := clientJS(t, ls.App("l1").ClientURL())
+	ls := testSystem(t, Options{}, nil)
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	ids := publishN(t, js, "e2e", 500)
 	waitCompleted(t, ls, ids, "edge1")
 	// Every source message was ACKed: nothing pending on the sink consumer.
-	ejs := clientJS(t, ls.App("edge1").ClientURL())
+	ejs := jstest.ConnectURL(t, ls.App("edge1").ClientURL())
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		ci, err := ejs.Consumer(context.Background(), "L2A", "leafline-sink")
 		if err != nil {
@@ -169,54 +154,39 @@ func TestSystem_EndToEnd(t *testing.T) {
 }
 
 func TestSystem_TwoEdges(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Edges: 2}, nil)
-	js := clientJS(t, ls.App("l1").ClientURL())
+	ls := testSystem(t, Options{Edges: 2}, nil)
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	ids := publishN(t, js, "two", 200)
 	waitCompleted(t, ls, ids, "edge1", "edge2")
-}
-
-// failingPublisher fails its first n calls, then delegates.
-type failingPublisher struct {
-	next  outbox.Publisher
-	fails atomic.Int64
-	calls atomic.Int64
-}
-
-func (f *failingPublisher) Publish(ctx context.Context, recs []outbox.Record) error {
-	f.calls.Add(1)
-	if f.fails.Add(-1) >= 0 {
-		return errors.New("injected: receipts stream unavailable")
-	}
-	return f.next.Publish(ctx, recs)
 }
 
 // When the receipt publish fails, the source message must not be ACKed; it
 // is redelivered and completes exactly once.
 func TestRunner_ReceiptPublishFails_NoAckThenExactlyOnce(t *testing.T) {
-	fp := &failingPublisher{}
-	fp.fails.Store(3)
-	ls := testSystem(t, LocalOptions{Configure: func(c *topology.Config) {
+	fp := &outboxtest.FailingPublisher{}
+	fp.Fails.Store(3)
+	ls := testSystem(t, Options{Configure: func(c *topology.Config) {
 		c.Delivery.Retry.BackoffMS = 100
 		c.Delivery.Retry.BackoffMaxMS = 200
 		// Keep the relay out of the way so that the runner's redelivery
 		// path is what completes the event.
 		c.Outbox.RelayInterval = topology.Duration(time.Hour)
-	}}, edge1Options(WithRunnerHooks(runner.Hooks{WrapPublisher: func(p outbox.Publisher) outbox.Publisher { fp.next = p; return fp }})))
+	}}, edge1Options(edge.WithRunnerHooks(runner.Hooks{WrapPublisher: func(p outbox.Publisher) outbox.Publisher { fp.Next = p; return fp }})))
 	edge := ls.App("edge1")
-	js := clientJS(t, ls.App("l1").ClientURL())
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	ids := publishN(t, js, "pubfail", 1)
 	waitCompleted(t, ls, ids, "edge1")
-	if fp.calls.Load() < 4 {
-		t.Fatalf("publisher called %d times, want >= 4 (3 failures then success)", fp.calls.Load())
+	if fp.Calls.Load() < 4 {
+		t.Fatalf("publisher called %d times, want >= 4 (3 failures then success)", fp.Calls.Load())
 	}
-	m := edgeOf(edge).metrics
-	if got := counterValue(t, m.nacked); got < 3 {
+	m := edge
+	if got := metricOf(t, m, "leafline_messages_nacked_total", nil); got < 3 {
 		t.Fatalf("nacked %v, want >= 3: a failed receipt publish must not ACK", got)
 	}
-	if got := counterValue(t, m.acked); got != 1 {
+	if got := metricOf(t, m, "leafline_messages_acked_total", nil); got != 1 {
 		t.Fatalf("acked %v, want exactly 1", got)
 	}
-	if got := counterValue(t, m.redeliveries); got < 3 {
+	if got := metricOf(t, m, "leafline_redeliveries_total", nil); got < 3 {
 		t.Fatalf("redeliveries %v, want >= 3", got)
 	}
 }
@@ -224,14 +194,14 @@ func TestRunner_ReceiptPublishFails_NoAckThenExactlyOnce(t *testing.T) {
 // An abrupt stop of the edge mid-stream, then a restart on the same data
 // dir: every event completes exactly once.
 func TestSystem_EdgeKilledMidStream(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Configure: func(c *topology.Config) {
+	ls := testSystem(t, Options{Configure: func(c *topology.Config) {
 		c.Delivery.BatchSize = 16
 	}}, nil)
-	js := clientJS(t, ls.App("l1").ClientURL())
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	ids := publishN(t, js, "kill", 2000)
 	edge := ls.App("edge1")
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
-		if n := counterValue(t, edgeOf(edge).metrics.acked); n < 100 {
+		if n := metricOf(t, edge, "leafline_messages_acked_total", nil); n < 100 {
 			return fmt.Errorf("acked %v", n)
 		}
 		return nil
@@ -247,10 +217,10 @@ func TestSystem_EdgeKilledMidStream(t *testing.T) {
 // already has and its receipts pile up locally; after the link returns
 // everything drains, nothing lost or applied twice.
 func TestSystem_LinkCut(t *testing.T) {
-	ls := testSystem(t, LocalOptions{}, nil)
-	l1js := clientJS(t, ls.App("l1").ClientURL())
+	ls := testSystem(t, Options{}, nil)
+	l1js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	edge := ls.App("edge1")
-	ejs := clientJS(t, edge.ClientURL())
+	ejs := jstest.ConnectURL(t, edge.ClientURL())
 	ctx := context.Background()
 
 	first := publishN(t, l1js, "before", 300)
@@ -290,7 +260,7 @@ func counterValue(t *testing.T, c prometheus.Collector) float64 {
 
 // pathState describes every stream and consumer on the event and receipt
 // paths, for a failure message that says which hop stopped.
-func pathState(ls *LocalSystem) string {
+func pathState(ls *System) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var b strings.Builder

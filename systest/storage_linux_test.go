@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"errors"
@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/internal/logx/logxtest"
 	"github.com/leafline/leafline/internal/smalldisk"
 	"github.com/leafline/leafline/topology"
@@ -97,14 +100,14 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 	logs := &logxtest.Buffer{}
 	var w io.Writer = logs
 	if testing.Verbose() {
-		w = io.MultiWriter(logs, testWriter{t})
+		w = io.MultiWriter(logs, logx.TestWriter(t))
 	}
 	t.Cleanup(func() {
 		if t.Failed() && !testing.Verbose() {
 			t.Logf("%s's log:\n%s", c.site, strings.Join(logs.Lines(c.site), "\n"))
 		}
 	})
-	ls := testSystemWith(t, LocalOptions{
+	ls := testSystemWith(t, Options{
 		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Configure: func(cfg *topology.Config) {
 			withTransport(c.transport, "")(cfg)
@@ -115,15 +118,15 @@ func testDiskFull(t *testing.T, c diskFullCase) {
 				cfg.JetStream.MaxStreamBytes = 16 << 20
 			}
 		},
-	}, func(site string) siteOptions {
+	}, func(site string) leafline.Options {
 		if site == c.site && c.writesFail {
-			return siteOptions{box: []box.Option{box.WithKeepFree(func(uint64) uint64 { return 0 })}}
+			return leafline.Options{Box: []box.Option{box.WithKeepFree(func(uint64) uint64 { return 0 })}}
 		}
-		return siteOptions{}
+		return leafline.Options{}
 	})
-	victim, svc := ls.App(c.site), completionsOf(ls.App("l1"))
+	victim, svc := ls.App(c.site), leafline.Completions(ls.App("l1"))
 	ops := victim.OpsAddr()
-	js := clientJS(t, ls.App("l1").ClientURL())
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	payload := []byte(`{"k":"` + strings.Repeat("x", 3000) + `"}`)
 	first := publishData(t, js, "before", 100, payload)
 	waitCompleted(t, ls, first, "edge1")
@@ -218,7 +221,7 @@ func TestStorage_FileSinkDirFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	smalldisk.Mount(t, sinkDir, 16)
-	ls := testSystem(t, LocalOptions{
+	ls := testSystem(t, Options{
 		Configure: func(cfg *topology.Config) {
 			if cfg.Site == "edge1" {
 				cfg.Sink.Type, cfg.Sink.Dir = "file", sinkDir
@@ -227,7 +230,7 @@ func TestStorage_FileSinkDirFull(t *testing.T) {
 	}, nil)
 	edge := ls.App("edge1")
 	ops := edge.OpsAddr()
-	js := clientJS(t, ls.App("l1").ClientURL())
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	first := publishN(t, js, "before", 100)
 	waitCompleted(t, ls, first, "edge1")
 

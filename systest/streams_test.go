@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func standaloneJS(t *testing.T) jetstream.JetStream {
 
 func edgePlan(t *testing.T) jsplan.Plan {
 	t.Helper()
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{})
+	ls, err := newLocal(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestReconcile_IdempotentAndNeverDestructive(t *testing.T) {
 // A box's jsplan.Plan follows the topology: the hub serves one durable source
 // consumer per edge with that edge's filter, and one for L1 on RH.
 func TestSitePlan_HubServesEachDownstream(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Edges: 2, Configure: withTransport(topology.TransportSourcing, "")})
+	ls, err := newLocal(t.TempDir(), Options{Edges: 2, Configure: withTransport(topology.TransportSourcing, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestReconcile_RaisesSinkConsumerRequestBatch(t *testing.T) {
 // place and the relay ACKs either way.
 func TestReconcile_RelayConsumerAckPolicy(t *testing.T) {
 	ctx := context.Background()
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Configure: func(c *topology.Config) {
+	ls, err := newLocal(t.TempDir(), Options{Configure: func(c *topology.Config) {
 		c.Topology.Transport = topology.TransportRelay
 	}})
 	if err != nil {

@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/status/console"
 	"github.com/leafline/leafline/topology"
 )
@@ -34,7 +35,7 @@ func leafCompression(srv *server.Server, name string) string {
 // are exported per direction, go on across a reconnection, and reach the
 // hub's link beat.
 func TestSystem_LinkCompressionAndBytes(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Edges: 2, Configure: func(c *topology.Config) {
+	ls := testSystem(t, Options{Edges: 2, Configure: func(c *topology.Config) {
 		c.Topology.Compression = topology.CompressionOff
 		if s, ok := c.Topology.Site("edge1"); ok {
 			s.Compression = topology.CompressionS2Best
@@ -57,7 +58,7 @@ func TestSystem_LinkCompressionAndBytes(t *testing.T) {
 	}
 
 	const n, size = 100, 256
-	js := clientJS(t, ls.App("l1").ClientURL())
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	first := publishData(t, js, "bytes", n, make([]byte, size))
 	waitCompleted(t, ls, first, "edge1", "edge2")
 	val := func(a *box.App, link, dir string) float64 {

@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/internal/logx"
 	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/topology/render"
 )
@@ -25,7 +26,7 @@ import (
 // per site, per-link permissions), between a leafline L1 and a leafline
 // edge: the links come up and every event completes.
 func TestRender_StockHub(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Logger: testLogger(t), Configure: stockSite("hub")})
+	ls, err := newLocal(t.TempDir(), Options{Logger: testLogger(t), Configure: stockSite("hub")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestRender_StockHub(t *testing.T) {
 	}
 	hub := jstest.Run(t, opts)
 
-	if err := jsplan.Provision(ctx, clientJS(t, hub.ClientURL()), hubCfg); err != nil {
+	if err := jsplan.Provision(ctx, jstest.ConnectURL(t, hub.ClientURL()), hubCfg); err != nil {
 		t.Fatalf("provision the stock hub: %v", err)
 	}
 	edge, err := ls.Start(ctx, "edge1")
@@ -74,7 +75,7 @@ func TestRender_StockHub(t *testing.T) {
 		}
 		return nil
 	})
-	ids := publishN(t, clientJS(t, ls.App("l1").ClientURL()), "stock-hub", 200)
+	ids := publishN(t, jstest.ConnectURL(t, ls.App("l1").ClientURL()), "stock-hub", 200)
 	waitCompleted(t, ls, ids, "edge1")
 }
 
@@ -82,7 +83,7 @@ func TestRender_StockHub(t *testing.T) {
 func testLogger(t *testing.T) *slog.Logger {
 	t.Helper()
 	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		return slog.New(slog.NewTextHandler(logx.TestWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/receipt"
 
 	"github.com/leafline/leafline/topology"
@@ -16,12 +18,12 @@ import (
 // done event's origin message leaves L1A, each with an audit record citing
 // both edges' signed receipts, and the status API points at the record.
 func TestSystem_Cleanup(t *testing.T) {
-	ls := testSystem(t, LocalOptions{Edges: 2, Configure: func(c *topology.Config) {
+	ls := testSystem(t, Options{Edges: 2, Configure: func(c *topology.Config) {
 		c.Completion.Cleanup = topology.CleanupConfig{Enabled: true, Grace: topology.Duration(time.Millisecond),
 			Interval: topology.Duration(100 * time.Millisecond)}
 	}}, nil)
 	l1 := ls.App("l1")
-	js := clientJS(t, l1.ClientURL())
+	js := jstest.ConnectURL(t, l1.ClientURL())
 	ids := publishN(t, js, "cln", 50)
 	waitCompleted(t, ls, ids, "edge1", "edge2")
 	ctx := context.Background()
@@ -64,7 +66,7 @@ func TestSystem_Cleanup(t *testing.T) {
 			t.Fatalf("audit receipt: %+v", r)
 		}
 	}
-	c, err := completionsOf(l1).Get(ctx, ids[7])
+	c, err := leafline.Completions(l1).Get(ctx, ids[7])
 	if err != nil || c.Cleaned == nil || c.Cleaned.Seq != ents[0].Ref.Seq {
 		t.Fatalf("status: %v %+v", err, c.Cleaned)
 	}

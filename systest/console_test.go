@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/leafline/leafline"
+	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/l1"
 	"github.com/leafline/leafline/sink"
 	"github.com/leafline/leafline/status/console"
@@ -69,16 +72,16 @@ func TestConsole_Browser(t *testing.T) {
 		t.Skip("no chromium binary on PATH (apt-get install -y chromium); set LEAFLINE_REQUIRE_CHROMIUM=1 to fail instead")
 	}
 	const refresh = 500 * time.Millisecond
-	ls := testSystemWith(t, LocalOptions{Edges: 2, Configure: func(c *topology.Config) { c.DeadLetter.Enabled = true }}, func(site string) siteOptions {
+	ls := testSystemWith(t, Options{Edges: 2, Configure: func(c *topology.Config) { c.DeadLetter.Enabled = true }}, func(site string) leafline.Options {
 		if site == "l1" {
-			return siteOptions{l1: []l1.Option{l1.WithConsoleSampleEvery(refresh)}}
+			return leafline.Options{L1: []l1.Option{l1.WithConsoleSampleEvery(refresh)}}
 		}
 		if strings.HasPrefix(site, "edge") {
-			return siteOptions{edge: []Option{WithSink(poisonSink{})}}
+			return leafline.Options{Edge: []edge.Option{edge.WithSink(poisonSink{})}}
 		}
-		return siteOptions{}
+		return leafline.Options{}
 	})
-	l1js := clientJS(t, ls.App("l1").ClientURL())
+	l1js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
 	ids := publishN(t, l1js, "ok", 3)
 	waitCompleted(t, ls, ids, "edge1", "edge2")
 

@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -6,29 +6,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafline/leafline/internal/loopback"
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/topology"
 )
 
-// limitsConfig is a validated config of site (l1, hub or edge1) with the
-// given jetstream limits (0: the default), on free loopback ports.
+// limitsConfig is the config of site (l1, hub or edge1) in a System laid
+// out on loopback, on dataDir, with the given jetstream limits (0: the
+// default).
 func limitsConfig(t *testing.T, site, dataDir string, maxStore, maxStream int64) *topology.Config {
 	t.Helper()
-	ports, err := loopback.FreePorts(2)
+	ls, err := newLocal(t.TempDir(), Options{Insecure: true, UnsignedReceipts: true, Configure: func(c *topology.Config) {
+		if c.Site == site {
+			c.DataDir = dataDir
+			c.JetStream.MaxStoreBytes, c.JetStream.MaxStreamBytes = maxStore, maxStream
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return siteConfig(t, site, dataDir, [2]int{ports[0], ports[1]}, func(cfg *topology.Config) {
-		cfg.JetStream.MaxStoreBytes = maxStore
-		cfg.JetStream.MaxStreamBytes = maxStream
-	})
+	t.Cleanup(ls.Close)
+	return ls.Configs[site]
 }
 
 // runToReady runs a box of cfg: it returns Run's error when the start
 // fails, or nil once the box was ready and then stopped cleanly.
 func runToReady(t *testing.T, cfg *topology.Config) error {
 	t.Helper()
-	app, err := newBox(cfg, ctLogger(t))
+	app, err := leafline.New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

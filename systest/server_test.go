@@ -1,4 +1,4 @@
-package edge
+package systest
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // start with the server's own reason, naming the port, as soon as the
 // server gives up, not after the readiness timeout.
 func TestStart_LeafnodePortInUse(t *testing.T) {
-	ls, err := NewLocalSystem(t.TempDir(), LocalOptions{Logger: testLogger(t), Insecure: true, UnsignedReceipts: true})
+	ls, err := newLocal(t.TempDir(), Options{Logger: testLogger(t), Insecure: true, UnsignedReceipts: true})
 	if err != nil {
 		t.Fatal(err)
 	}
