@@ -21,7 +21,7 @@ import (
 
 // box is one leafline process: its config, log, and the current process.
 type box struct {
-	c                 *cluster
+	c                 *system
 	name, role        string
 	cfgPath, logPath  string
 	dataDir           string
@@ -95,7 +95,7 @@ func (b *box) start(ctx context.Context, env []string) error {
 	}
 	if b.c.closing.Load() {
 		b.smu.Unlock()
-		return errors.New("cluster is closing")
+		return errors.New("the system is closing")
 	}
 	f, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {

@@ -38,7 +38,7 @@ const l1CleanupFailpoint = "l1.after_audit_write"
 // phase ends, ctx is cancelled and every fault restores what it broke at
 // once.
 type injector struct {
-	c         *cluster
+	c         *system
 	o         options
 	rng       *rand.Rand
 	rec       *faultlog.Log

@@ -96,7 +96,7 @@ func (d *powerDisk) close() error {
 }
 
 // powerBoxes are the boxes whose data dirs are on forgetfs.
-func (c *cluster) powerBoxes() []*box {
+func (c *system) powerBoxes() []*box {
 	var out []*box
 	for _, n := range c.order {
 		if c.power[n] != nil {

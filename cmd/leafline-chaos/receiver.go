@@ -19,7 +19,7 @@ func checkReceiver(r *receiver.Receiver, obs *check.Observer, rec *faultlog.Log)
 // checkFileSinks does the same for every edge whose sink is the file sink,
 // against its directory: a file that a power cut took after the edge
 // reported the event.
-func checkFileSinks(c *cluster, obs *check.Observer, rec *faultlog.Log) (checked, missing int) {
+func checkFileSinks(c *system, obs *check.Observer, rec *faultlog.Log) (checked, missing int) {
 	for _, e := range c.edges() {
 		if e.fileSinkDir == "" {
 			continue

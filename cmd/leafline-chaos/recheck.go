@@ -46,7 +46,7 @@ func recheck(ctx context.Context, o options, dir string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{o: o, dir: dir, bin: bin, rec: rec, boxes: map[string]*box{}, fatal: make(chan error, 8)}
+	c := &system{o: o, dir: dir, bin: bin, rec: rec, boxes: map[string]*box{}, fatal: make(chan error, 8)}
 	l1 := &box{c: c, name: "l1", role: "l1", cfgPath: l1cfgPath, logPath: filepath.Join(dir, "l1.log"),
 		natsAddr: l1cfg.NATS.Listen, opsAddr: l1cfg.Ops.Listen}
 	c.boxes["l1"] = l1

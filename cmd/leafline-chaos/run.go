@@ -114,7 +114,7 @@ func run(ctx context.Context, o options) (*result, error) {
 			return nil, err
 		}
 	}
-	c, err := newCluster(ctx, o, dir, bin, rec)
+	c, err := newSystem(ctx, o, dir, bin, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func run(ctx context.Context, o options) (*result, error) {
 // watch on its completion log, L1's counters and the publish history.
 type session struct {
 	o     options
-	c     *cluster
+	c     *system
 	rec   *faultlog.Log
 	nc    *nats.Conn
 	js    jetstream.JetStream
@@ -167,7 +167,7 @@ type session struct {
 
 // watchL1 connects to L1, waits for its completion log and every link, and
 // starts following the log and L1's counters.
-func watchL1(ctx context.Context, c *cluster, rec *faultlog.Log) (*session, error) {
+func watchL1(ctx context.Context, c *system, rec *faultlog.Log) (*session, error) {
 	l1 := c.boxes["l1"]
 	nc, err := nats.Connect("nats://"+l1.natsAddr, nats.Name("chaos-checker"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true), nats.ErrorHandler(asyncErrors(rec, "checker")))
@@ -361,7 +361,7 @@ func completionLog(ctx context.Context, js jetstream.JetStream) error {
 }
 
 // waitLinks waits until the hub and every edge report their upstream link up.
-func waitLinks(ctx context.Context, c *cluster, timeout time.Duration) error {
+func waitLinks(ctx context.Context, c *system, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		var down []string
@@ -493,7 +493,7 @@ var trimmedStreams = map[string][]string{"l1": {"R1"}, "hub": {"HA", "RH"}, "edg
 // reportStreams says, once everything is completed, how much each trimmed
 // stream still holds of what it stored: the boxes delete what the next hop
 // has, so after a few seconds that is nothing, whatever the faults did.
-func reportStreams(ctx context.Context, c *cluster, rec *faultlog.Log) {
+func reportStreams(ctx context.Context, c *system, rec *faultlog.Log) {
 	js := map[string]jetstream.JetStream{}
 	for _, n := range c.order {
 		nc, err := nats.Connect("nats://"+c.boxes[n].natsAddr, nats.Name("chaos-streams"))

@@ -25,25 +25,25 @@ server: the phases below, then a table and a final line
   bench leafline_eps=… e2e_eps=… flushes_per_event=… drain_eps=… …
 with the figures of the phases that ran.
 
-phases (--only, comma-separated; default all of them):
-  k  CPU cost of signing and verifying receipts
-  z  the disk's fsync ceiling (1 and 16 writers)
+phases (--only, comma-separated, by letter or name; default all of them):
+  k  (signing) CPU cost of signing and verifying receipts
+  z  (fsync) the disk's fsync ceiling (1 and 16 writers)
   l1 L1 alone: --l1-events events and both receipts each, written to L1
      (origins, then receipts, one message each and in bundles) and applied
      by the completion service (events/s against the receipt ceiling, CPU
      and disk flushes per event); the CPU per event from 10k and at
      --l1-tracked events tracked; summary p99
-  s  L1 publish and L1->hub sourcing under SyncAlways
-  a  raw consume of an edge backlog (Fetch+Ack)
-  b  receipt ceiling: atomic batch publish of receipts
-  c  naive loop: one commit, publish and ACK per event
-  d  the sink runner draining a backlog (store and file sinks)
-  f  drain: an edge's receipts backlog after a cut link, to L1
-  e  end to end: published at L1 until completed at L1
-  l  link restore: the edge link cut --cuts times for --cut-for while
+  s  (publish) L1 publish and L1->hub sourcing under SyncAlways
+  a  (consume) raw consume of an edge backlog (Fetch+Ack)
+  b  (receipts) receipt ceiling: atomic batch publish of receipts
+  c  (naive) naive loop: one commit, publish and ACK per event
+  d  (runner) the sink runner draining a backlog (store and file sinks)
+  f  (drain) drain: an edge's receipts backlog after a cut link, to L1
+  e  (e2e) end to end: published at L1 until completed at L1
+  l  (restore) link restore: the edge link cut --cuts times for --cut-for while
      events flow at --restore-rate; restore -> first receipt of the cut
      recorded at L1 (p50/p99/max), and flow-control stall warnings
-  F  fleet: one hub, --fleet-edges edges, --fleet-events each published
+  F  (fleet) fleet: one hub, --fleet-edges edges, --fleet-events each published
      while every edge link is cut for --fleet-cut; drain time, process
      CPU per 1k receipts, disk flushes per receipt
   wire  bytes on the edge link per event down and per receipt up, with
@@ -55,7 +55,7 @@ phases (--only, comma-separated; default all of them):
      the rate is from the cap
   expiry  --expiry events that go stale behind a cut edge link (expire_after
      2s): each must end expired at L1 once, none processed, none pending
-  r  peak RSS of an edge run as a separate leafline process
+  r  (rss) peak RSS of an edge run as a separate leafline process
   sinks  each sink side by side (--sinks, --events); only when named,
          or when --sinks is given without --only
 

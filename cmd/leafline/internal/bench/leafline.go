@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -13,6 +14,24 @@ import (
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
 var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "r"}
+
+// PhaseNames name the phases that Phases calls by a letter: a name says
+// the same as its letter in Options.Phases (and `leafline bench --only`).
+// The rows and figures keep the letters.
+var PhaseNames = map[string]string{
+	"signing": "k", "fsync": "z", "publish": "s", "consume": "a", "receipts": "b", "naive": "c",
+	"runner": "d", "drain": "f", "e2e": "e", "restore": "l", "fleet": "F", "rss": "r",
+}
+
+// phaseName is the name of the phase of letter p, or p when it has none.
+func phaseName(p string) string {
+	for name, letter := range PhaseNames {
+		if letter == p {
+			return name
+		}
+	}
+	return p
+}
 
 // Transports are the link transports SetTransport knows.
 var Transports = []string{topology.TransportSourcing, topology.TransportRelay}
@@ -224,6 +243,11 @@ func (o *Options) setDefaults() {
 	if len(o.Phases) == 0 {
 		o.Phases = Phases
 	}
+	phases := make([]string, len(o.Phases))
+	for i, p := range o.Phases {
+		phases[i] = cmp.Or(PhaseNames[p], p)
+	}
+	o.Phases = phases
 	if len(o.Transports) == 0 {
 		o.Transports = []string{"sourcing"}
 	}
@@ -240,7 +264,14 @@ func (o *Options) Validate() error {
 	var errs []string
 	for _, p := range o.Phases {
 		if !slices.Contains(Phases, p) {
-			errs = append(errs, fmt.Sprintf("unknown phase %q (known: %s)", p, strings.Join(Phases, ",")))
+			var known []string
+			for _, q := range Phases {
+				if n := phaseName(q); n != q {
+					q += " (" + n + ")"
+				}
+				known = append(known, q)
+			}
+			errs = append(errs, fmt.Sprintf("unknown phase %q (known: %s)", p, strings.Join(known, ", ")))
 		}
 	}
 	for _, t := range o.Transports {

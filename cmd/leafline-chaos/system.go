@@ -22,9 +22,9 @@ import (
 	"github.com/leafline/leafline/internal/loopback"
 )
 
-// cluster is the system under test: the boxes as OS processes, their
+// system is the system under test: the boxes as OS processes, their
 // configs, and the proxies on every leafnode link.
-type cluster struct {
+type system struct {
 	o     options
 	dir   string
 	bin   string
@@ -56,10 +56,10 @@ type link struct {
 	busy  atomic.Bool // a cut is in progress
 }
 
-// newCluster lays out the topology, the configs and the proxies under dir.
+// newSystem lays out the topology, the configs and the proxies under dir.
 // It starts no box.
-func newCluster(ctx context.Context, o options, dir, bin string, rec *faultlog.Log) (*cluster, error) {
-	c := &cluster{o: o, dir: dir, bin: bin, rec: rec, boxes: map[string]*box{}, power: map[string]*powerDisk{}, fatal: make(chan error, 8)}
+func newSystem(ctx context.Context, o options, dir, bin string, rec *faultlog.Log) (*system, error) {
+	c := &system{o: o, dir: dir, bin: bin, rec: rec, boxes: map[string]*box{}, power: map[string]*powerDisk{}, fatal: make(chan error, 8)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -139,7 +139,7 @@ func writeTopology(o options, dir string, edges []string, l1Leaf, hubLeaf string
 // openLinks puts a proxy that the driver cuts on each leafnode link
 // (hub→L1, edge→hub) and, with the netns fault, a veth pair under
 // edge1's.
-func (c *cluster) openLinks(ctx context.Context, edges []string, l1Leaf, hubLeaf string) error {
+func (c *system) openLinks(ctx context.Context, edges []string, l1Leaf, hubLeaf string) error {
 	hubLink, err := faultproxy.Listen("127.0.0.1:0", l1Leaf)
 	if err != nil {
 		return err
@@ -170,7 +170,7 @@ func (c *cluster) openLinks(ctx context.Context, edges []string, l1Leaf, hubLeaf
 // mountFaultDisks mounts the small tmpfs under edge1 (the disk fault) and
 // forgetfs under every box (the powercut fault), skipping a fault whose
 // filesystem this host cannot mount.
-func (c *cluster) mountFaultDisks(edges []string) error {
+func (c *system) mountFaultDisks(edges []string) error {
 	o := c.o
 	if o.Faults[faultDisk] {
 		size := o.DiskSize
@@ -198,7 +198,7 @@ func (c *cluster) mountFaultDisks(edges []string) error {
 
 // boxConfig is b's leafline config; it sets b's role, environment and
 // file sink directory. recvAddr is the http sink's receiver.
-func (c *cluster) boxConfig(b *box, recvAddr string) map[string]any {
+func (c *system) boxConfig(b *box, recvAddr string) map[string]any {
 	o := c.o
 	cfg := map[string]any{
 		"topology": "topology.json",
@@ -241,7 +241,7 @@ func (c *cluster) boxConfig(b *box, recvAddr string) map[string]any {
 }
 
 // edgeConfig fills cfg, the config of the edge b.
-func (c *cluster) edgeConfig(b *box, cfg map[string]any, recvAddr string) {
+func (c *system) edgeConfig(b *box, cfg map[string]any, recvAddr string) {
 	o := c.o
 	b.role = "edge"
 	sink := "store"
@@ -283,7 +283,7 @@ func diskSizeFor(o options) int64 {
 	return (size + 1<<20 - 1) &^ (1<<20 - 1)
 }
 
-func (c *cluster) link(name string) *link {
+func (c *system) link(name string) *link {
 	for _, l := range c.links {
 		if l.name == name {
 			return l
@@ -292,7 +292,7 @@ func (c *cluster) link(name string) *link {
 	return nil
 }
 
-func (c *cluster) edges() []*box {
+func (c *system) edges() []*box {
 	var out []*box
 	for _, n := range c.order {
 		if c.boxes[n].role == "edge" {
@@ -303,7 +303,7 @@ func (c *cluster) edges() []*box {
 }
 
 // startAll starts every box in order and waits until each is ready.
-func (c *cluster) startAll(ctx context.Context) error {
+func (c *system) startAll(ctx context.Context) error {
 	for _, n := range c.order {
 		if err := c.boxes[n].start(ctx, c.boxes[n].env()); err != nil {
 			return err
@@ -313,7 +313,7 @@ func (c *cluster) startAll(ctx context.Context) error {
 }
 
 // heal restores every link and makes sure every box runs.
-func (c *cluster) heal(ctx context.Context) error {
+func (c *system) heal(ctx context.Context) error {
 	for _, l := range c.links {
 		l.proxy.Restore()
 	}
@@ -338,7 +338,7 @@ func (c *cluster) heal(ctx context.Context) error {
 
 // close stops every box (SIGTERM, then SIGKILL), the proxies, the netns
 // link and the tmpfs.
-func (c *cluster) close() {
+func (c *system) close() {
 	c.closing.Store(true)
 	var wg sync.WaitGroup
 	for _, b := range c.boxes {
@@ -368,7 +368,7 @@ func (c *cluster) close() {
 
 // mountPower puts the data dir of each box but a tmpfs one on forgetfs.
 // It mounts all of them or none.
-func (c *cluster) mountPower(names []string) error {
+func (c *system) mountPower(names []string) error {
 	for _, name := range names {
 		if name == "edge1" && c.disk != nil {
 			continue
