@@ -18,13 +18,15 @@ import (
 //	stop:    Stop, the connection and the server close, Closed
 //
 // A full disk stops everything but the ops endpoint and starts again from
-// Open on the same data dir, so a role forgets in Closed what it made in
-// Open and Start. Crash is the power cut's stop: it closes the role's own
-// connections and nothing else.
+// Open on the same data dir, so a role forgets in Stop or Closed what it
+// made in Open and Start. Crash is the power cut's stop: it closes the
+// role's own connections and nothing else. On a cluster (an l1 or hub box
+// with no embedded server) Open is not called.
 type Role interface {
 	// Init is called once, by New.
 	Init(b *App) error
-	// Open runs before the embedded server starts.
+	// Open runs before the embedded server starts (the edge opens its
+	// outbox there).
 	Open() error
 	// Start builds the role's parts once the site's streams exist.
 	Start(ctx context.Context) error
