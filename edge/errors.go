@@ -5,7 +5,8 @@ import (
 	"github.com/leafline/leafline/receipt/eventid"
 )
 
-// ErrNoEventID means a message carries no usable event_id. It is permanent.
+// ErrNoEventID means a message carries no usable event_id. The runner
+// takes it as a permanent failure.
 var ErrNoEventID = eventid.ErrNoEventID
 
 // ErrOversize means a message is larger than delivery.max_message_bytes. It

@@ -40,7 +40,7 @@ func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st record.Recor
 		JS:                js,
 		Store:             st,
 		OriginStream:      cfg.Topology.Events.OriginStream,
-		OriginEventID:     eventid.Extractor(cfg.EventID),
+		OriginEventID:     eventid.Extractor(cfg.EventID.JSONField, cfg.EventID.Header, cfg.EventID.MaxLength),
 		Grace:             cl.Grace.D(),
 		AllowDeadLettered: cl.AllowDeadLettered,
 		AllowExpired:      cl.AllowExpired,

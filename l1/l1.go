@@ -204,7 +204,7 @@ func (a *Role) serviceConfig(sites []string, filters map[string]string) completi
 		// L1A: a receipt is not an ACK of the origin message,
 		// and deletes nothing there.
 		OriginStream:  t.Events.OriginStream,
-		OriginEventID: eventid.Extractor(cfg.EventID),
+		OriginEventID: eventid.Extractor(cfg.EventID.JSONField, cfg.EventID.Header, cfg.EventID.MaxLength),
 		Expected:      completion.ExpectedByFilter(filters),
 		OverdueAfter:  cfg.Completion.OverdueAfter.D(),
 		RedriveAfter:  cfg.Completion.RedriveAfter.D(),

@@ -39,7 +39,7 @@ func (r *Runner) decode(msg jetstream.Msg) item {
 	// refuses is this message's permanent failure, never a batch's.
 	it.digest = receipt.PayloadDigest(msg.Data())
 	if it.rec, err = r.digestReceiptRecord(id, receipt.StatusProcessed, "", it.digest); err != nil {
-		it.err = fmt.Errorf("%w: %w", eventid.ErrNoEventID, err)
+		it.err = fmt.Errorf("%w: %w: %w", sink.ErrPermanent, eventid.ErrNoEventID, err)
 		return it
 	}
 	it.ev.ID, it.hasRec = id, true

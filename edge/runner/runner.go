@@ -160,11 +160,25 @@ func New(o Options) (*Runner, error) {
 	return &Runner{
 		cfg: o.Config, site: o.Site, nc: o.NC, js: o.JS, cons: o.Consumer, ob: o.Outbox,
 		pubs: pubs, sink: o.Sink, txSink: o.TxSink,
-		eventID: eventid.Extractor(o.Config.EventID),
+		eventID: permanentEventID(o.Config.EventID),
 		backoff: Backoff(o.Config.Delivery.Retry),
 		metrics: o.Metrics, log: o.Log, hooks: o.Hooks,
 		progress: o.Progress, wrote: o.Wrote,
 	}, nil
+}
+
+// permanentEventID reads a message's event_id as the config says; a
+// message without a usable one is a permanent failure (dead-lettered,
+// never retried).
+func permanentEventID(c topology.EventIDConfig) func(jetstream.Msg) (string, error) {
+	read := eventid.Extractor(c.JSONField, c.Header, c.MaxLength)
+	return func(m jetstream.Msg) (string, error) {
+		id, err := read(m)
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", sink.ErrPermanent, err)
+		}
+		return id, nil
+	}
 }
 
 // Consumer is the consumer the runner fetches from.

@@ -4,6 +4,6 @@
 // writes by this id, and L1 reads the same id from its origin stream, so
 // both sides must parse it one way: this package is that one way.
 //
-// A message without a usable id is a permanent failure (ErrNoEventID wraps
-// sink.ErrPermanent): it is dead-lettered, never retried.
+// A message without a usable id is a permanent failure at the edge: its
+// runner dead-letters it, never retries it.
 package eventid

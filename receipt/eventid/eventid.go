@@ -2,30 +2,28 @@ package eventid
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/leafline/leafline/sink"
-	"github.com/leafline/leafline/topology"
 )
 
-// ErrNoEventID means a message carries no usable event_id. It is permanent.
-var ErrNoEventID = fmt.Errorf("%w: no usable event_id", sink.ErrPermanent)
+// ErrNoEventID means a message carries no usable event_id.
+var ErrNoEventID = errors.New("no usable event_id")
 
-// Extractor returns the configured way to read a message's event_id:
-// from the JSON field event_id.json_field when set, else from the header
-// event_id.header. A missing, non-string or too long id is an error
-// wrapping ErrNoEventID.
-func Extractor(c topology.EventIDConfig) func(jetstream.Msg) (string, error) {
+// Extractor returns the way the configuration (its event_id section) reads
+// a message's event_id: from the payload's JSON field jsonField when it is
+// set, else from the header. A missing, non-string or id longer than
+// maxLength bytes is an error wrapping ErrNoEventID.
+func Extractor(jsonField, header string, maxLength int) func(jetstream.Msg) (string, error) {
 	check := func(id string) (string, error) {
-		if len(id) > c.MaxLength {
-			return "", fmt.Errorf("%w: %d bytes > %d", ErrNoEventID, len(id), c.MaxLength)
+		if len(id) > maxLength {
+			return "", fmt.Errorf("%w: %d bytes > %d", ErrNoEventID, len(id), maxLength)
 		}
 		return id, nil
 	}
-	if c.JSONField != "" {
-		field := c.JSONField
+	if jsonField != "" {
+		field := jsonField
 		return func(m jetstream.Msg) (string, error) {
 			var obj map[string]json.RawMessage
 			if err := json.Unmarshal(m.Data(), &obj); err != nil {
@@ -42,7 +40,6 @@ func Extractor(c topology.EventIDConfig) func(jetstream.Msg) (string, error) {
 			return check(id)
 		}
 	}
-	header := c.Header
 	return func(m jetstream.Msg) (string, error) {
 		id := m.Headers().Get(header)
 		if id == "" {
