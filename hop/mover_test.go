@@ -18,6 +18,7 @@ import (
 	"github.com/leafline/leafline/hop"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/faultproxy"
+	"github.com/leafline/leafline/internal/jstest"
 )
 
 // pair is an upstream server and a downstream server linked by a leafnode
@@ -46,7 +47,7 @@ func startPairOpts(t testing.TB, window time.Duration, sync bool, ack jetstream.
 	upOpts := &server.Options{ServerName: "up", Host: "127.0.0.1", Port: -1, JetStream: true,
 		JetStreamDomain: "up", StoreDir: dir + "/up", NoSigs: true, SyncAlways: sync}
 	upOpts.LeafNode.Host, upOpts.LeafNode.Port = "127.0.0.1", -1
-	up := runServer(t, upOpts)
+	up := jstest.Run(t, upOpts)
 	px, err := faultproxy.Listen("127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", upOpts.LeafNode.Port))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +58,7 @@ func startPairOpts(t testing.TB, window time.Duration, sync bool, ack jetstream.
 		JetStreamDomain: "down", StoreDir: dir + "/down", NoSigs: true, SyncAlways: sync}
 	downOpts.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: []*url.URL{lu}}}
 	downOpts.LeafNode.ReconnectInterval = 100 * time.Millisecond
-	down := runServer(t, downOpts)
+	down := jstest.Run(t, downOpts)
 	p := &pair{up: up, down: down, proxy: px}
 	p.upJS = connect(t, up, "")
 	p.downJS = connect(t, down, "")
@@ -84,20 +85,6 @@ func startPairOpts(t testing.TB, window time.Duration, sync bool, ack jetstream.
 		t.Fatal(err)
 	}
 	return p
-}
-
-func runServer(t testing.TB, o *server.Options) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s
 }
 
 func connect(t testing.TB, s *server.Server, domain string) jetstream.JetStream {
