@@ -9,9 +9,8 @@ import (
 	"encoding/json"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/status/console"
