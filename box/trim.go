@@ -10,6 +10,14 @@ import (
 // trimStreams runs trim on the site's streams every jsplan.TrimEvery until ctx
 // ends. A failure is logged and retried on the next round: trimming late
 // only costs room.
+//
+// The embedded server's store is not trimmed while its filesystem has
+// less free space than the box waits for after a full disk
+// (resumeFreeBytes): a trim's purge rewrites the stream's first block,
+// and a write that fails there deadlocks nats-server's store (v2.15.3:
+// the compaction rebuilds the store's state under the lock it holds), so
+// that the box could never stop or resume. Below that, the box is about
+// to stop for a full disk anyway.
 func (a *App) trimStreams(ctx context.Context) {
 	plans := jsplan.TrimPlans(a.cfg, a.site)
 	tick := time.NewTicker(jsplan.TrimEvery)
@@ -20,6 +28,9 @@ func (a *App) trimStreams(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if a.srv != nil && lowOnSpace(a.cfg.DataDir) {
+			continue
 		}
 		for _, p := range plans {
 			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
