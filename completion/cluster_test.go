@@ -212,7 +212,7 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 		return nil
 	}
 	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
-		if s := total(); s.Applied < uint64(pairs) || s.OriginTracked+s.OriginKnown < n {
+		if s := total(); s.Applied+s.Duplicates < uint64(pairs) || s.OriginTracked+s.OriginKnown < n {
 			return fmt.Errorf("totals %+v", s)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -224,11 +224,13 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 	})
 	s := total()
 	t.Logf("totals %+v; per instance %+v / %+v", s, svcs[0].Stats(), svcs[1].Stats())
-	// An origin whose write the kill cut off after the server had it is
-	// tracked once, and counted as known by whichever instance gets it
-	// again: each origin is counted once, either way.
-	if s.Applied != uint64(pairs) || s.Conflicts != 0 || s.Quarantined != 0 || s.OriginTracked+s.OriginKnown != n || s.OriginReused != 0 {
-		t.Fatalf("totals %+v: want Applied %d, and OriginTracked + OriginKnown %d exactly", s, pairs, n)
+	// Each receipt and each origin is written once: Applied is at most
+	// pairs and OriginTracked at most n. One whose write or ACK the kill
+	// cut off is delivered again and counted as a duplicate (or known) by
+	// whichever instance gets it, so those counts may include it too. The
+	// records read below are the exact check.
+	if s.Applied > uint64(pairs) || s.Conflicts != 0 || s.Quarantined != 0 || s.OriginTracked > n || s.OriginReused != 0 {
+		t.Fatalf("totals %+v: want Applied at most %d and OriginTracked at most %d", s, pairs, n)
 	}
 
 	st := svcs[1].Store()
