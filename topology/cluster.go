@@ -3,6 +3,8 @@ package topology
 import (
 	"fmt"
 	"strings"
+
+	"github.com/leafline/leafline/topology/internal/syntax"
 )
 
 // ClusterConfig points an l1 or hub box at an existing NATS deployment
@@ -126,7 +128,7 @@ func (c *ClusterConfig) validateNodes(p *problems) {
 			if l.v == "" && l.key == "leafnode_listen" {
 				continue
 			}
-			if err := checkHostPort(l.v, 1, false); err != nil {
+			if err := syntax.HostPort(l.v, 1, false); err != nil {
 				p.add(at+"."+l.key, "%v", err)
 				continue
 			}
@@ -167,7 +169,7 @@ func (c *Config) validateClusterAgainst(p *problems, t *Topology, s *Site) {
 }
 
 func checkClusterURL(s string) error {
-	return checkServerURL(s, clusterURLSchemes, "nats, tls", "cluster.credentials_file")
+	return syntax.ServerURL(s, clusterURLSchemes, "nats, tls", "cluster.credentials_file")
 }
 
 // ClusterURL joins the URLs as nats.Connect takes them.

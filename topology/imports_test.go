@@ -11,5 +11,5 @@ import (
 // builds on it
 // (topology/render).
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "topology/subjects", "topology/internal/strictjson")
+	importcheck.Only(t, "topology/subjects", "topology/internal/strictjson", "topology/internal/syntax")
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"strings"
+
+	"github.com/leafline/leafline/topology/internal/syntax"
 )
 
 // DefaultClientUser is the user name of ClientAuth when it names none.
@@ -28,7 +30,7 @@ var LocalUserConnectionTypes = []string{"STANDARD", "WEBSOCKET", "IN_PROCESS", "
 func (c *Config) validateClientListener(p *problems) {
 	n := c.NATS
 	host, _, _ := net.SplitHostPort(n.Listen)
-	if !n.AllowRemote && !isLoopbackHost(host) {
+	if !n.AllowRemote && !syntax.IsLoopback(host) {
 		what := fmt.Sprintf("host %q", host)
 		if host == "" {
 			what = "an empty host (every interface)"

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/leafline/leafline/topology/internal/syntax"
 )
 
 const defaultExpectedOutage = time.Hour
@@ -263,7 +265,7 @@ func (c *Config) validateLeafnodeSecurity(p *problems) {
 		if f.ServerName != "" {
 			if !upstream {
 				p.add(fieldPath(path, "server_name"), "only upstream_tls has a server name")
-			} else if err := checkHost(f.ServerName); err != nil {
+			} else if err := syntax.Host(f.ServerName); err != nil {
 				p.add(fieldPath(path, "server_name"), "%v", err)
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/leafline/leafline/topology/internal/syntax"
 )
 
 // SinkTypes are the accepted sink.type values.
@@ -238,7 +240,7 @@ func (h *HTTPSinkConfig) validate(p *problems) {
 	}
 	for name, env := range h.HeadersEnv {
 		path := fieldPath("sink.http.headers_env", name)
-		if !validHeaderName(name) {
+		if syntax.HeaderName(name) != nil {
 			p.add(path, "%q is not a valid header name", name)
 		}
 		if env == "" {
@@ -256,7 +258,7 @@ func (pg *PostgresSinkConfig) validate(p *problems) {
 	}
 	p.oneOf("sink.postgres.data_type", pg.DataType, "bytea", "jsonb")
 	if pg.Statement == "" {
-		if !validTableName(pg.Table) {
+		if !syntax.TableName(pg.Table) {
 			p.add("sink.postgres.table", "%q is not a table name: letters, digits and _ (not first a digit), optionally schema-qualified", pg.Table)
 		}
 	} else if !strings.Contains(pg.Statement, "@event_id") {
@@ -333,35 +335,4 @@ func unwrapExec(err error) error {
 func hasPassword(u *url.URL) bool {
 	_, ok := u.User.Password()
 	return ok
-}
-
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for _, r := range name {
-		alnum := '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z'
-		if !alnum && !strings.ContainsRune("!#$%&'*+-.^_`|~", r) {
-			return false
-		}
-	}
-	return true
-}
-
-func validTableName(s string) bool {
-	parts := strings.Split(s, ".")
-	if len(parts) > 2 {
-		return false
-	}
-	for _, part := range parts {
-		if part == "" || len(part) > 63 || ('0' <= part[0] && part[0] <= '9') {
-			return false
-		}
-		for _, r := range part {
-			if !(r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -66,6 +66,9 @@ type Events struct {
 	// gets an expired receipt (see ExpiryFor). Zero value means no event
 	// expires unless it carries its own expiry header.
 	ExpireAfter []ExpireRule `json:"expire_after,omitempty"`
+	// Priorities are the priority classes, most urgent first (see
+	// Priority). Zero value means every event is normal.
+	Priorities []Priority `json:"priorities,omitempty"`
 }
 
 // Receipts describes the return path edge → hub → L1.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leafline/leafline/topology/internal/syntax"
 	"github.com/leafline/leafline/topology/subjects"
 )
 
@@ -31,7 +32,7 @@ type namedStream struct{ path, name string }
 
 // streams lists every stream the topology names.
 func (t *Topology) streams() []namedStream {
-	return []namedStream{
+	out := []namedStream{
 		{"events.origin_stream", t.Events.OriginStream},
 		{"events.hub_stream", t.Events.HubStream},
 		{"events.edge_stream", t.Events.EdgeStream},
@@ -39,6 +40,10 @@ func (t *Topology) streams() []namedStream {
 		{"receipts.hub_stream", t.Receipts.HubStream},
 		{"receipts.l1_stream", t.Receipts.L1Stream},
 	}
+	for i, c := range t.Events.Priorities {
+		out = append(out, namedStream{elemPath("events.priorities", i) + ".name", ClassStream(t.Events.EdgeStream, c.Name)})
+	}
+	return out
 }
 
 // streamUser returns the path of the topology stream called name, if any.
@@ -104,6 +109,7 @@ func (t *Topology) validateEvents(p *problems) {
 		p.add("expected_outage", "%s is below 1s", o)
 	}
 	t.validateExpiry(p)
+	t.validatePriorities(p)
 }
 
 func (t *Topology) validateReceipts(p *problems) {
@@ -190,7 +196,7 @@ func (t *Topology) validateNames(p *problems) {
 		}
 		if s.Domain == s.Name {
 			// The default (or the same value): the name's checks cover it.
-			if checkName(s.Name, maxSiteName) != nil {
+			if syntax.Name(s.Name, maxSiteName) != nil {
 				continue
 			}
 			if j, ok := domains[s.Domain]; ok && !dupName {
@@ -268,7 +274,7 @@ func (t *Topology) validateLeafnode(p *problems, i int) {
 	case s.Leafnode.Listen != "" && s.Role == RoleEdge:
 		p.add(listen, "an edge site accepts no leafnode connections; only l1 and hub sites listen")
 	case s.Leafnode.Listen != "":
-		if err := checkHostPort(s.Leafnode.Listen, 1, false); err != nil {
+		if err := syntax.HostPort(s.Leafnode.Listen, 1, false); err != nil {
 			p.add(listen, "%v", err)
 		}
 	case len(down) > 0 && s.Name != "":
@@ -293,7 +299,7 @@ func (t *Topology) validateLeafnode(p *problems, i int) {
 func (t *Topology) derivedFromBadListen(s *Site) bool {
 	up, ok := t.Site(s.Upstream)
 	return ok && s.Leafnode.UpstreamURL == "nats-leaf://"+up.Leafnode.Listen &&
-		checkHostPort(up.Leafnode.Listen, 1, false) != nil
+		syntax.HostPort(up.Leafnode.Listen, 1, false) != nil
 }
 
 func (t *Topology) validateFilter(p *problems, i int) {

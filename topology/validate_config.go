@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leafline/leafline/topology/internal/syntax"
 	"github.com/leafline/leafline/topology/subjects"
 )
 
@@ -63,17 +64,17 @@ func (c *Config) validateLocal(p *problems) {
 }
 
 func (c *Config) validateListeners(p *problems) {
-	if err := checkHostPort(c.NATS.Listen, 0, true); err != nil {
+	if err := syntax.HostPort(c.NATS.Listen, 0, true); err != nil {
 		p.add("nats.listen", "%v", err)
 	} else {
 		c.validateClientListener(p) // listener_auth.go
 	}
-	if err := checkHostPort(c.Ops.Listen, 0, true); err != nil {
+	if err := syntax.HostPort(c.Ops.Listen, 0, true); err != nil {
 		p.add("ops.listen", "%v", err)
 		return
 	}
 	host, _, _ := net.SplitHostPort(c.Ops.Listen)
-	if !c.Ops.AllowRemote && !isLoopbackHost(host) {
+	if !c.Ops.AllowRemote && !syntax.IsLoopback(host) {
 		what := fmt.Sprintf("host %q", host)
 		if host == "" {
 			what = "an empty host (every interface)"
@@ -111,7 +112,7 @@ func (c *Config) validateEventID(p *problems) {
 	case e.Header != "" && e.JSONField != "":
 		p.add("event_id", "set header or json_field, not both")
 	case e.Header != "":
-		if err := checkHeaderName(e.Header); err != nil {
+		if err := syntax.HeaderName(e.Header); err != nil {
 			p.add("event_id.header", "%v", err)
 		}
 	case e.JSONField == "":
@@ -303,7 +304,7 @@ func (c *Config) checkSubjectSpace(p *problems, t *Topology, path, space string)
 
 // name records a problem if s is not a valid name; it reports validity.
 func (p *problems) name(path, s string, max int) bool {
-	if err := checkName(s, max); err != nil {
+	if err := syntax.Name(s, max); err != nil {
 		p.add(path, "%v", err)
 		return false
 	}

@@ -104,3 +104,31 @@ func Subset(a, b string) bool {
 	}
 	return len(at) == len(bt)
 }
+
+// Intersect returns the subject that matches exactly the literal subjects
+// matched by both a and b, and false when none is. Both must be valid
+// subjects.
+func Intersect(a, b string) (string, bool) {
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	var out []string
+	for i := 0; ; i++ {
+		switch {
+		case i == len(at) && i == len(bt):
+			return strings.Join(out, "."), true
+		case i == len(at) || i == len(bt):
+			return "", false
+		}
+		switch x, y := at[i], bt[i]; {
+		case x == ">":
+			return strings.Join(append(out, bt[i:]...), "."), true
+		case y == ">":
+			return strings.Join(append(out, at[i:]...), "."), true
+		case x == "*":
+			out = append(out, y)
+		case y == "*" || x == y:
+			out = append(out, x)
+		default:
+			return "", false
+		}
+	}
+}
