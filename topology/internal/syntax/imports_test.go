@@ -6,6 +6,5 @@ import (
 	"github.com/leafline/leafline/internal/importcheck"
 )
 
-// TestImports: eventid imports nothing of ours, so that L1 and the edge's
-// runner both import it without importing each other.
+// TestImports: syntax imports nothing of ours; topology builds on it.
 func TestImports(t *testing.T) { importcheck.Only(t) }
