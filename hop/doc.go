@@ -64,6 +64,16 @@
 // on the upstream only its own consumer: pull requests, ACKs, and its
 // consumer's info and reset.
 //
+// # Messages another link carries
+//
+// A link with Link.Skip leaves the messages it names to another link
+// (a priority class's, which takes them through its own consumer into its
+// own stream): it ACKs them without storing them. The mark then counts
+// them as handled, in memory; read back after a restart it is the newest
+// message stored, so the skipped ones after it come again and are skipped
+// again. The stored messages are still a prefix of the link's, less the
+// skipped ones.
+//
 // # A refused store
 //
 // A batch that the downstream stream refuses (a full disk, a stream limit

@@ -80,6 +80,10 @@ type Link struct {
 	// relay may move one Window's worth at once. Zero means 1s; at most
 	// 1m. Without BytesPerSecond it has no effect.
 	Window time.Duration
+	// Skip, if set, names the messages another link carries (a priority
+	// class's): they are ACKed without being stored. Each comes again
+	// after a restart and is skipped again.
+	Skip func(upstream string) bool
 	// Log receives the relay's log lines (never payloads). Nil discards.
 	Log *slog.Logger
 }
@@ -87,7 +91,7 @@ type Link struct {
 // Mover moves one link's messages. Create it with New; run it with Run.
 type Mover struct {
 	l      Link
-	mark   uint64 // upstream sequence of the newest message stored
+	mark   uint64 // upstream sequence of the newest message stored or skipped
 	loaded bool   // mark was read from the downstream stream
 	cons   jetstream.Consumer
 	// cumulative is set when cons ACKs by policy all: one ACK of a
@@ -494,13 +498,20 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 			return err
 		}
 	}
-	if len(take) > 0 {
-		if err := r.store(ctx, take); err != nil {
+	store := take
+	if r.l.Skip != nil {
+		store = slices.DeleteFunc(slices.Clone(take), func(d delivery) bool { return r.l.Skip(d.m.Subject()) })
+	}
+	if len(take) > 0 && len(store) == 0 {
+		r.mark, r.prev = take[len(take)-1].meta.Sequence.Stream, prev
+	}
+	if len(store) > 0 {
+		if err := r.store(ctx, store); err != nil {
 			// The store may have happened: read the mark again first.
 			r.loaded, r.prev = false, nil
 			r.refused++
 			r.ack(old)
-			return fmt.Errorf("%w: store %d messages: %w", errStoreRefused, len(take), err)
+			return fmt.Errorf("%w: store %d messages: %w", errStoreRefused, len(store), err)
 		}
 		r.mark, r.prev, r.refused = take[len(take)-1].meta.Sequence.Stream, prev, 0
 		if r.beforeAck != nil {

@@ -529,3 +529,57 @@ func TestRelay_LinkUpEndsTheLostPullRequest(t *testing.T) {
 	}
 	exactlyOnce(t, p.settled(t, total), total)
 }
+
+// A link with Skip ACKs the messages another link carries without storing
+// them, across a crash before the ACK and a restart: the downstream holds
+// every other message once, in order, and the consumer has nothing left.
+func TestRelay_SkipsAnotherLinksMessages(t *testing.T) {
+	for _, ack := range ackPolicies {
+		t.Run("ack "+ack.String(), func(t *testing.T) {
+			p := startPairOpts(t, 200*time.Millisecond, false, ack)
+			l := p.link()
+			l.Skip = func(s string) bool { return s == "ev.3" }
+			p.publish(t, 0, 700)
+			r, err := hop.New(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			crash := errors.New("crash between store and ACK")
+			r.SetBeforeAck(func() error { return crash })
+			if err := <-p.run(t, r); !errors.Is(err, crash) {
+				t.Fatalf("Run returned %v, want the crash", err)
+			}
+			r2, err := hop.New(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.run(t, r2)
+			p.publish(t, 700, 4) // ends with ev.3: a batch of skipped messages last
+			want := 0
+			for i := range 704 {
+				if i%7 != 3 {
+					want++
+				}
+			}
+			msgs := p.settled(t, want)
+			if len(msgs) != want {
+				t.Fatalf("downstream holds %d messages, want %d", len(msgs), want)
+			}
+			prev := 0
+			for _, m := range msgs {
+				var i int
+				fmt.Sscanf(m.Header.Get(jetstream.MsgIDHeader), "id-%d", &i)
+				if m.Subject == "ev.3" || i <= prev && prev != 0 || m.Header.Get(hop.HeaderSeq) != fmt.Sprint(i+1) {
+					t.Fatalf("stored %s %s after id-%d", m.Subject, m.Header.Get(jetstream.MsgIDHeader), prev)
+				}
+				prev = i
+			}
+			check.For(t, 5*time.Second, 20*time.Millisecond, func() error {
+				if r2.Mark() != 704 {
+					return fmt.Errorf("mark %d, want 704 (the skipped messages count as handled)", r2.Mark())
+				}
+				return nil
+			})
+		})
+	}
+}
