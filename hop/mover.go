@@ -283,9 +283,14 @@ func (r *Mover) step(ctx context.Context) error {
 		r.mark, r.loaded = m, true
 	}
 	if r.cons == nil {
-		cctx, cancel := context.WithTimeout(ctx, r.l.Expiry)
+		cctx, cancel := r.untilLinkUp(ctx, r.l.Expiry)
 		c, err := r.l.Upstream.Consumer(cctx, r.l.Stream, r.l.Consumer)
 		cancel()
+		if err != nil && r.woken.Load() && ctx.Err() == nil {
+			// The link came back while the request, perhaps lost in
+			// the cut, was waiting: ask again at once.
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("consumer %s on %s: %w", r.l.Consumer, r.l.Stream, err)
 		}
@@ -345,19 +350,8 @@ func (r *Mover) fetch(ctx context.Context, n int, noWait bool, maxBytes int64) (
 	case noWait:
 		b, err = r.cons.FetchNoWait(n)
 	default:
-		fctx, cancel := context.WithTimeout(ctx, r.l.Expiry)
+		fctx, cancel := r.untilLinkUp(ctx, r.l.Expiry)
 		defer cancel()
-		if r.l.LinkUp != nil {
-			up := r.l.LinkUp()
-			go func() {
-				select {
-				case <-up:
-					r.woken.Store(true)
-					cancel()
-				case <-fctx.Done():
-				}
-			}()
-		}
 		b, err = r.cons.Fetch(n, jetstream.FetchContext(fctx))
 	}
 	if err != nil {
@@ -378,6 +372,25 @@ func (r *Mover) fetch(ctx context.Context, n int, noWait bool, maxBytes int64) (
 		return msgs, err
 	}
 	return msgs, nil
+}
+
+// untilLinkUp returns a context that ends after d, or when the link next
+// comes up (Link.LinkUp), which also sets woken: a request sent before a
+// cut was lost with it.
+func (r *Mover) untilLinkUp(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	lctx, cancel := context.WithTimeout(ctx, d)
+	if r.l.LinkUp != nil {
+		up := r.l.LinkUp()
+		go func() {
+			select {
+			case <-up:
+				r.woken.Store(true)
+				cancel()
+			case <-lctx.Done():
+			}
+		}()
+	}
+	return lctx, cancel
 }
 
 // loadMark reads the link's high-water mark from the downstream stream.
