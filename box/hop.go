@@ -49,7 +49,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 		// pulls one of them, the other end's relay the other.
 		capped := a.cfg.Topology.LinkBandwidth(jsplan.LowerEnd(a.site, sp.From))
 		r, err := hop.New(hop.Link{
-			Name: name, Upstream: up, Stream: sp.Stream, Consumer: topology.RelayConsumerName(a.site.Name),
+			Name: name, Upstream: up, Stream: sp.Stream, Consumer: sp.Consumer, Skip: sp.Skip,
 			Local: local, LocalStream: sp.LocalStream, Subject: sp.Subject, Marks: sp.Marks,
 			Batch: jsplan.RelayBatch, BytesPerSecond: capped, LinkUp: watch.next,
 			Log: a.log.With("component", "hop-relay", "link", name),

@@ -161,6 +161,14 @@ func (a *Role) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sink consumer: %w", err)
 	}
+	var classes []jetstream.Consumer
+	for _, c := range cfg.Topology.Classes(a.site) {
+		cc, err := a.js.Consumer(ctx, c.Stream, cfg.Delivery.Consumer)
+		if err != nil {
+			return fmt.Errorf("sink consumer of class %s: %w", c.Name, err)
+		}
+		classes = append(classes, cc)
+	}
 	// The server stages one atomic batch at a time per connection: a
 	// second connection lets the runner's second publisher overlap its
 	// batch with the first's (runner.Options.Publishers).
@@ -183,6 +191,7 @@ func (a *Role) Start(ctx context.Context) error {
 		JS:       a.js,
 		Progress: progress,
 		Consumer: cons,
+		Classes:  classes,
 		Outbox:   ob,
 		Publishers: []outbox.Publisher{
 			&receiptPublisher{js: a.js, signer: a.signer},

@@ -66,6 +66,21 @@ func relayConsumerConfig(down *topology.Site, filter string) jetstream.ConsumerC
 	}
 }
 
+// relayClassConsumerConfig is the consumer of a relay link that carries
+// one priority class to down: the relay consumer narrowed to the class's
+// subjects within down's filter.
+func relayClassConsumerConfig(down *topology.Site, c topology.Class) jetstream.ConsumerConfig {
+	cfg := relayConsumerConfig(down, "")
+	cfg.Durable = topology.RelayClassConsumerName(down.Name, c.Name)
+	cfg.Description = "leafline relay of class " + c.Name + " for " + down.Name
+	if len(c.Filters) == 1 {
+		cfg.FilterSubject = c.Filters[0]
+	} else {
+		cfg.FilterSubjects = c.Filters
+	}
+	return cfg
+}
+
 // relayDuplicates is the Nats-Msg-Id window of a stream that relay links
 // fill: the server's least. The relay needs none (its mark absorbs every
 // redelivery), and a copy that L1 publishes again on purpose (a redrive,
@@ -96,12 +111,23 @@ type TakenLink struct {
 	Subject     func(string) string
 	Marks       []string // subjects of localStream that hold only this link's messages
 	Relay       bool     // the link's transport is the relay
+	// Consumer is the durable consumer the relay pulls, on Stream at From.
+	Consumer string
+	// Class is the priority class the link carries, "" for a link that
+	// carries every event (or receipt) of its stream; Skip, if set, names
+	// the messages a class's link carries instead (hop.Link.Skip).
+	Class string
+	Skip  func(subject string) bool
 }
 
-// linkName is the name of the relay of sp at site (hop.Link.Name, and the
+// LinkName is the name of the relay of sp at site (hop.Link.Name, and the
 // hop.HeaderLink of what it stores).
 func (sp TakenLink) LinkName(site *topology.Site) string {
-	return sp.From.Name + "-" + sp.Stream + "-" + site.Name
+	name := sp.From.Name + "-" + sp.Stream + "-" + site.Name
+	if sp.Class != "" {
+		name += "-" + sp.Class
+	}
+	return name
 }
 
 // IsSource reports whether src is the source of link sp: the stream it
@@ -133,6 +159,10 @@ func TakenLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
 	}
 	var out []TakenLink
 	up, _ := t.Site(site.Upstream)
+	link := func(from *topology.Site, stream, local string, subject func(string) string, marks []string) TakenLink {
+		return TakenLink{From: from, Stream: stream, LocalStream: local, Subject: subject, Marks: marks,
+			Relay: Relayed(t, site, from), Consumer: topology.RelayConsumerName(site.Name)}
+	}
 	switch site.Role {
 	case topology.RoleL1:
 		for _, hub := range t.Downstream(site.Name) {
@@ -140,10 +170,10 @@ func TakenLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
 			for _, e := range t.Downstream(hub.Name) {
 				marks = append(marks, t.ReceiptFilter(e.Name))
 			}
-			out = append(out, TakenLink{hub, rc.HubStream, rc.L1Stream, ingest(rc.L1Stream), marks, Relayed(t, site, hub)})
+			out = append(out, link(hub, rc.HubStream, rc.L1Stream, ingest(rc.L1Stream), marks))
 		}
 	case topology.RoleHub:
-		out = append(out, TakenLink{up, ev.OriginStream, ev.HubStream, ingest(ev.HubStream), []string{">"}, Relayed(t, site, up)})
+		out = append(out, link(up, ev.OriginStream, ev.HubStream, ingest(ev.HubStream), []string{">"}))
 		for _, e := range t.Downstream(site.Name) {
 			// The edge's link carries only its own receipts
 			// (ReceiptBinding): the site token is rewritten.
@@ -155,11 +185,24 @@ func TakenLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
 				}
 				return in(s)
 			}
-			out = append(out, TakenLink{e, rc.EdgeStream, rc.HubStream, bind, []string{t.ReceiptFilter(e.Name)}, Relayed(t, site, e)})
+			out = append(out, link(e, rc.EdgeStream, rc.HubStream, bind, []string{t.ReceiptFilter(e.Name)}))
 		}
 	case topology.RoleEdge:
-		if !site.Direct() {
-			out = append(out, TakenLink{up, ev.HubStream, ev.EdgeStream, ingest(ev.EdgeStream), []string{">"}, Relayed(t, site, up)})
+		if site.Direct() {
+			break
+		}
+		normal := link(up, ev.HubStream, ev.EdgeStream, ingest(ev.EdgeStream), []string{">"})
+		classes := t.Classes(site)
+		if len(classes) > 0 {
+			// Each class is its own link into its own stream; the
+			// normal link leaves the classes' events to them.
+			normal.Skip = func(s string) bool { return ev.ClassOf(s) != topology.NormalClass }
+		}
+		out = append(out, normal)
+		for _, c := range classes {
+			cl := link(up, ev.HubStream, c.Stream, ingest(c.Stream), []string{">"})
+			cl.Consumer, cl.Class = topology.RelayClassConsumerName(site.Name, c.Name), c.Name
+			out = append(out, cl)
 		}
 	}
 	return out

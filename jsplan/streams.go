@@ -1,6 +1,7 @@
 package jsplan
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,10 @@ type ConsumerPlan struct {
 	// Replaces is the consumer that the link's other transport takes the
 	// stream with.
 	Replaces string
+	// StartAfter is a consumer after whose ACK floor this one starts when
+	// it is created: a priority class's link starts where the link that
+	// carried the class's events before stands.
+	StartAfter string
 }
 
 // SitePlan derives the streams and consumers of one site from the topology.
@@ -169,6 +174,10 @@ func (pl *planner) hub() {
 		// A direct-mode edge consumes L1A itself: nothing for it on HA.
 		if !e.Direct() {
 			pl.serve(ev.HubStream, e, e.Filter)
+			for _, c := range t.Classes(e) {
+				pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: ev.HubStream,
+					Config: relayClassConsumerConfig(e, c), EitherAck: true, StartAfter: topology.RelayConsumerName(e.Name)})
+			}
 		}
 		// Each edge's link carries only its own site's receipts
 		// (ReceiptBinding).
@@ -195,6 +204,14 @@ func (pl *planner) edge() {
 		l2.Description = "leafline events at edge"
 		pl.take(&l2, ev.HubStream, up)
 		pl.p.Streams = append(pl.p.Streams, l2)
+		// Each priority class comes by its own relay link into a
+		// stream of its own (Topology.Classes; the relay only).
+		for _, c := range t.Classes(site) {
+			cs := pl.sourced(c.Stream)
+			cs.Description = "leafline events of class " + c.Name + " at edge"
+			relayInto(&cs, site)
+			pl.p.Streams = append(pl.p.Streams, cs)
+		}
 	}
 	re := pl.base(rc.EdgeStream)
 	re.Description = "leafline receipts at edge"
@@ -212,6 +229,9 @@ func (pl *planner) edge() {
 	}
 	if !site.Direct() {
 		pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: ev.EdgeStream, Config: SinkConsumerConfig(pl.cfg)})
+		for _, c := range t.Classes(site) {
+			pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: c.Stream, Config: SinkConsumerConfig(pl.cfg)})
+		}
 	}
 }
 
@@ -269,7 +289,7 @@ func Reconcile(ctx context.Context, js jetstream.JetStream, p Plan) error {
 // ACK floor, which is then deleted (see box/switch.go).
 func reconcileConsumer(ctx context.Context, js jetstream.JetStream, c ConsumerPlan) error {
 	cfg := c.Config
-	if c.EitherAck || c.Replaces != "" {
+	if c.EitherAck || c.Replaces != "" || c.StartAfter != "" {
 		have, err := anyConsumerInfo(ctx, js, c.Stream, cfg.Durable)
 		switch {
 		case err == nil:
@@ -280,8 +300,8 @@ func reconcileConsumer(ctx context.Context, js jetstream.JetStream, c ConsumerPl
 			if hc.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
 				cfg.DeliverPolicy, cfg.OptStartSeq = hc.DeliverPolicy, hc.OptStartSeq
 			}
-		case errors.Is(err, jetstream.ErrConsumerNotFound) && c.Replaces != "":
-			floor, err := ackFloor(ctx, js, c.Stream, c.Replaces)
+		case errors.Is(err, jetstream.ErrConsumerNotFound) && (c.Replaces != "" || c.StartAfter != ""):
+			floor, err := ackFloor(ctx, js, c.Stream, cmp.Or(c.Replaces, c.StartAfter))
 			if err != nil {
 				return err
 			}

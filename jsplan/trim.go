@@ -50,6 +50,9 @@ func trimTakers(cfg *topology.Config, site *topology.Site) []TrimPlan {
 			if !e.Direct() {
 				edges = append(edges, takerName(t, site, e))
 			}
+			for _, c := range t.Classes(e) {
+				edges = append(edges, topology.RelayClassConsumerName(e.Name, c.Name))
+			}
 		}
 		return []TrimPlan{
 			{Stream: t.Events.HubStream, Consumers: edges},
@@ -59,6 +62,9 @@ func trimTakers(cfg *topology.Config, site *topology.Site) []TrimPlan {
 		p := []TrimPlan{{Stream: t.Receipts.EdgeStream, Consumers: []string{takerName(t, site, up)}}}
 		if !site.Direct() {
 			p = append(p, TrimPlan{Stream: t.Events.EdgeStream, Consumers: []string{cfg.Delivery.Consumer}})
+		}
+		for _, c := range t.Classes(site) {
+			p = append(p, TrimPlan{Stream: c.Stream, Consumers: []string{cfg.Delivery.Consumer}})
 		}
 		return p
 	}

@@ -62,6 +62,21 @@
 // crash anywhere leaves at most a few batches unacked, to be redelivered
 // like one.
 //
+// # Priority classes
+//
+// An edge that takes priority classes (topology Events.Priorities) has a
+// consumer per class on the class's own stream (Options.Classes), which
+// the hub's relay fills through a link of the class's own, so that a
+// class's events overtake a backlog at the hub as well as here. Each
+// batch comes from one consumer: the most urgent class with messages,
+// asked without waiting, and the normal consumer after them, which waits
+// for a message as without classes. While classes have messages, every
+// fourth batch (normalShare) asks the normal consumer first: normal work
+// keeps at least a quarter of the batches, and all the rest of the
+// throughput that the classes leave. Within a consumer, the order is the
+// stream's; every guarantee above holds for each message whatever its
+// consumer, which is also the one its ACK goes to.
+//
 // # Caveats
 //
 // NOTE: a batch may wait for the batches ahead of it (a commit, up to

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,6 +26,7 @@ func (r *Runner) fetch(ctx context.Context, permit <-chan struct{}, out chan<- *
 	// batch_size after a short one, so a box that keeps up keeps its
 	// latency.
 	size := d.BatchSize
+	var q queue
 	for {
 		select {
 		case <-ctx.Done():
@@ -36,18 +38,11 @@ func (r *Runner) fetch(ctx context.Context, permit <-chan struct{}, out chan<- *
 				return
 			}
 			start, asked := time.Now(), size
-			fb, err := r.cons.Fetch(asked, jetstream.FetchMaxWait(wait))
+			msgs, err := r.fetchNext(&q, asked, wait)
 			if err != nil {
 				r.log.Warn("fetch failed", "err", err)
 				ctxsleep.For(ctx, time.Second)
 				continue
-			}
-			var msgs []jetstream.Msg
-			for m := range fb.Messages() {
-				msgs = append(msgs, m)
-			}
-			if err := fb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-				r.log.Debug("fetch ended", "err", err)
 			}
 			if len(msgs) == 0 {
 				size = d.BatchSize
@@ -63,6 +58,65 @@ func (r *Runner) fetch(ctx context.Context, permit <-chan struct{}, out chan<- *
 			break
 		}
 	}
+}
+
+// normalShare is the share of batches that the normal consumer is asked
+// first for while priority classes have messages: one in normalShare.
+const normalShare = 4
+
+// queue is the fetcher's place in the order of its consumers.
+type queue struct {
+	// urgent counts the batches taken from the classes since the normal
+	// consumer was last asked first.
+	urgent int
+}
+
+// fetchNext fetches one batch of up to n messages, all from one consumer.
+// The classes are asked first, most urgent first, without waiting; the
+// normal consumer last, waiting up to wait for a message. Every
+// normalShare-th batch while classes have messages, the normal consumer
+// is asked first, so that normal work keeps at least that share of the
+// batches.
+func (r *Runner) fetchNext(q *queue, n int, wait time.Duration) ([]jetstream.Msg, error) {
+	order := append(slices.Clone(r.classes), r.cons)
+	if len(r.classes) > 0 && q.urgent >= normalShare-1 {
+		order = append([]jetstream.Consumer{r.cons}, r.classes...)
+		q.urgent = 0
+	}
+	for i, c := range order {
+		last := i == len(order)-1
+		msgs, err := r.fetchFrom(c, n, wait, !last)
+		if err != nil || len(msgs) > 0 || last {
+			if c != r.cons && len(msgs) > 0 {
+				q.urgent++
+			}
+			return msgs, err
+		}
+	}
+	return nil, nil
+}
+
+// fetchFrom fetches up to n messages from c: those it has at once when
+// noWait, else waiting up to wait for the first.
+func (r *Runner) fetchFrom(c jetstream.Consumer, n int, wait time.Duration, noWait bool) ([]jetstream.Msg, error) {
+	var fb jetstream.MessageBatch
+	var err error
+	if noWait {
+		fb, err = c.FetchNoWait(n)
+	} else {
+		fb, err = c.Fetch(n, jetstream.FetchMaxWait(wait))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for m := range fb.Messages() {
+		msgs = append(msgs, m)
+	}
+	if err := fb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		r.log.Debug("fetch ended", "err", err) // what it brought is handed on
+	}
+	return msgs, nil
 }
 
 // ackEarlySettle is how long the negative control waits after its early

@@ -38,6 +38,11 @@ type Options struct {
 	JS jetstream.JetStream
 	// Consumer is the durable pull consumer the runner fetches from.
 	Consumer jetstream.Consumer
+	// Classes are the consumers of the edge's priority classes, most
+	// urgent first: each batch comes from the first with messages, and
+	// Consumer's messages after theirs (see the package doc, # Priority
+	// classes).
+	Classes []jetstream.Consumer
 	Outbox   *outbox.Outbox
 	// Publishers publish the receipts to the local receipts stream, each a
 	// batch at a time. A second publisher on a connection of its own lets
@@ -121,6 +126,7 @@ type Runner struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	cons    jetstream.Consumer
+	classes []jetstream.Consumer
 	ob      *outbox.Outbox
 	pubs    []outbox.Publisher
 	sink    sink.Sink
@@ -158,7 +164,7 @@ func New(o Options) (*Runner, error) {
 		pubs = []outbox.Publisher{o.Hooks.WrapPublisher(pubs[0])}
 	}
 	return &Runner{
-		cfg: o.Config, site: o.Site, nc: o.NC, js: o.JS, cons: o.Consumer, ob: o.Outbox,
+		cfg: o.Config, site: o.Site, nc: o.NC, js: o.JS, cons: o.Consumer, classes: o.Classes, ob: o.Outbox,
 		pubs: pubs, sink: o.Sink, txSink: o.TxSink,
 		eventID: permanentEventID(o.Config.EventID),
 		backoff: Backoff(o.Config.Delivery.Retry),

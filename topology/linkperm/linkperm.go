@@ -76,6 +76,9 @@ func Of(t *topology.Topology, site string) (Permissions, error) {
 	var lp Permissions
 	if t.LinkTransport(s) == topology.TransportRelay {
 		lp = relay(s, up, fwd, rev, sourced)
+		for _, c := range t.Classes(s) {
+			lp.Publish = append(lp.Publish, relayPull(up.Domain, fwd, topology.RelayClassConsumerName(s.Name, c.Name))...)
+		}
 	} else {
 		lp = sourcing(s, up, fwd, rev)
 	}
@@ -185,16 +188,11 @@ func ServerFeatureFlags() map[string]bool {
 //	                  $JS.ACK.<up>.*.<fwd>.leafline-relay-<site>.>                  ACKs and NAKs
 //	                  leafline.relay.<up>.inbox.>                                   replies and deliveries to the upstream's relay
 //	upstream → site   the same four for rev, leafline-relay-<up> and <site>, and leafline.relay.<site>.inbox.>
+//
+// An edge that takes priority classes pulls fwd through one more consumer
+// per class, leafline-relay-<site>-<class>, with the same four.
 func relay(site, up *topology.Site, fwd, rev string, forward bool) Permissions {
-	pull := func(dom, stream, cons string) []string {
-		api := topology.APIPrefix(dom)
-		return []string{
-			api + ".CONSUMER.INFO." + stream + "." + cons,
-			api + ".CONSUMER.MSG.NEXT." + stream + "." + cons,
-			api + ".CONSUMER.RESET." + stream + "." + cons,
-			"$JS.ACK." + dom + ".*." + stream + "." + cons + ".>",
-		}
-	}
+	pull := relayPull
 	var lp Permissions
 	if forward {
 		lp.Publish = append(lp.Publish, pull(up.Domain, fwd, topology.RelayConsumerName(site.Name))...)
@@ -244,4 +242,16 @@ func Lint(t *topology.Topology, site, path string, publish, subscribe []string) 
 		}
 	}
 	return out
+}
+
+// relayPull is what pulling consumer cons on stream in domain dom takes:
+// its info, pull requests, reset, and ACKs.
+func relayPull(dom, stream, cons string) []string {
+	api := topology.APIPrefix(dom)
+	return []string{
+		api + ".CONSUMER.INFO." + stream + "." + cons,
+		api + ".CONSUMER.MSG.NEXT." + stream + "." + cons,
+		api + ".CONSUMER.RESET." + stream + "." + cons,
+		"$JS.ACK." + dom + ".*." + stream + "." + cons + ".>",
+	}
 }

@@ -1,0 +1,72 @@
+package systest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leafline/leafline"
+	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/publish"
+	"github.com/leafline/leafline/topology"
+)
+
+// Urgent events published behind a backlog of normal ones at a cut edge
+// link overtake it once the link is back: the edge processes each of them
+// before the last of the backlog, and every event completes once.
+func TestSystem_UrgentOvertakesBacklog(t *testing.T) {
+	ls := testSystem(t, Options{Configure: func(c *topology.Config) {
+		c.Topology.Events.Priorities = []topology.Priority{{Name: "urgent", Subjects: []string{"events.urgent.>"}}}
+	}}, nil)
+	ctx := context.Background()
+	pub, err := publish.New(publish.Config{JS: jstest.ConnectURL(t, ls.App("l1").ClientURL()), Stream: "L1A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := func(prefix, subject string, n int) []string {
+		evs, ids := make([]publish.Event, n), make([]string, n)
+		for i := range evs {
+			ids[i] = fmt.Sprintf("%s-%d", prefix, i)
+			evs[i] = publish.Event{ID: ids[i], Subject: subject, Data: []byte(`{"k":1}`)}
+		}
+		if _, err := pub.Publish(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	ls.Links["edge1"].Cut()
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if ls.App("edge1").UpstreamConnected() {
+			return fmt.Errorf("edge still connected")
+		}
+		return nil
+	})
+	normal := events("normal", "events.test", 5000)
+	urgent := events("urgent", "events.urgent.alarm", 5)
+	// Both are at the hub before the link is back.
+	time.Sleep(500 * time.Millisecond)
+	ls.Links["edge1"].Restore()
+	waitCompleted(t, ls, append(normal, urgent...), "edge1")
+
+	svc := leafline.Completions(ls.App("l1"))
+	processed := func(id string) time.Time {
+		c, err := svc.State().Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Processors["edge1"].ProcessedAt
+	}
+	var last time.Time
+	for _, id := range normal {
+		if p := processed(id); p.After(last) {
+			last = p
+		}
+	}
+	for _, id := range urgent {
+		if p := processed(id); !p.Before(last) {
+			t.Errorf("urgent event %s processed at %s, not before the backlog's last at %s", id, p.Format(time.StampMicro), last.Format(time.StampMicro))
+		}
+	}
+}
