@@ -39,6 +39,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 	if a.srv != nil {
 		g.Go(func() error { watch.run(ctx, a.srv); return nil })
 	}
+	caps := map[string]*hop.Cap{} // by upstream site and stream
 	for _, sp := range specs {
 		up, err := jetstream.NewWithDomain(nc, sp.From.Domain)
 		if err != nil {
@@ -46,12 +47,20 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 		}
 		name := sp.LinkName(a.site)
 		// The link's cap holds each direction on its own: this relay
-		// pulls one of them, the other end's relay the other.
+		// pulls one of them, the other end's relay the other. The
+		// relays of a stream's priority classes and of the rest of it
+		// share it, urgent first.
 		capped := a.cfg.Topology.LinkBandwidth(jsplan.LowerEnd(a.site, sp.From))
+		key := sp.From.Name + " " + sp.Stream
+		if capped > 0 && caps[key] == nil {
+			if caps[key], err = hop.NewCap(capped, 0); err != nil {
+				return err
+			}
+		}
 		r, err := hop.New(hop.Link{
 			Name: name, Upstream: up, Stream: sp.Stream, Consumer: sp.Consumer, Skip: sp.Skip,
 			Local: local, LocalStream: sp.LocalStream, Subject: sp.Subject, Marks: sp.Marks,
-			Batch: jsplan.RelayBatch, BytesPerSecond: capped, LinkUp: watch.next,
+			Batch: jsplan.RelayBatch, Cap: caps[key], Rank: sp.Rank, LinkUp: watch.next,
 			Log: a.log.With("component", "hop-relay", "link", name),
 		})
 		if err != nil {

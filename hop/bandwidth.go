@@ -2,7 +2,9 @@ package hop
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -71,6 +73,64 @@ func (b *bucket) until(now time.Time) time.Duration {
 	return time.Duration(math.Ceil(need / b.rate * float64(time.Second)))
 }
 
+// Cap is a bandwidth cap that several links' relays share: the links of
+// one leafnode link that carry its priority classes and the rest of its
+// stream (Link.Cap). Together they move at most what one link with
+// BytesPerSecond would; a more urgent link's backlog takes most of it
+// (see the package doc, # A bandwidth cap).
+type Cap struct {
+	mu   sync.Mutex
+	b    *bucket
+	busy map[int]bool // by rank: the link's last fetch brought messages
+}
+
+// NewCap returns a cap of bytesPerSecond averaged over window (0: 1s).
+func NewCap(bytesPerSecond int64, window time.Duration) (*Cap, error) {
+	if window == 0 {
+		window = time.Second
+	}
+	if bytesPerSecond <= 0 || window < 0 || window > maxWindow {
+		return nil, fmt.Errorf("hop: cap %d bytes/s over %s: want a positive rate over 0..%s", bytesPerSecond, window, maxWindow)
+	}
+	return &Cap{b: newBucket(bytesPerSecond, window, time.Now()), busy: map[int]bool{}}, nil
+}
+
+// urgentShare is the share of what the bucket holds that a link may
+// fetch while a more urgent link sharing its cap has a backlog: it then
+// gets at least a fifth of the cap (its quarter against the urgent one's
+// whole), and the urgent link the rest.
+const urgentShare = 4
+
+// until is how long until the cap holds half its burst.
+func (c *Cap) until(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.until(now)
+}
+
+// allow is what a fetch of the link of rank may carry at now: what the
+// bucket holds, or a quarter of it while a more urgent link is busy.
+func (c *Cap) allow(rank int, now time.Time) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.b.holds(now)
+	for k, busy := range c.busy {
+		if busy && k < rank {
+			return max(n/urgentShare, 1)
+		}
+	}
+	return n
+}
+
+// took takes n bytes that the link of rank fetched, and notes whether it
+// has a backlog (its fetch brought messages).
+func (c *Cap) took(rank int, n int64, msgs int, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.b.take(n, now)
+	c.busy[rank] = msgs > 0
+}
+
 // msgBytes is what the cap counts of a message pulled across the link:
 // its payload and its headers as they are sent (the "NATS/1.0" line,
 // each "Key: value" line and the blank line that ends them), the bytes
@@ -117,18 +177,18 @@ func (r *Mover) budget(ctx context.Context) int64 {
 	if all {
 		return 0
 	}
-	return r.cap.holds(time.Now())
+	return r.cap.allow(r.l.Rank, time.Now())
 }
 
 // charge takes the bytes of msgs, which crossed the link, out of the
 // link's cap.
 func (r *Mover) charge(msgs []jetstream.Msg) {
-	if r.cap == nil || len(msgs) == 0 {
+	if r.cap == nil {
 		return
 	}
 	var n int64
 	for _, m := range msgs {
 		n += msgBytes(m)
 	}
-	r.cap.take(n, time.Now())
+	r.cap.took(r.l.Rank, n, len(msgs), time.Now())
 }

@@ -112,6 +112,13 @@
 // above: a batch is stored whole before it is ACKed, and the prefix and
 // mark hold, as the batches are only smaller.
 //
+// The links of one leafnode link that carry its priority classes and the
+// rest of its stream share one Cap (Link.Cap), each with its Rank. While
+// a more urgent link's last fetch brought messages (a backlog), a less
+// urgent one's fetch may carry only a quarter of what the bucket holds:
+// the urgent link gets at least four fifths of the cap and the other at
+// least a fifth, and together they hold the cap as one link would.
+//
 // # Caveats
 //
 //   - A batch that the server refuses because one of its Nats-Msg-Ids is

@@ -80,6 +80,11 @@ type Link struct {
 	// relay may move one Window's worth at once. Zero means 1s; at most
 	// 1m. Without BytesPerSecond it has no effect.
 	Window time.Duration
+	// Cap, if set, is a cap this link shares with other links (NewCap),
+	// in place of BytesPerSecond and Window; Rank orders the links that
+	// share it, 0 the most urgent.
+	Cap  *Cap
+	Rank int
 	// Skip, if set, names the messages another link carries (a priority
 	// class's): they are ACKed without being stored. Each comes again
 	// after a restart and is skipped again.
@@ -108,8 +113,8 @@ type Mover struct {
 	// refused counts the stores refused in a row: Run waits longer after
 	// each (storeBackoff), and a store that succeeds resets it.
 	refused int
-	// cap is Link.BytesPerSecond's bucket, nil without a cap.
-	cap *bucket
+	// cap is Link.Cap, or Link.BytesPerSecond's own; nil without a cap.
+	cap *Cap
 	// takeAll is set when the consumer has unACKed messages that must
 	// come in one fetch (a batch NAKed for a lost delivery): the next
 	// fetch is not bounded by the cap's bytes, which would split them,
@@ -160,8 +165,11 @@ func New(l Link) (*Mover, error) {
 		l.Log = slog.New(slog.DiscardHandler)
 	}
 	r := &Mover{l: l}
-	if l.BytesPerSecond > 0 {
-		r.cap = newBucket(l.BytesPerSecond, l.Window, time.Now())
+	switch {
+	case l.Cap != nil:
+		r.cap = l.Cap
+	case l.BytesPerSecond > 0:
+		r.cap = &Cap{b: newBucket(l.BytesPerSecond, l.Window, time.Now()), busy: map[int]bool{}}
 	}
 	return r, nil
 }

@@ -118,6 +118,10 @@ type TakenLink struct {
 	// the messages a class's link carries instead (hop.Link.Skip).
 	Class string
 	Skip  func(subject string) bool
+	// Rank orders the links of one leafnode link that carry one stream
+	// by urgency, 0 the most urgent: each class by its place in the
+	// topology, then the link of the rest (hop.Link.Rank).
+	Rank int
 }
 
 // LinkName is the name of the relay of sp at site (hop.Link.Name, and the
@@ -198,10 +202,11 @@ func TakenLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
 			// normal link leaves the classes' events to them.
 			normal.Skip = func(s string) bool { return ev.ClassOf(s) != topology.NormalClass }
 		}
+		normal.Rank = len(classes)
 		out = append(out, normal)
-		for _, c := range classes {
+		for i, c := range classes {
 			cl := link(up, ev.HubStream, c.Stream, ingest(c.Stream), []string{">"})
-			cl.Consumer, cl.Class = topology.RelayClassConsumerName(site.Name, c.Name), c.Name
+			cl.Consumer, cl.Class, cl.Rank = topology.RelayClassConsumerName(site.Name, c.Name), c.Name, i
 			out = append(out, cl)
 		}
 	}

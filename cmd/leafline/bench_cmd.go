@@ -55,6 +55,11 @@ phases (--only, comma-separated, by letter or name; default all of them):
      the rate is from the cap
   expiry  --expiry events that go stale behind a cut edge link (expire_after
      2s): each must end expired at L1 once, none processed, none pending
+  priority  --priority-backlog normal events at the hub behind a cut edge
+     link, then --urgent urgent events published once a second after the
+     restore, with the class urgent and without classes: publish to
+     complete at L1 (urgent_p99_ms, urgent_p99_ms_no_priority), and normal
+     work's share while urgent events flow at 10% of the rate
   r  (rss) peak RSS of an edge run as a separate leafline process
   sinks  each sink side by side (--sinks, --events); only when named,
          or when --sinks is given without --only
@@ -83,6 +88,7 @@ type benchFlags struct {
 	compression                                  string
 	backlog, size, file, naive, e2e, drain, prob int
 	rss, batch, backlogBatch, wire, expiry       int
+	priorityBacklog, urgent                      int
 	l1Events, l1Tracked                          int
 	cuts, rate, fleetEdges, fleetEvents          int
 	cutFor, fleetCut, capWindow                  time.Duration
@@ -111,6 +117,8 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.rss, "rss", 100_000, "backlog of the separate-process edge (r)")
 	fs.IntVar(&f.wire, "wire", 2000, "events per compression mode (wire)")
 	fs.IntVar(&f.expiry, "expiry", 1000, "events that go stale behind a cut link (expiry)")
+	fs.IntVar(&f.priorityBacklog, "priority-backlog", 100_000, "normal events at the hub behind a cut link (priority)")
+	fs.IntVar(&f.urgent, "urgent", 20, "urgent events timed, one a second (priority)")
 	fs.DurationVar(&f.capWindow, "cap-window", time.Minute, "how long cap measures the capped link")
 	fs.IntVar(&f.l1Events, "l1-events", 100_000, "events L1 applies alone (l1)")
 	fs.IntVar(&f.l1Tracked, "l1-tracked", 1_000_000, "events tracked for l1's flat cost and summary")
@@ -187,7 +195,7 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 	o := bench.Options{
 		Phases: phases, Transports: list(f.transport),
 		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
-		Probe: f.prob, RSS: f.rss, Wire: f.wire, Expiry: f.expiry, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
+		Probe: f.prob, RSS: f.rss, Wire: f.wire, Expiry: f.expiry, PriorityBacklog: f.priorityBacklog, Urgent: f.urgent, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
 		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, CapWindow: f.capWindow, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
 		Compression: f.compression, Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,

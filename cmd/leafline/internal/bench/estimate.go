@@ -102,8 +102,8 @@ func (o Options) estimateLinked(relay bool) float64 {
 	return s
 }
 
-// estimateFieldLinks is the seconds of the field-link phases: wire, cap
-// and expiry.
+// estimateFieldLinks is the seconds of the field-link phases: wire, cap,
+// expiry and priority.
 func (o Options) estimateFieldLinks() float64 {
 	var s float64
 	if o.on("wire") {
@@ -117,6 +117,12 @@ func (o Options) estimateFieldLinks() float64 {
 	}
 	if o.on("expiry") {
 		s += 4.5 + per(o.Expiry, 1.5)
+	}
+	if o.on("priority") {
+		// Two systems, each with its backlog published and drained
+		// (and the urgent events a second apart), the first with a
+		// fifth of it again for the share.
+		s += 2*(6+max(per(o.PriorityBacklog, 0.15), float64(o.Urgent))) + 3 + per(o.PriorityBacklog/5, 0.2)
 	}
 	return s
 }

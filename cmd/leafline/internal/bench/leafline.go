@@ -13,7 +13,7 @@ import (
 )
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
-var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "r"}
+var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "priority", "r"}
 
 // PhaseNames name the phases that Phases calls by a letter: a name says
 // the same as its letter in Options.Phases (and `leafline bench --only`).
@@ -131,6 +131,17 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	        expired at L1 once, none processed at the edge, none
 //	        pending; the drain from the restore is timed.
 //
+// Then two systems of l1, a hub and one edge over the relay, one with the
+// priority class urgent (events.urgent.>) and one without classes:
+//
+//	priority  PriorityBacklog normal events at the hub behind a cut edge
+//	          link; the link restored and Urgent events published at L1,
+//	          one a second; each timed from its publish to its completion
+//	          at L1 (urgent_p99_ms, and urgent_p99_ms_no_priority from the
+//	          system without classes). With the class, a fifth of the
+//	          backlog again, drained while urgent events flow at 10% of
+//	          the rate: normal work's share of the completions meanwhile.
+//
 // And last:
 //
 //	r  peak RSS of an edge run as a separate `leafline run` process
@@ -151,6 +162,9 @@ type Options struct {
 	RSS     int // backlog of the separate-process run r (100000)
 	Wire    int // events per compression mode for wire (2000)
 	Expiry  int // stale events for expiry (1000)
+	// PriorityBacklog and Urgent shape priority: the normal events at the
+	// hub (100000) and the urgent events timed (20).
+	PriorityBacklog, Urgent int
 
 	// CapWindow is how long cap measures the capped link (60s).
 	CapWindow time.Duration
@@ -224,6 +238,8 @@ func (o *Options) setDefaults() {
 	def(&o.RSS, 100_000)
 	def(&o.Wire, 2000)
 	def(&o.Expiry, 1000)
+	def(&o.PriorityBacklog, 100_000)
+	def(&o.Urgent, 20)
 	def(&o.L1Events, 100_000)
 	def(&o.L1Tracked, 1_000_000)
 	def(&o.Cuts, 20)
@@ -284,7 +300,8 @@ func (o *Options) Validate() error {
 		v    int
 	}{{"backlog", o.Backlog}, {"size", o.Size}, {"file", o.File}, {"naive", o.Naive}, {"e2e", o.E2E},
 		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"l1-events", o.L1Events}, {"l1-tracked", o.L1Tracked}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch},
-		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}, {"wire", o.Wire}, {"expiry", o.Expiry}} {
+		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}, {"wire", o.Wire}, {"expiry", o.Expiry},
+		{"priority-backlog", o.PriorityBacklog}, {"urgent", o.Urgent}} {
 		if s.v < 0 || s.v > 10_000_000 {
 			errs = append(errs, fmt.Sprintf("%s must be 0..10000000, got %d", s.name, s.v))
 		}

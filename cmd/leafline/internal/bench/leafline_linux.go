@@ -112,6 +112,7 @@ type run struct {
 	wires      []wireRes
 	caps       []capRes
 	expiries   []expiryRes
+	priorities []priorityRes
 }
 
 // feRows are the drain and end-to-end rows of one transport.
@@ -241,6 +242,9 @@ func (r *run) phases() (figs []Figure, err error) {
 	}
 	if r.o.on("expiry") {
 		r.expiry(o.Transports[0])
+	}
+	if r.o.on("priority") {
+		r.priority()
 	}
 	if r.o.on("r") {
 		r.m.phase("r edge process RSS")
