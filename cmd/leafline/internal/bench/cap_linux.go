@@ -36,8 +36,8 @@ type capRes struct {
 func (r *run) capLink() {
 	w := r.o.CapWindow
 	nUp, nDown := capBacklogs(w, r.o.Size)
-	r.m.phase("cap link bandwidth cap [relay]")
-	r.m.track("start l1, a hub and an edge", "", 0, nil)
+	r.m.Phase("cap link bandwidth cap [relay]")
+	r.m.Track("start l1, a hub and an edge", "", 0, nil)
 	env := newBenchEnv(r.tb, r.TempDir(), 1, map[string]string{"edge1": "events.w.>"}, nil, topology.TransportRelay)
 	defer env.close()
 	for _, c := range env.ls.Configs {
@@ -50,7 +50,7 @@ func (r *run) capLink() {
 	env.startAll()
 	env.waitUntil("links", time.Minute, func() bool { return env.connected("hub")() && env.connected("edge1")() })
 
-	r.m.track("receipts backlog: events to the edge", "events", int64(nUp), since(env.count("edge1", "L2A")))
+	r.m.Track("receipts backlog: events to the edge", "events", int64(nUp), since(env.count("edge1", "L2A")))
 	if err := wirePublish(r.ctx, env.js["l1"], nUp, r.o.Size, r.id("cu")); err != nil {
 		r.Fatal(err)
 	}
@@ -58,18 +58,18 @@ func (r *run) capLink() {
 	link.Cut()
 	env.waitUntil("edge1 cut", time.Minute, func() bool { return !env.connected("edge1")() })
 	tr := env.traces["edge1"]
-	r.m.track("receipts backlog: processed behind the cut", "events", int64(nUp), tr.acks.Load)
+	r.m.Track("receipts backlog: processed behind the cut", "events", int64(nUp), tr.acks.Load)
 	env.open("edge1")
 	env.waitUntil("edge1 processed", 10*time.Minute, func() bool { return tr.acks.Load() >= int64(nUp) })
 
-	r.m.track("events backlog at the hub", "events", int64(nDown), since(env.count("hub", "HA")))
+	r.m.Track("events backlog at the hub", "events", int64(nDown), since(env.count("hub", "HA")))
 	ha := env.count("hub", "HA")() + uint64(nDown)
 	if err := wirePublish(r.ctx, env.js["l1"], nDown, r.o.Size, r.id("cd")); err != nil {
 		r.Fatal(err)
 	}
 	env.waitUntil("events at the hub", 10*time.Minute, func() bool { return env.count("hub", "HA")() >= ha })
 
-	r.m.track(fmt.Sprintf("restart with the link capped at %dB/s", capBytes), "", 0, nil)
+	r.m.Track(fmt.Sprintf("restart with the link capped at %dB/s", capBytes), "", 0, nil)
 	edge1, _ := env.ls.Topology.Site("edge1")
 	edge1.Bandwidth = fmt.Sprintf("%dB/s", capBytes)
 	env.restart("always")
@@ -77,7 +77,7 @@ func (r *run) capLink() {
 	link.Restore()
 	env.waitUntil("edge1 link", time.Minute, env.connected("edge1"))
 
-	r.m.waiting("warm-up", capWarm)
+	r.m.Waiting("warm-up", capWarm)
 	r.sleep(capWarm)
 
 	hub := env.ls.App("hub")
@@ -86,7 +86,7 @@ func (r *run) capLink() {
 	}
 	stored := env.count("edge1", "L2A")
 	down0, up0, ev0 := bytes("out"), bytes("in"), stored()
-	r.m.waiting(fmt.Sprintf("measuring both directions under %dB/s", capBytes), w)
+	r.m.Waiting(fmt.Sprintf("measuring both directions under %dB/s", capBytes), w)
 	ph := r.begin("cap")
 	t0 := time.Now()
 	r.sleep(w)

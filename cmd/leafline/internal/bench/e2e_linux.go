@@ -15,11 +15,11 @@ import (
 func (r *run) drainAndE2E(transport string) {
 	o := r.o
 	if o.on("f") {
-		r.m.phase("f drain [" + transport + "]")
+		r.m.Phase("f drain [" + transport + "]")
 	} else {
-		r.m.phase("e end to end [" + transport + "]")
+		r.m.Phase("e end to end [" + transport + "]")
 	}
-	r.m.track("start l1, a hub and an edge", "", 0, nil)
+	r.m.Track("start l1, a hub and an edge", "", 0, nil)
 	env := newBenchEnv(r.tb, r.TempDir(), 1, map[string]string{"edge1": "events.*.d.>"}, nil, transport)
 	defer env.close()
 	env.startAll()
@@ -36,7 +36,7 @@ func (r *run) drainAndE2E(transport string) {
 	}
 	if o.on("e") {
 		if o.on("f") {
-			r.m.phase("e end to end [" + transport + "]")
+			r.m.Phase("e end to end [" + transport + "]")
 		}
 		res.e = r.endToEnd(env, &res)
 	}
@@ -62,7 +62,7 @@ func (r *run) drain(env *benchEnv, res *feRows) benchRow {
 		benchGauge{"R1@l1 (receipt messages, from RH)", env.count("l1", "R1")},
 		benchGauge{"completions applied at L1", env.applied},
 	)
-	r.m.track("link restored, receipts to L1", "events completed", int64(D), func() int64 { return int64(env.applied() - base) })
+	r.m.Track("link restored, receipts to L1", "events completed", int64(D), func() int64 { return int64(env.applied() - base) })
 	ph := r.begin("f_drain")
 	env.ls.Links["edge1"].Restore()
 	env.waitUntil("drain", 30*time.Minute, func() bool { return env.applied() >= base+uint64(D) })
@@ -87,7 +87,7 @@ func (r *run) endToEnd(env *benchEnv, res *feRows) benchRow {
 		benchGauge{"R1@l1", env.count("l1", "R1")},
 		benchGauge{"completions applied at L1", env.applied},
 	)
-	r.m.track("published at L1 -> completed at L1", "events completed", int64(E), func() int64 { return int64(env.applied() - base) })
+	r.m.Track("published at L1 -> completed at L1", "events completed", int64(E), func() int64 { return int64(env.applied() - base) })
 	ph := r.begin("e_e2e")
 	var pubErr error
 	var pubDur time.Duration

@@ -36,8 +36,8 @@ type expiryRes struct {
 // the edge and that none is pending.
 func (r *run) expiry(transport string) {
 	n := r.o.Expiry
-	r.m.phase("expiry stale events [" + transport + "]")
-	r.m.track("start l1, a hub and an edge", "", 0, nil)
+	r.m.Phase("expiry stale events [" + transport + "]")
+	r.m.Track("start l1, a hub and an edge", "", 0, nil)
 	env := newBenchEnv(r.tb, r.TempDir(), 1, map[string]string{"edge1": "events.x.>"}, nil, transport)
 	defer env.close()
 	env.ls.Topology.Events.ExpireAfter = []topology.ExpireRule{{Subject: "events.x.>", After: topology.Duration(expiryAfter)}}
@@ -65,10 +65,10 @@ func (r *run) expiry(transport string) {
 	if _, err := pub.Publish(r.ctx, evs); err != nil {
 		r.Fatal(err)
 	}
-	r.m.waiting("events going stale behind the cut", time.Until(published.Add(expiryAfter+500*time.Millisecond)))
+	r.m.Waiting("events going stale behind the cut", time.Until(published.Add(expiryAfter+500*time.Millisecond)))
 	r.sleep(time.Until(published.Add(expiryAfter + 500*time.Millisecond)))
 
-	r.m.track("link restored, expired receipts to L1", "events", int64(n), func() int64 { return int64(env.applied() - base) })
+	r.m.Track("link restored, expired receipts to L1", "events", int64(n), func() int64 { return int64(env.applied() - base) })
 	ph := r.begin("expiry")
 	restored := time.Now()
 	link.Restore()

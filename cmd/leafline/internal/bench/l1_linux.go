@@ -235,10 +235,10 @@ func (x *l1Box) apply(key, what string, n, withReceipts int, bundled bool) (benc
 	if label == "" {
 		label = "a tracked state"
 	}
-	r.m.track(label+": origins written", "", 0, nil)
+	r.m.Track(label+": origins written", "", 0, nil)
 	first := x.writeOrigins(n, x.payload)
 	x.events += int64(n)
-	r.m.track(label+": origins applied", "events", int64(n), x.summaryCount(func(s record.Summary) int64 { return s.Events }))
+	r.m.Track(label+": origins applied", "events", int64(n), x.summaryCount(func(s record.Summary) int64 { return s.Events }))
 	var ph *benchPhase
 	if key != "" {
 		ph = r.begin(key + "_origins")
@@ -248,10 +248,10 @@ func (x *l1Box) apply(key, what string, n, withReceipts int, bundled bool) (benc
 	if ph != nil {
 		origins = ph.end(key, what, n, nil, "")
 	}
-	r.m.track(label+": receipts written", "", 0, nil)
+	r.m.Track(label+": receipts written", "", 0, nil)
 	written := x.writeReceipts(first, withReceipts, bundled)
 	x.complete += int64(withReceipts)
-	r.m.track(label+": receipts applied", "events complete", int64(withReceipts), x.summaryCount(func(s record.Summary) int64 { return s.Complete }))
+	r.m.Track(label+": receipts applied", "events complete", int64(withReceipts), x.summaryCount(func(s record.Summary) int64 { return s.Complete }))
 	if ph != nil {
 		ph = r.begin(key + "_receipts")
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leafline/leafline/cmd/leafline/internal/bench/meter"
 )
 
 // tb is one Leafline run's context for its phases: options, temporary
@@ -21,7 +23,7 @@ import (
 type tb struct {
 	ctx     context.Context
 	o       Options
-	m       *meter // nil without Options.Progress
+	m       *meter.Meter // nil without Options.Progress
 	dir     string
 	n       int
 	stopped atomic.Bool // the run was stopped: no new directory
@@ -142,9 +144,9 @@ func Leafline(ctx context.Context, o Options) (figs []Figure, err error) {
 		}
 		made = true
 	}
-	m := newMeter(o.Progress)
-	defer m.close()
-	o.Out = m.out(o.Out)
+	m := meter.New(o.Progress)
+	defer m.Close()
+	o.Out = m.Out(o.Out)
 	r := &run{tb: &tb{ctx: ctx, o: o, dir: dir, m: m}, out: o.Out, payload: benchPayload(o.Size)}
 	type result struct {
 		figs []Figure
@@ -213,7 +215,7 @@ func (r *run) phases() (figs []Figure, err error) {
 	r.banner()
 	r.standalone()
 	if r.o.on("l1") {
-		r.m.phase("l1 L1 alone")
+		r.m.Phase("l1 L1 alone")
 		r.l1Alone()
 	}
 	if r.anyOn("s", "a", "b", "c", "d") {
@@ -247,12 +249,12 @@ func (r *run) phases() (figs []Figure, err error) {
 		r.priority()
 	}
 	if r.o.on("r") {
-		r.m.phase("r edge process RSS")
+		r.m.Phase("r edge process RSS")
 		row := benchRSSRun(r.tb, o.RSS, r.payload)
 		r.rss = &row
 		r.rows = append(r.rows, row)
 	}
-	r.m.end()
+	r.m.End()
 	return r.report(), nil
 }
 
@@ -287,12 +289,12 @@ func setting(n int) string {
 // standalone runs the phases without servers (k, z).
 func (r *run) standalone() {
 	if r.o.on("k") {
-		r.m.phase("k receipt signing")
+		r.m.Phase("k receipt signing")
 		r.rows = append(r.rows, benchSigning(r.tb, r.o.Backlog)...)
 	}
 	if r.o.on("z") {
-		r.m.phase("z disk fsync")
-		r.m.waiting("1 writer, then 16", 4*time.Second)
+		r.m.Phase("z disk fsync")
+		r.m.Waiting("1 writer, then 16", 4*time.Second)
 		r.rows = append(r.rows, benchDiskFlush(r.tb, 1), benchDiskFlush(r.tb, 16))
 	}
 }
@@ -301,8 +303,8 @@ func (r *run) standalone() {
 // preloaded first.
 func (r *run) system() {
 	o := r.o
-	r.m.phase("s-d setup: " + fmt.Sprint(o.Backlog) + " events preloaded")
-	r.m.track("start l1, hub, 2 edges", "", 0, nil)
+	r.m.Phase("s-d setup: " + fmt.Sprint(o.Backlog) + " events preloaded")
+	r.m.Track("start l1, hub, 2 edges", "", 0, nil)
 	env := newBenchEnv(r.tb, r.TempDir(), 2,
 		map[string]string{"edge1": "events.b.>", "edge2": "events.b.f.>"},
 		map[string]string{"edge2": "file"}, o.Transports[0])
@@ -318,26 +320,26 @@ func (r *run) system() {
 	}
 	r.preload(env, o.Backlog, backlogSubj, "b", map[string]int{"edge1": o.Backlog, "edge2": o.File}, true)
 	if o.on("s") {
-		r.m.phase("s publish and sourcing")
+		r.m.Phase("s publish and sourcing")
 		r.probe(env)
 	}
 	if o.on("a") {
-		r.m.phase("a raw consume")
-		r.m.track(fmt.Sprintf("Fetch+Ack, then iterator+Ack, %d events each", o.Backlog), "", 0, nil)
+		r.m.Phase("a raw consume")
+		r.m.Track(fmt.Sprintf("Fetch+Ack, then iterator+Ack, %d events each", o.Backlog), "", 0, nil)
 		r.rows = append(r.rows, benchRawConsume(r.tb, env, o.Backlog)...)
 	}
 	if o.on("b") {
-		r.m.phase("b receipt ceiling")
-		r.m.track(fmt.Sprintf("atomic batches of 256 and 1000, %d receipts each", o.Backlog), "", 0, nil)
+		r.m.Phase("b receipt ceiling")
+		r.m.Track(fmt.Sprintf("atomic batches of 256 and 1000, %d receipts each", o.Backlog), "", 0, nil)
 		r.rows = append(r.rows, benchCeiling(r.tb, env, o.Backlog)...)
 	}
 	if o.on("c") {
-		r.m.phase("c naive loop")
-		r.m.track(fmt.Sprintf("%d events", o.Naive), "", 0, nil)
+		r.m.Phase("c naive loop")
+		r.m.Track(fmt.Sprintf("%d events", o.Naive), "", 0, nil)
 		r.rows = append(r.rows, benchNaiveLoop(r.tb, env, o.Naive))
 	}
 	if o.on("d") {
-		r.m.phase("d sink runner")
+		r.m.Phase("d sink runner")
 		r.dStore = r.runRunner(env, "d", "leafline runner, store sink, defaults (edge1)", "edge1", o.Backlog, "")
 		r.dFile = r.runRunner(env, "d2", "leafline runner, file sink, defaults (edge2)", "edge2", o.File, "one file+fsync per event")
 		r.rows = append(r.rows, r.dStore, r.dFile)
@@ -361,13 +363,13 @@ func (r *run) preload(env *benchEnv, n int, subj func(int) string, prefix string
 			r.rows = append(r.rows, row)
 		}
 	}
-	r.m.track("preload: publish at L1", "events", int64(n), since(env.count("l1", "L1A")))
+	r.m.Track("preload: publish at L1", "events", int64(n), since(env.count("l1", "L1A")))
 	ph := r.begin("preload_publish")
 	if err := benchPublish(r.ctx, env.js["l1"], n, r.payload, subj, r.id(prefix), nil); err != nil {
 		r.Fatal(err)
 	}
 	add(ph.end("P1", "setup: L1 publish async, sync 2m (not SyncAlways)", n, nil, ""))
-	r.m.track("preload: to the hub", "events", int64(n), since(env.count("hub", "HA")))
+	r.m.Track("preload: to the hub", "events", int64(n), since(env.count("hub", "HA")))
 	ph = r.begin("preload_ha")
 	ls.Links["hub"].Restore()
 	env.waitUntil("HA filled", 10*time.Minute, func() bool { return env.count("hub", "HA")() >= uint64(n) })
@@ -380,7 +382,7 @@ func (r *run) preload(env *benchEnv, n int, subj func(int) string, prefix string
 		total += want[e.Name]
 		l2a = append(l2a, env.count(e.Name, "L2A"))
 	}
-	r.m.track("preload: to the edges", "events", int64(total), since(func() (sum uint64) {
+	r.m.Track("preload: to the edges", "events", int64(total), since(func() (sum uint64) {
 		for _, c := range l2a {
 			sum += c()
 		}
@@ -395,14 +397,14 @@ func (r *run) preload(env *benchEnv, n int, subj func(int) string, prefix string
 		return true
 	})
 	add(ph.end("P3", "setup: sourcing HA->L2A, sync 2m", total, nil, "msgs written in the edge servers"))
-	r.m.track("preload: L1's origin tracker", "events", int64(n), since(env.originDone))
+	r.m.Track("preload: L1's origin tracker", "events", int64(n), since(env.originDone))
 	ph = r.begin("preload_origin")
 	env.waitUntil("origin tracker", 30*time.Minute, func() bool { return env.originDone() >= uint64(n) })
 	add(ph.end("P4", "setup: L1 origin tracker catches up, sync 2m", n, nil, "time after P3"))
 	for _, e := range edges {
 		ls.Links[e.Name].Cut()
 	}
-	r.m.track("restart with SyncAlways", "", 0, nil)
+	r.m.Track("restart with SyncAlways", "", 0, nil)
 	env.restart("always")
 	env.waitUntil("hub link", time.Minute, env.connected("hub"))
 	fmt.Fprintf(r.out, "bench: preloaded %d events in %.1fs; every box restarted with SyncAlways; edge links cut\n", n, time.Since(t0).Seconds())
@@ -414,19 +416,19 @@ func (r *run) probe(env *benchEnv) {
 	ls.Links["hub"].Cut()
 	origin0 := env.originDone()
 	ph3 := r.begin("s3_origin")
-	r.m.track("publish at L1", "events", int64(S), since(env.count("l1", "L1A")))
+	r.m.Track("publish at L1", "events", int64(S), since(env.count("l1", "L1A")))
 	ph := r.begin("s1_publish")
 	if err := benchPublish(r.ctx, env.js["l1"], S, r.payload, func(i int) string { return fmt.Sprintf("events.p.%d", i%8) }, r.id("p"), nil); err != nil {
 		r.Fatal(err)
 	}
 	r.rows = append(r.rows, ph.end("s1", "L1 publish async window 2048 (SyncAlways)", S, nil, "the producer's side"))
 	haBefore := env.count("hub", "HA")()
-	r.m.track("sourcing to the hub", "events", int64(S), since(env.count("hub", "HA")))
+	r.m.Track("sourcing to the hub", "events", int64(S), since(env.count("hub", "HA")))
 	ph = r.begin("s2_sourcing")
 	ls.Links["hub"].Restore()
 	env.waitUntil("HA probe", 10*time.Minute, func() bool { return env.count("hub", "HA")() >= haBefore+uint64(S) })
 	r.rows = append(r.rows, ph.end("s2", "sourcing L1A->HA backlog (SyncAlways)", S, nil, "durable source, 1 fsync per msg"))
-	r.m.track("L1's origin tracker", "events", int64(S), func() int64 { return int64(env.originDone() - origin0) })
+	r.m.Track("L1's origin tracker", "events", int64(S), func() int64 { return int64(env.originDone() - origin0) })
 	env.waitUntil("origin tracker", 30*time.Minute, func() bool { return env.originDone() >= origin0+uint64(S) })
 	r.rows = append(r.rows, ph3.end("s3", "L1 origin tracker: KV records for S (SyncAlways)", S, nil, "from start of s1; rss/profile: s1"))
 }
@@ -439,7 +441,7 @@ func (r *run) runRunner(env *benchEnv, key, what, edge string, n int, note strin
 	const sinkH, pubH = "leafline_sink_write_seconds", "leafline_receipt_puback_seconds"
 	sink0, sinkN0 := benchHist(box, sinkH)
 	pub0, pubN0 := benchHist(box, pubH)
-	r.m.track(what, "events ACKed", int64(n), tr.acks.Load)
+	r.m.Track(what, "events ACKed", int64(n), tr.acks.Load)
 	ph := r.begin(key)
 	env.open(edge)
 	env.waitUntil(edge+" drained", 30*time.Minute, func() bool { return tr.acks.Load() >= int64(n) })

@@ -57,8 +57,8 @@ func (r *run) priority() {
 func (r *run) priorityRun(classes bool) {
 	res := priorityRes{classes: classes, backlog: r.o.PriorityBacklog}
 	label := map[bool]string{true: "urgent class", false: "no classes"}[classes]
-	r.m.phase("priority [" + label + "]")
-	r.m.track("start l1, a hub and an edge", "", 0, nil)
+	r.m.Phase("priority [" + label + "]")
+	r.m.Track("start l1, a hub and an edge", "", 0, nil)
 	env := newBenchEnv(r.tb, r.TempDir(), 1, nil, nil, topology.TransportRelay)
 	defer env.close()
 	if classes {
@@ -74,16 +74,14 @@ func (r *run) priorityRun(classes bool) {
 	uid, nid := r.id("u"), r.id("n")
 	restored, base := r.backlogBehindCut(env, "n", res.backlog)
 	ph := r.begin("priority")
-	var at []time.Time
-	for i := 0; i < r.o.Urgent || env.applied() < base+uint64(res.backlog+len(at)); i++ {
-		if i >= r.o.Urgent {
-			r.sleep(50 * time.Millisecond)
-			continue
-		}
+	at := make([]time.Time, r.o.Urgent)
+	for i := range at {
 		r.sleep(time.Until(restored.Add(time.Duration(i) * urgentEvery)))
-		at = append(at, time.Now())
+		at[i] = time.Now()
 		r.publishOne(env, fmt.Sprintf("events.urgent.%d", i), uid(i))
 	}
+	env.waitUntil("every event completed at L1", 10*time.Minute, func() bool { return env.applied() >= base+uint64(res.backlog+len(at)) })
+	row := ph.end("priority", "", 0, nil, "")
 	st := leafline.Completions(env.ls.App("l1")).State()
 	for i := range at {
 		res.urgent = append(res.urgent, r.completedAt(st, uid(i)).Sub(at[i]))
@@ -95,8 +93,10 @@ func (r *run) priorityRun(classes bool) {
 		}
 	}
 	res.drain = last.Sub(restored)
-	r.rows = append(r.rows, ph.end("priority", fmt.Sprintf("urgent events behind a backlog of %d at the hub, publish to complete at L1 [%s]", res.backlog, label),
-		len(at), res.urgent, fmt.Sprintf("one every %s from the restore; the backlog drained in %s", urgentEvery, res.drain.Round(time.Millisecond))))
+	row.what = fmt.Sprintf("urgent events behind a backlog of %d at the hub, publish to complete at L1 [%s]", res.backlog, label)
+	row.n, row.lat = len(at), res.urgent
+	row.note = fmt.Sprintf("one every %s from the restore; the backlog drained in %s", urgentEvery, res.drain.Round(time.Millisecond))
+	r.rows = append(r.rows, row)
 	if classes {
 		r.normalShare(env, &res)
 	}
@@ -113,13 +113,13 @@ func (r *run) backlogBehindCut(env *benchEnv, p string, n int) (time.Time, uint6
 	base := env.applied()
 	hub := env.count("hub", env.ls.Topology.Events.HubStream)
 	before := hub()
-	r.m.track("backlog at the hub behind the cut", "events", int64(n), func() int64 { return int64(hub() - before) })
+	r.m.Track("backlog at the hub behind the cut", "events", int64(n), func() int64 { return int64(hub() - before) })
 	id := r.id(p)
 	if err := benchPublish(r.ctx, env.js["l1"], n, r.payload, func(i int) string { return fmt.Sprintf("events.%s.%d", p, i%8) }, id, nil); err != nil {
 		r.Fatal(err)
 	}
 	env.waitUntil("the backlog at the hub", 5*time.Minute, func() bool { return hub()-before >= uint64(n) })
-	r.m.track("link restored, every event to L1", "events", int64(n), func() int64 { return int64(env.applied() - base) })
+	r.m.Track("link restored, every event to L1", "events", int64(n), func() int64 { return int64(env.applied() - base) })
 	restored := time.Now()
 	link.Restore()
 	return restored, base

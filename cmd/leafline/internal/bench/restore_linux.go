@@ -107,8 +107,8 @@ func (s *steady) halt() (int, error) {
 // flowing at Rate a second, the edge's link cut Cuts times.
 func (r *run) linkRestore(transport string) {
 	o := r.o
-	r.m.phase("l link restore [" + transport + "]")
-	r.m.track("start l1, a hub and an edge", "", 0, nil)
+	r.m.Phase("l link restore [" + transport + "]")
+	r.m.Track("start l1, a hub and an edge", "", 0, nil)
 	log, stalls := newStallLogger()
 	env := newBenchEnvLog(r.tb, r.TempDir(), 1, map[string]string{"edge1": "events.*.l.>"}, nil, transport, log)
 	defer env.close()
@@ -124,7 +124,7 @@ func (r *run) linkRestore(transport string) {
 	pub := r.startSteady(env.js["l1"], "events.x.l.0", id)
 	var lat, fromUp []time.Duration
 	var cuts atomic.Int64
-	r.m.track(fmt.Sprintf("cut for %s, restored", o.CutFor), "cuts", int64(o.Cuts), cuts.Load)
+	r.m.Track(fmt.Sprintf("cut for %s, restored", o.CutFor), "cuts", int64(o.Cuts), cuts.Load)
 	ph := r.begin("l_restore")
 	for range o.Cuts {
 		env.ls.Links["edge1"].Cut()
@@ -208,7 +208,7 @@ func (r *run) fleet(transport string) {
 	for i := 1; i <= n; i++ {
 		filters[fmt.Sprintf("edge%d", i)] = fmt.Sprintf("events.F.edge%d.>", i)
 	}
-	r.m.phase("F fleet [" + transport + "]")
+	r.m.Phase("F fleet [" + transport + "]")
 	log, stalls := newStallLogger()
 	t0 := time.Now()
 	env := newBenchEnvLog(r.tb, r.TempDir(), n, filters, nil, transport, log)
@@ -218,7 +218,7 @@ func (r *run) fleet(transport string) {
 	}
 	env.startAll()
 	edges := env.ls.Topology.Edges()
-	r.m.track("edges linked", "sites", int64(n+1), func() int64 {
+	r.m.Track("edges linked", "sites", int64(n+1), func() int64 {
 		var up int64
 		for _, s := range env.ls.Topology.Sites[1:] {
 			if env.connected(s.Name)() {
@@ -242,17 +242,17 @@ func (r *run) fleet(transport string) {
 	}
 	cut, total := time.Now(), n*k
 	base := env.applied()
-	r.m.track("links cut, published to the hub", "events", int64(total), since(env.count("hub", "HA")))
+	r.m.Track("links cut, published to the hub", "events", int64(total), since(env.count("hub", "HA")))
 	if err := benchPublish(r.ctx, env.js["l1"], total, r.payload,
 		func(i int) string { return fmt.Sprintf("events.F.edge%d.%d", i%n+1, i%8) }, r.id("F"), nil); err != nil {
 		r.Fatal(err)
 	}
 	env.waitUntil("the hub holds the fleet's events", 30*time.Minute, func() bool { return env.count("hub", "HA")() >= uint64(total) })
 	held := time.Since(cut)
-	r.m.waiting("links cut", o.FleetCut-held)
+	r.m.Waiting("links cut", o.FleetCut-held)
 	r.sleep(o.FleetCut - held)
 	var wg sync.WaitGroup
-	r.m.track("links restored, drain", "events completed", int64(total), func() int64 { return int64(env.applied() - base) })
+	r.m.Track("links restored, drain", "events completed", int64(total), func() int64 { return int64(env.applied() - base) })
 	ph := r.begin("F_fleet")
 	for _, e := range edges {
 		wg.Go(env.ls.Links[e.Name].Restore)

@@ -34,7 +34,7 @@ func benchRSSRun(b *tb, n int, payload []byte) benchRow {
 	env.startAll()
 	env.waitUntil("links", time.Minute, func() bool { return env.connected("hub")() && env.connected("edge1")() })
 	t0 := time.Now()
-	b.m.track("preload the edge", "events", int64(n), since(env.count("edge1", "L2A")))
+	b.m.Track("preload the edge", "events", int64(n), since(env.count("edge1", "L2A")))
 	if err := benchPublish(ctx, env.js["l1"], n, payload, func(i int) string { return fmt.Sprintf("events.r.%d", i%8) }, b.id("r"), nil); err != nil {
 		b.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func benchRSSRun(b *tb, n int, payload []byte) benchRow {
 	if err := env.ls.Stop("edge1"); err != nil {
 		b.Fatal(err)
 	}
-	b.m.waiting("the preload ages", b.o.RSSAge)
+	b.m.Waiting("the preload ages", b.o.RSSAge)
 	b.sleep(b.o.RSSAge)
 	cpath, port, opsPort := rssConfig(b, env, dir)
 	return rssChild(b, env, n, cpath, port, opsPort)
@@ -178,7 +178,7 @@ type rssPeaks struct {
 func (pk *rssPeaks) untilDrained(b *tb, env *benchEnv, js jetstream.JetStream, pid string, opsPort, n int) time.Time {
 	var drained time.Time
 	var acked atomic.Int64
-	b.m.track("the edge process drains", "events ACKed", int64(n), acked.Load)
+	b.m.Track("the edge process drains", "events ACKed", int64(n), acked.Load)
 	env.waitUntil("edge process drained", 60*time.Minute, func() bool {
 		pk.rss = max(pk.rss, benchStatusKB(pid, "VmRSS"))
 		pk.anon = max(pk.anon, benchStatusKB(pid, "RssAnon"))

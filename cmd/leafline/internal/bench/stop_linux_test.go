@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/internal/logx/logxtest"
+
 	"github.com/leafline/leafline/internal/check"
 )
 
@@ -40,7 +42,7 @@ func stopWhen(t *testing.T, o Options, shown, ended string) {
 	t.Helper()
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	var prog lockedBuf
+	var prog logxtest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	o.Unsigned, o.Insecure, o.Progress = true, true, &prog

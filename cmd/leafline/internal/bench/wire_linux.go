@@ -39,7 +39,7 @@ type wireRes struct {
 // the link carries counts: the events, the receipts, and the ACKs,
 // flow control and heartbeats of the transport in both directions.
 func (r *run) wire(transport string) {
-	r.m.phase("wire bytes on the link [" + transport + "]")
+	r.m.Phase("wire bytes on the link [" + transport + "]")
 	for _, mode := range wireModes {
 		r.wires = append(r.wires, r.wireOnce(transport, mode))
 	}
@@ -65,7 +65,7 @@ func (r *run) wireOnce(transport, mode string) wireRes {
 	up0, down0 := link.Bytes()
 	mUp0, mDown0 := msg("in"), msg("out")
 	base := env.applied()
-	r.m.track(mode, "events completed", int64(n), func() int64 { return int64(env.applied() - base) })
+	r.m.Track(mode, "events completed", int64(n), func() int64 { return int64(env.applied() - base) })
 	ph := r.begin("wire_" + mode)
 	if err := wirePublish(r.ctx, env.js["l1"], n, r.o.Size, r.id("w"+mode)); err != nil {
 		r.Fatal(err)

@@ -1,4 +1,6 @@
-package bench
+// Package meter draws the bench's progress on a terminal, a line per
+// phase.
+package meter
 
 import (
 	"fmt"
@@ -8,16 +10,16 @@ import (
 	"time"
 )
 
-// meter draws a phase's progress on a terminal: one line per phase,
+// Meter draws a phase's progress on a terminal: one line per phase,
 // redrawn in place every progressEvery, with what the phase is doing, its
 // count against its total, the rate and the time left. A phase's line
 // stays on screen, with its wall time, once the next phase begins.
 //
-// The meter writes only to Options.Progress; a nil *meter (no Progress)
+// The meter writes only to Options.Progress; a nil *Meter (no Progress)
 // draws nothing and every method is a no-op. Text the run writes to
-// Options.Out through out() erases the line first, so the two share a
+// Options.Out through Out erases the line first, so the two share a
 // terminal without mixing on one line; Out's bytes are unchanged.
-type meter struct {
+type Meter struct {
 	w      io.Writer
 	mu     sync.Mutex
 	cur    *meterLine // nil between phases
@@ -43,17 +45,17 @@ type meterLine struct {
 // progressEvery is how often the line is redrawn.
 const progressEvery = 500 * time.Millisecond
 
-// newMeter returns a meter drawing on w, or nil (no progress) for a nil w.
-func newMeter(w io.Writer) *meter {
+// New returns a meter drawing on w, or nil (no progress) for a nil w.
+func New(w io.Writer) *Meter {
 	if w == nil {
 		return nil
 	}
-	m := &meter{w: w, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &Meter{w: w, stop: make(chan struct{}), done: make(chan struct{})}
 	go m.loop()
 	return m
 }
 
-func (m *meter) loop() {
+func (m *Meter) loop() {
 	defer close(m.done)
 	t := time.NewTicker(progressEvery)
 	defer t.Stop()
@@ -69,7 +71,7 @@ func (m *meter) loop() {
 
 // phase ends the line of the phase before, if any, and begins one for
 // name.
-func (m *meter) phase(name string) {
+func (m *Meter) Phase(name string) {
 	if m == nil {
 		return
 	}
@@ -88,7 +90,7 @@ func (m *meter) phase(name string) {
 // the step began and the time left at that rate. count is read from the
 // meter's goroutine, so it must be safe to call concurrently; it counts
 // from 0 at the step's start. A nil count shows the step's elapsed time.
-func (m *meter) track(step, unit string, total int64, count func() int64) {
+func (m *Meter) Track(step, unit string, total int64, count func() int64) {
 	if m == nil {
 		return
 	}
@@ -103,11 +105,11 @@ func (m *meter) track(step, unit string, total int64, count func() int64) {
 }
 
 // waiting makes the line show step as a wait of d.
-func (m *meter) waiting(step string, d time.Duration) {
+func (m *Meter) Waiting(step string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.track(step, "", 0, nil)
+	m.Track(step, "", 0, nil)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.cur != nil {
@@ -117,7 +119,7 @@ func (m *meter) waiting(step string, d time.Duration) {
 }
 
 // end ends the current phase's line with its wall time.
-func (m *meter) end() {
+func (m *Meter) End() {
 	if m == nil {
 		return
 	}
@@ -128,7 +130,7 @@ func (m *meter) end() {
 
 // close stops the redraws and ends a phase's line still drawn (a failed
 // or stopped run); nothing is drawn after it.
-func (m *meter) close() {
+func (m *Meter) Close() {
 	if m == nil {
 		return
 	}
@@ -141,7 +143,7 @@ func (m *meter) close() {
 }
 
 // redraw reads the count outside the lock (it may ask a server) and draws.
-func (m *meter) redraw() {
+func (m *Meter) redraw() {
 	m.mu.Lock()
 	c := m.cur
 	var count func() int64
@@ -182,7 +184,7 @@ func safeCount(count func() int64) (n int64, ok bool) {
 }
 
 // draw writes the current line over the one on screen; m.mu held.
-func (m *meter) draw() {
+func (m *Meter) draw() {
 	if m.cur == nil || m.closed {
 		return
 	}
@@ -192,7 +194,7 @@ func (m *meter) draw() {
 
 // finish replaces the current line with the phase's wall time
 // ("bench: F fleet [relay]: done in 2m41s") and ends it; m.mu held.
-func (m *meter) finish(verb string) {
+func (m *Meter) finish(verb string) {
 	if m.cur == nil || m.closed {
 		return
 	}
@@ -227,7 +229,7 @@ func round(d time.Duration) time.Duration { return d.Round(time.Second) }
 
 // out returns w wrapped so that writing to it first erases a progress
 // line on screen; w itself without progress.
-func (m *meter) out(w io.Writer) io.Writer {
+func (m *Meter) Out(w io.Writer) io.Writer {
 	if m == nil {
 		return w
 	}
@@ -235,7 +237,7 @@ func (m *meter) out(w io.Writer) io.Writer {
 }
 
 type meterOut struct {
-	m *meter
+	m *Meter
 	w io.Writer
 }
 

@@ -1,41 +1,23 @@
-package bench
+package meter
 
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/leafline/leafline/internal/logx/logxtest"
 )
 
-// lockedBuf is a bytes.Buffer the meter's goroutine writes while the test
-// reads.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestMeter_LinePerPhase(t *testing.T) {
-	var w lockedBuf
-	m := newMeter(&w)
-	m.phase("e end to end [relay]")
-	m.track("published at L1 -> completed at L1", "events completed", 100, func() int64 { return 40 })
-	m.phase("F fleet [relay]")
-	m.waiting("links cut", time.Minute)
-	m.end()
-	m.close()
+	var w logxtest.Buffer
+	m := New(&w)
+	m.Phase("e end to end [relay]")
+	m.Track("published at L1 -> completed at L1", "events completed", 100, func() int64 { return 40 })
+	m.Phase("F fleet [relay]")
+	m.Waiting("links cut", time.Minute)
+	m.End()
+	m.Close()
 	out := w.String()
 	for _, want := range []string{
 		"bench: e end to end [relay]: published at L1 -> completed at L1 0/100 events completed",
@@ -48,7 +30,7 @@ func TestMeter_LinePerPhase(t *testing.T) {
 		}
 	}
 	// Nothing is drawn once the meter is closed.
-	m.phase("r edge process RSS")
+	m.Phase("r edge process RSS")
 	if w.String() != out {
 		t.Errorf("drawn after close: %q", strings.TrimPrefix(w.String(), out))
 	}
@@ -68,12 +50,12 @@ func TestMeterLine_RateAndTimeLeft(t *testing.T) {
 // Text written to Out erases the progress line first; Out gets its bytes
 // unchanged.
 func TestMeter_OutErasesTheLine(t *testing.T) {
-	var prog lockedBuf
+	var prog logxtest.Buffer
 	var out bytes.Buffer
-	m := newMeter(&prog)
-	defer m.close()
-	m.phase("d sink runner")
-	w := m.out(&out)
+	m := New(&prog)
+	defer m.Close()
+	m.Phase("d sink runner")
+	w := m.Out(&out)
 	before := prog.String()
 	w.Write([]byte("bench: preloaded\n"))
 	if out.String() != "bench: preloaded\n" {
@@ -86,28 +68,14 @@ func TestMeter_OutErasesTheLine(t *testing.T) {
 
 // A nil meter (no Progress) does nothing and hands Out back as it is.
 func TestMeter_NilDrawsNothing(t *testing.T) {
-	m := newMeter(nil)
-	m.phase("k receipt signing")
-	m.track("x", "events", 1, nil)
-	m.waiting("y", time.Second)
-	m.end()
-	m.close()
+	m := New(nil)
+	m.Phase("k receipt signing")
+	m.Track("x", "events", 1, nil)
+	m.Waiting("y", time.Second)
+	m.End()
+	m.Close()
 	var out bytes.Buffer
-	if m.out(&out) != &out {
+	if m.Out(&out) != &out {
 		t.Error("out wrapped without progress")
-	}
-}
-
-func TestEstimate_GrowsWithSizes(t *testing.T) {
-	small := Options{Phases: []string{"e", "f", "l", "F"}}
-	full := Options{Phases: []string{"e", "f", "l", "F"}, E2E: 50_000, Drain: 100_000, FleetCut: 2 * time.Minute}
-	both := full
-	both.Transports = []string{"sourcing", "relay"}
-	s, f, b := small.Estimate(), full.Estimate(), both.Estimate()
-	if !(s < f && f < b) {
-		t.Errorf("estimates %v (defaults) %v (full) %v (full, two transports): want increasing", s, f, b)
-	}
-	if line := small.estimateLine(); !strings.HasPrefix(line, "bench: 4 phases, transports sourcing, about ") || !strings.HasSuffix(line, "(an estimate)") {
-		t.Errorf("line %q", line)
 	}
 }
