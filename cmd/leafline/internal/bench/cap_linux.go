@@ -22,6 +22,9 @@ type capRes struct {
 	// the hub for the edge, receipts at the edge for the hub. Zero means
 	// the link ran dry and the rate is not the cap's.
 	leftDown, leftUp uint64
+	// urgent is each urgent event's time from its publish at L1 to its
+	// store at the edge, across the capped link behind the backlog.
+	urgent []time.Duration
 }
 
 // capLink is the phase cap: l1, a hub and one edge over the relay, the
@@ -32,7 +35,9 @@ type capRes struct {
 // link carries each way for CapWindow at the hub. Everything the link
 // carries counts, as leafline_link_bytes_total does: the relays' pull
 // requests and ACKs too, a few hundred bytes a second against the cap's
-// 64,000.
+// 64,000. Meanwhile it publishes an event of the class urgent once a
+// second and times it from its publish at L1 to its store at the edge:
+// the class's link shares the cap and goes first.
 func (r *run) capLink() {
 	w := r.o.CapWindow
 	nUp, nDown := capBacklogs(w, r.o.Size)
@@ -40,6 +45,7 @@ func (r *run) capLink() {
 	r.m.Track("start l1, a hub and an edge", "", 0, nil)
 	env := newBenchEnv(r.tb, r.TempDir(), 1, map[string]string{"edge1": "events.w.>"}, nil, topology.TransportRelay)
 	defer env.close()
+	env.ls.Topology.Events.Priorities = []topology.Priority{{Name: "urgent", Subjects: []string{"events.w.urgent.>"}}}
 	for _, c := range env.ls.Configs {
 		c.JetStream.SyncInterval = "always"
 	}
@@ -89,15 +95,38 @@ func (r *run) capLink() {
 	r.m.Waiting(fmt.Sprintf("measuring both directions under %dB/s", capBytes), w)
 	ph := r.begin("cap")
 	t0 := time.Now()
-	r.sleep(w)
+	urgent := r.urgentAcross(env, t0.Add(w))
+	r.sleep(time.Until(t0.Add(w)))
 	down1, up1, ev1 := bytes("out"), bytes("in"), stored()
 	secs := time.Since(t0).Seconds()
-	res := capRes{window: w, down: (down1 - down0) / secs, up: (up1 - up0) / secs, events: ev1 - ev0,
+	res := capRes{window: w, down: (down1 - down0) / secs, up: (up1 - up0) / secs, events: ev1 - ev0, urgent: urgent,
 		leftDown: relayBacklog(r.ctx, env, "hub", env.ls.Topology.Events.HubStream, "edge1"),
 		leftUp:   relayBacklog(r.ctx, env, "edge1", env.ls.Topology.Receipts.EdgeStream, "hub")}
 	r.rows = append(r.rows, ph.end("cap", fmt.Sprintf("edge link capped at %dB/s each way [relay]", capBytes), int(res.events), nil,
 		fmt.Sprintf("message B/s down %.0f up %.0f; left: %d events, %d receipts", res.down, res.up, res.leftDown, res.leftUp)))
 	r.caps = append(r.caps, res)
+}
+
+// urgentAcross publishes an urgent event at L1 once a second until end and
+// returns each one's time until edge1's class stream has stored it.
+func (r *run) urgentAcross(env *benchEnv, end time.Time) []time.Duration {
+	edge1, _ := env.ls.Topology.Site("edge1")
+	class := env.ls.Topology.Classes(edge1)
+	if len(class) == 0 {
+		r.Fatal(fmt.Errorf("bench: edge1 takes no class"))
+	}
+	stored := env.count("edge1", class[0].Stream)
+	id := r.id("cx")
+	var out []time.Duration
+	for i := 0; time.Now().Add(time.Second).Before(end) && r.ctx.Err() == nil; i++ {
+		next, before := time.Now().Add(time.Second), stored()
+		at := time.Now()
+		r.publishOne(env, fmt.Sprintf("events.w.urgent.%d", i), id(i))
+		env.waitUntil("an urgent event at the edge", time.Until(end)+time.Minute, func() bool { return stored() > before })
+		out = append(out, time.Since(at))
+		r.sleep(time.Until(next))
+	}
+	return out
 }
 
 // relayBacklog is what the relay consumer of taker on stream at site has
@@ -130,8 +159,12 @@ func (r *run) capFigures() []Figure {
 	if c.leftDown == 0 || c.leftUp == 0 {
 		fmt.Fprintln(r.out, "cap: a backlog ran out during the window: that direction's rate is below the cap for want of messages, not because of it")
 	}
+	p99 := benchPct(c.urgent, 0.99)
+	fmt.Fprintf(r.out, "cap: %d urgent events, one a second, across the capped link behind the backlog: publish at L1 to stored at the edge p50 %s, p99 %s\n",
+		len(c.urgent), benchPct(c.urgent, 0.5).Round(time.Millisecond), p99.Round(time.Millisecond))
 	return []Figure{
 		{"cap_error_pct", max(errPct(c.down), errPct(c.up))},
 		{"cap_down_bytes_per_s", c.down}, {"cap_up_bytes_per_s", c.up},
+		{"cap_urgent_p99_ms", float64(p99) / 1e6},
 	}
 }
