@@ -2,6 +2,9 @@ package edge
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -15,4 +18,44 @@ func (a *Role) sinkConsumer(ctx context.Context) (jetstream.Consumer, error) {
 		return a.directSinkConsumer(ctx)
 	}
 	return a.js.Consumer(ctx, a.cfg.Topology.Events.EdgeStream, a.cfg.Delivery.Consumer)
+}
+
+// classConsumers are the sink consumers of the edge's priority classes,
+// most urgent first (runner.Options.Classes). After them come those of a
+// class the topology no longer names whose stream still holds events for
+// the runner: it drains them (before normal events, as before), and then
+// the stream is left as it is.
+func (a *Role) classConsumers(ctx context.Context) ([]jetstream.Consumer, error) {
+	var out []jetstream.Consumer
+	var configured []string
+	for _, c := range a.cfg.Topology.Classes(a.site) {
+		cc, err := a.js.Consumer(ctx, c.Stream, a.cfg.Delivery.Consumer)
+		if err != nil {
+			return nil, fmt.Errorf("sink consumer of class %s: %w", c.Name, err)
+		}
+		out, configured = append(out, cc), append(configured, c.Stream)
+	}
+	if a.site.Direct() {
+		return out, nil
+	}
+	prefix := a.cfg.Topology.Events.EdgeStream + "_"
+	names := a.js.StreamNames(ctx)
+	for name := range names.Name() {
+		if !strings.HasPrefix(name, prefix) || slices.Contains(configured, name) {
+			continue
+		}
+		cc, err := a.js.Consumer(ctx, name, a.cfg.Delivery.Consumer)
+		if err != nil {
+			continue // not a class's stream: the runner has no consumer there
+		}
+		if info := cc.CachedInfo(); info.NumPending+uint64(info.NumAckPending) > 0 {
+			a.log.Warn("a priority class no longer in the topology left events in its stream; the runner drains them before normal events",
+				"stream", name, "pending", info.NumPending, "unacked", info.NumAckPending)
+			out = append(out, cc)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return nil, fmt.Errorf("list streams: %w", err)
+	}
+	return out, nil
 }

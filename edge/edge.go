@@ -161,13 +161,9 @@ func (a *Role) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sink consumer: %w", err)
 	}
-	var classes []jetstream.Consumer
-	for _, c := range cfg.Topology.Classes(a.site) {
-		cc, err := a.js.Consumer(ctx, c.Stream, cfg.Delivery.Consumer)
-		if err != nil {
-			return fmt.Errorf("sink consumer of class %s: %w", c.Name, err)
-		}
-		classes = append(classes, cc)
+	classes, err := a.classConsumers(ctx)
+	if err != nil {
+		return err
 	}
 	// The server stages one atomic batch at a time per connection: a
 	// second connection lets the runner's second publisher overlap its

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/leafline/leafline"
+	"github.com/leafline/leafline/edge"
+	"github.com/leafline/leafline/edge/runner"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/publish"
@@ -69,4 +71,74 @@ func TestSystem_UrgentOvertakesBacklog(t *testing.T) {
 			t.Errorf("urgent event %s processed at %s, not before the backlog's last at %s", id, p.Format(time.StampMicro), last.Format(time.StampMicro))
 		}
 	}
+}
+
+// A class removed from the topology while its stream at the edge still
+// holds events: the edge's runner drains them after the restart.
+func TestSystem_RemovedClassIsDrained(t *testing.T) {
+	gate := make(chan struct{})
+	starts := 0
+	ls := testSystem(t, Options{Configure: func(c *topology.Config) {
+		c.Topology.Events.Priorities = []topology.Priority{{Name: "urgent", Subjects: []string{"events.urgent.>"}}}
+	}}, func(site string) []edge.Option {
+		if site != "edge1" {
+			return nil
+		}
+		if starts++; starts > 1 {
+			return nil
+		}
+		return []edge.Option{edge.WithRunnerHooks(runner.Hooks{Gate: gate})} // held: the events wait in L2A_URGENT
+	})
+	ctx := context.Background()
+	pub, err := publish.New(publish.Config{JS: jstest.ConnectURL(t, ls.App("l1").ClientURL()), Stream: "L1A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, ids := make([]publish.Event, 10), make([]string, 10)
+	for i := range evs {
+		ids[i] = fmt.Sprintf("urgent-%d", i)
+		evs[i] = publish.Event{ID: ids[i], Subject: "events.urgent.alarm", Data: []byte(`{"k":1}`)}
+	}
+	if _, err := pub.Publish(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	edgeJS := jstest.ConnectURL(t, ls.App("edge1").ClientURL())
+	check.For(t, 30*time.Second, 20*time.Millisecond, func() error {
+		s, err := edgeJS.Stream(ctx, "L2A_URGENT")
+		if err != nil {
+			return err
+		}
+		if n := s.CachedInfo().State.Msgs; n < 10 {
+			return fmt.Errorf("L2A_URGENT holds %d of 10", n)
+		}
+		return nil
+	})
+	// The hub has trimmed them (both of edge1's links took them) but
+	// the newest, its own link's mark: the edge's normal link cannot
+	// bring them again.
+	hubJS := jstest.ConnectURL(t, ls.App("hub").ClientURL())
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
+		s, err := hubJS.Stream(ctx, "HA")
+		if err != nil {
+			return err
+		}
+		if n := s.CachedInfo().State.Msgs; n > 1 {
+			return fmt.Errorf("HA holds %d", n)
+		}
+		return nil
+	})
+	if n := metricOf(t, ls.App("edge1"), "leafline_messages_processed_total", nil); n != 0 {
+		t.Fatalf("edge1 processed %v events while its runner was held", n)
+	}
+	if err := ls.Stop("edge1"); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	ls.Topology.Events.Priorities = nil
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := ls.Start(sctx, "edge1"); err != nil {
+		t.Fatal(err)
+	}
+	waitCompleted(t, ls, ids, "edge1")
 }
