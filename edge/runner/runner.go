@@ -43,7 +43,7 @@ type Options struct {
 	// Consumer's messages after theirs (see the package doc, # Priority
 	// classes).
 	Classes []jetstream.Consumer
-	Outbox   *outbox.Outbox
+	Outbox  *outbox.Outbox
 	// Publishers publish the receipts to the local receipts stream, each a
 	// batch at a time. A second publisher on a connection of its own lets
 	// two batches' atomic publishes overlap: the server stages one atomic
