@@ -22,6 +22,7 @@
 // are those every taker has (trimming, below).
 //
 //	forward:  L1A@l1 → HA@hub → L2A@edge           (per-edge subject filter)
+//	                           → L2A_<CLASS>@edge   (one per priority class, by its own link)
 //	reverse:  RE@edge → RH@hub → R1@l1              (RE: leafline.receipts.<site>.>)
 //
 // Each link across a leafnode moves its messages by the link's transport
@@ -40,8 +41,8 @@
 // stream it owns, the messages up to the lowest ACK floor of the durable
 // consumers that take them (package jsplan, and trim.go):
 //
-//   - L2A: the sink runner, which ACKs after its commit and the receipt's
-//     PubAck (or after the DLQ record's);
+//   - L2A and each L2A_<CLASS>: the sink runner, which ACKs after its
+//     commit and the receipt's PubAck (or after the DLQ record's);
 //   - R1: the completion service, which ACKs after its KV write;
 //   - RE, RH, HA: the next hop's source consumers (one per sourced edge on
 //     HA), whose ACKs are the downstream's flow-control replies, which
