@@ -86,6 +86,9 @@ type options struct {
 	Sink            string // edge1's sink: "store" or "http" (a receiver process)
 	Cleanup         bool   // L1 runs completion.cleanup; the checker audits it
 	Transport       string // hop transport: "", relay, sourcing or mixed (see transportOf)
+	// Priority gives the topology the class urgent: the events on
+	// events.chaos.0, one in eight, by their own links and streams.
+	Priority bool
 	// UnsafeSync runs the boxes on forgetfs with jetstream.sync_interval
 	// at nats-server's 2-minute default: the powercut fault's negative
 	// control.
@@ -152,6 +155,9 @@ func (o *options) validate() error {
 	case "", "relay", "sourcing", "mixed":
 	default:
 		errs = append(errs, fmt.Errorf("--transport %q: must be relay, sourcing or mixed", o.Transport))
+	}
+	if o.Priority && (o.Transport == "sourcing" || o.Transport == "mixed") {
+		errs = append(errs, fmt.Errorf("--priority needs the relay on the edges' links, not --transport %s", o.Transport))
 	}
 	if o.Edges < 1 || o.Edges > 2 {
 		errs = append(errs, errors.New("--edges must be 1 or 2"))
@@ -249,6 +255,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Edges, "edges", d.Edges, "number of edge boxes (1 or 2); edge2 uses the file sink")
 	fs.StringVar(&o.Sink, "sink", d.Sink, "edge1's sink: store, or http (a receiver process that the kill fault kills too, checked to hold every event L1 records)")
 	fs.StringVar(&o.Transport, "transport", "", "hop transport of the links: relay, sourcing, or mixed (hub↔L1 and edge2 relay, edge1 sourcing); empty: the topology default")
+	fs.BoolVar(&o.Priority, "priority", false, "give the topology the priority class urgent (events.chaos.0, one event in eight); needs the relay")
 	fs.StringVar(&faults, "faults", strings.Join(allFaults, ","), "comma-separated faults: "+strings.Join(allFaults, ",")+", all or none")
 	fs.BoolVar(&o.NegativeControl, "negative-control", false, "run the edges with LEAFLINE_FAILPOINTS="+negativeControlEnv+" (ACK before anything is durable): the checker must report loss; --faults defaults to none")
 	fs.BoolVar(&o.UnsafeSync, "unsafe-sync", false, "run the boxes on forgetfs with jetstream.sync_interval 2m (nats-server's default) instead of always, and L1's redrive off: the powercut fault's negative control, which must report loss; --faults defaults to powercut")

@@ -132,8 +132,12 @@ func writeTopology(o options, dir string, edges []string, l1Leaf, hubLeaf string
 	// Short duplicate windows let L1's redrive (which must wait longer
 	// than both) repair a lost event within the drain.
 	window := (o.RedriveAfter / 3).String()
+	events := map[string]any{"duplicate_window": window}
+	if o.Priority {
+		events["priorities"] = []map[string]any{{"name": "urgent", "subjects": []string{"events.chaos.0"}}}
+	}
 	return writeJSON(filepath.Join(dir, "topology.json"), map[string]any{"sites": sites,
-		"events": map[string]any{"duplicate_window": window}, "receipts": map[string]any{"duplicate_window": window}})
+		"events": events, "receipts": map[string]any{"duplicate_window": window}})
 }
 
 // openLinks puts a proxy that the driver cuts on each leafnode link
