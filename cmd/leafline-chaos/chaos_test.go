@@ -119,13 +119,15 @@ func TestChaos_Short(t *testing.T) {
 
 // TestChaos_ShortHTTP is a short positive run with edge1 on the http sink:
 // a receiver process behind it, killed with the boxes, must hold every
-// event L1 records as processed.
+// event L1 records as processed. Its topology has the priority class
+// urgent, so the class's links and streams take the faults too.
 func TestChaos_ShortHTTP(t *testing.T) {
 	res, out := runChaos(t, options{
 		Duration:     35 * time.Second,
 		Seed:         3,
 		Edges:        1,
 		Sink:         "http",
+		Priority:     true,
 		Faults:       map[string]bool{faultKill: true, faultLinkCut: true, faultFailpoint: true},
 		FaultEvery:   3 * time.Second,
 		DrainTimeout: 90 * time.Second,
