@@ -122,6 +122,21 @@ func (p *pair) publish(t *testing.T, from, n int) {
 	}
 }
 
+// crashBeforeAck runs a relay on l that stops, as a crash would, after
+// its first store and before that batch's ACK.
+func (p *pair) crashBeforeAck(t *testing.T, l hop.Link) {
+	t.Helper()
+	r, err := hop.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crash := errors.New("crash between store and ACK")
+	r.SetBeforeAck(func() error { return crash })
+	if err := <-p.run(t, r); !errors.Is(err, crash) {
+		t.Fatalf("Run returned %v, want the crash", err)
+	}
+}
+
 // run starts a relay on the link until the test ends or it returns.
 func (p *pair) run(t testing.TB, r *hop.Mover) <-chan error {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -202,15 +217,7 @@ func TestRelay_MovesEveryMessageOnce(t *testing.T) {
 func TestRelay_CrashBeforeAck_AfterDuplicateWindow(t *testing.T) {
 	p := startPair(t, 500*time.Millisecond)
 	p.publish(t, 0, 300)
-	r, err := hop.New(p.link())
-	if err != nil {
-		t.Fatal(err)
-	}
-	crash := errors.New("crash between store and ACK")
-	r.SetBeforeAck(func() error { return crash })
-	if err := <-p.run(t, r); !errors.Is(err, crash) {
-		t.Fatalf("Run returned %v, want the crash", err)
-	}
+	p.crashBeforeAck(t, p.link())
 	time.Sleep(time.Second) // let the duplicate window pass
 	r2, err := hop.New(p.link())
 	if err != nil {
@@ -540,15 +547,7 @@ func TestRelay_SkipsAnotherLinksMessages(t *testing.T) {
 			l := p.link()
 			l.Skip = func(s string) bool { return s == "ev.3" }
 			p.publish(t, 0, 700)
-			r, err := hop.New(l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			crash := errors.New("crash between store and ACK")
-			r.SetBeforeAck(func() error { return crash })
-			if err := <-p.run(t, r); !errors.Is(err, crash) {
-				t.Fatalf("Run returned %v, want the crash", err)
-			}
+			p.crashBeforeAck(t, l)
 			r2, err := hop.New(l)
 			if err != nil {
 				t.Fatal(err)

@@ -53,12 +53,18 @@ func (t *Topology) validateExpiry(p *problems) {
 			continue
 		}
 		seen[r.Subject] = i
-		within := false
-		for _, s := range t.eventSubjects() {
-			within = within || subjects.Subset(r.Subject, s.name)
-		}
-		if !within && len(t.eventSubjects()) > 0 {
-			p.add(path+".subject", "%q is not within the event subjects", r.Subject)
-		}
+		t.withinEvents(p, path+".subject", r.Subject)
+	}
+}
+
+// withinEvents records a problem if the subject s is not within one of
+// the valid event subjects (when there are any).
+func (t *Topology) withinEvents(p *problems, path, s string) {
+	within := false
+	for _, e := range t.eventSubjects() {
+		within = within || subjects.Subset(s, e.name)
+	}
+	if !within && len(t.eventSubjects()) > 0 {
+		p.add(path, "%q is not within the event subjects", s)
 	}
 }

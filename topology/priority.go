@@ -121,13 +121,7 @@ func (t *Topology) validatePriorities(p *problems) {
 				}
 			}
 			seen = append(seen, namedStream{sp, s})
-			within := false
-			for _, e := range t.eventSubjects() {
-				within = within || subjects.Subset(s, e.name)
-			}
-			if !within && len(t.eventSubjects()) > 0 {
-				p.add(sp, "%q is not within the event subjects", s)
-			}
+			t.withinEvents(p, sp, s)
 		}
 	}
 	for i := range t.Sites {
