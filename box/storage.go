@@ -167,6 +167,29 @@ func (a *App) reportStorageFull(cause error, minWait time.Duration) {
 func (a *App) waitForSpace(ctx context.Context, minWait time.Duration) error {
 	dirs := a.storageDirs()
 	dir := a.cfg.DataDir
+	var free, need uint64
+	var serr error
+	return pollStorage(ctx, func(waited time.Duration) bool {
+		var total uint64
+		free, total, serr = diskSpace(dir)
+		need = resumeFreeBytes(total)
+		a.metrics.storageFree.Set(float64(free))
+		if serr != nil || free < need || waited < minWait || !a.othersHaveRoom(dirs[1:]) {
+			return false
+		}
+		a.log.Info("disk space available again: restarting the box", "data_dir", dir, "free_bytes", free,
+			"stopped_for", waited.Round(time.Second).String())
+		a.notReady.Store("restarting after storage full")
+		return true
+	}, func() {
+		a.log.Warn("storage full: still waiting for disk space", "data_dir", dir, "free_bytes", free,
+			"resume_at_free_bytes", need, "statfs_err", serr)
+	})
+}
+
+// pollStorage calls ready once a second until it reports true, and
+// remind every 30 s meanwhile; it returns nil then, or ctx's error.
+func pollStorage(ctx context.Context, ready func(waited time.Duration) bool, remind func()) error {
 	start := time.Now()
 	lastLog := start
 	tick := time.NewTicker(time.Second)
@@ -177,19 +200,12 @@ func (a *App) waitForSpace(ctx context.Context, minWait time.Duration) error {
 			return ctx.Err()
 		case <-tick.C:
 		}
-		free, total, serr := diskSpace(dir)
-		need := resumeFreeBytes(total)
-		a.metrics.storageFree.Set(float64(free))
-		if serr == nil && free >= need && time.Since(start) >= minWait && a.othersHaveRoom(dirs[1:]) {
-			a.log.Info("disk space available again: restarting the box", "data_dir", dir, "free_bytes", free,
-				"stopped_for", time.Since(start).Round(time.Second).String())
-			a.notReady.Store("restarting after storage full")
+		if ready(time.Since(start)) {
 			return nil
 		}
 		if time.Since(lastLog) >= 30*time.Second {
 			lastLog = time.Now()
-			a.log.Warn("storage full: still waiting for disk space", "data_dir", dir, "free_bytes", free,
-				"resume_at_free_bytes", need, "statfs_err", serr)
+			remind()
 		}
 	}
 }

@@ -121,33 +121,23 @@ func (a *App) waitWritable(ctx context.Context, cause error) error {
 	a.metrics.jetstreamEnabled.Set(0)
 	a.log.Error("STORAGE NOT WRITABLE: processing stopped, nothing is ACKed until the data dir takes durable writes again",
 		"data_dir", dir, "cause", cause)
-	start := time.Now()
-	lastLog := start
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-		fi, err := os.Stat(dir)
+	var err error
+	return pollStorage(ctx, func(waited time.Duration) bool {
+		var fi os.FileInfo
+		fi, err = os.Stat(dir)
 		if err == nil && !fi.IsDir() {
 			err = fmt.Errorf("%s is not a directory", dir)
 		}
 		if err == nil {
 			err = writeProbe(dir)
 		}
-		if err == nil {
-			a.log.Info("data dir writable again: restarting the box", "data_dir", dir,
-				"stopped_for", time.Since(start).Round(time.Second).String())
-			a.notReady.Store("restarting after storage not writable")
-			a.metrics.storageWritable.Set(1)
-			return nil
+		if err != nil {
+			return false
 		}
-		if time.Since(lastLog) >= 30*time.Second {
-			lastLog = time.Now()
-			a.log.Warn("storage not writable: still waiting", "data_dir", dir, "err", err)
-		}
-	}
+		a.log.Info("data dir writable again: restarting the box", "data_dir", dir,
+			"stopped_for", waited.Round(time.Second).String())
+		a.notReady.Store("restarting after storage not writable")
+		a.metrics.storageWritable.Set(1)
+		return true
+	}, func() { a.log.Warn("storage not writable: still waiting", "data_dir", dir, "err", err) })
 }
