@@ -19,6 +19,7 @@ import (
 
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/faultproxy"
+	"github.com/leafline/leafline/internal/faultproxy/faultproxytest"
 
 	"github.com/leafline/leafline/topology"
 )
@@ -63,7 +64,7 @@ func TestDelivery_ConfirmationTimeout_RedeliveredAsDuplicate(t *testing.T) {
 	f := newContractSite(t, contractOpts{
 		configure: deliveryBase,
 		dial: func(t *testing.T, srv *server.Server) string {
-			proxy = stallProxy(t, srv.Addr().String())
+			proxy = faultproxytest.Stallable(t, srv.Addr().String())
 			return "nats://" + proxy.Addr()
 		},
 		natsOpts: []nats.Option{nats.ReconnectWait(50 * time.Millisecond)},
@@ -270,7 +271,7 @@ func TestDelivery_ConfirmedAckTerm_Timeout(t *testing.T) {
 		},
 		script: map[string][]sinkOutcome{"tt-1": {sinkPerm}},
 		dial: func(t *testing.T, srv *server.Server) string {
-			proxy = stallProxy(t, srv.Addr().String())
+			proxy = faultproxytest.Stallable(t, srv.Addr().String())
 			return "nats://" + proxy.Addr()
 		},
 		natsOpts: []nats.Option{nats.ReconnectWait(50 * time.Millisecond)},
@@ -305,15 +306,3 @@ func TestDelivery_ConfirmedAckTerm_Timeout(t *testing.T) {
 
 // ---------------------------------------------------------------------------
 // End to end: L1 → hub → edge with the real App.
-
-// stallProxy is a proxy to target that the test can stall (faultproxy).
-func stallProxy(t *testing.T, target string) *faultproxy.Proxy {
-	t.Helper()
-	p, err := faultproxy.Listen("127.0.0.1:0", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.AllowStall()
-	t.Cleanup(func() { p.Close() })
-	return p
-}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/faultproxy"
+	"github.com/leafline/leafline/internal/faultproxy/faultproxytest"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -18,7 +19,7 @@ func TestLink_StalledLinkSeenDown(t *testing.T) {
 		c.Leafnode.PingInterval = topology.Duration(time.Second)
 		if c.Site == "edge1" {
 			hub, _ := c.Topology.Site("hub")
-			proxy = stallProxy(t, hub.Leafnode.Listen)
+			proxy = faultproxytest.Stallable(t, hub.Leafnode.Listen)
 			c.Leafnode.UpstreamURL = "nats-leaf://" + proxy.Addr()
 		}
 	}}, nil)
@@ -34,16 +35,4 @@ func TestLink_StalledLinkSeenDown(t *testing.T) {
 	t.Logf("stalled link seen down after %s (ping_interval 1s, 3 pings out)", time.Since(start).Round(100*time.Millisecond))
 	proxy.Heal()
 	waitLinks(t, ls)
-}
-
-// stallProxy is a proxy to target that the test can stall (faultproxy).
-func stallProxy(t *testing.T, target string) *faultproxy.Proxy {
-	t.Helper()
-	p, err := faultproxy.Listen("127.0.0.1:0", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.AllowStall()
-	t.Cleanup(func() { p.Close() })
-	return p
 }
