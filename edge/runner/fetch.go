@@ -69,6 +69,8 @@ type queue struct {
 	// urgent counts the batches taken from the classes since the normal
 	// consumer was last asked first.
 	urgent int
+	// failing is the last error a class's consumer gave, logged once.
+	failing string
 }
 
 // fetchNext fetches one batch of up to n messages, all from one consumer.
@@ -86,6 +88,16 @@ func (r *Runner) fetchNext(q *queue, n int, wait time.Duration) ([]jetstream.Msg
 	for i, c := range order {
 		last := i == len(order)-1
 		msgs, err := r.fetchFrom(c, n, wait, !last)
+		if err != nil && c != r.cons {
+			// A class that cannot be fetched holds no other work up.
+			if err.Error() != q.failing {
+				q.failing = err.Error()
+				r.log.Warn("fetch from a priority class's consumer failed; going on with the others", "stream", c.CachedInfo().Stream, "err", err)
+			}
+			if !last {
+				continue
+			}
+		}
 		if err != nil || len(msgs) > 0 || last {
 			if c != r.cons && len(msgs) > 0 {
 				q.urgent++
