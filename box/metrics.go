@@ -149,6 +149,11 @@ func (m *Metrics) CounterVec(name, help string, labels ...string) *prometheus.Co
 // Gauge registers a gauge.
 func (m *Metrics) Gauge(name, help string) prometheus.Gauge { return m.f.gauge(name, help) }
 
+// GaugeVec registers a gauge with labels.
+func (m *Metrics) GaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return m.f.gaugeVec(name, help, labels...)
+}
+
 // GaugeFunc registers a gauge read from fn.
 func (m *Metrics) GaugeFunc(name, help string, fn func() float64) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help, ConstLabels: m.f.labels}, fn))

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/topology"
 )
 
 // sinkConsumer is the durable pull consumer the sink runner fetches from:
@@ -58,4 +61,27 @@ func (a *Role) classConsumers(ctx context.Context) ([]jetstream.Consumer, error)
 		return nil, fmt.Errorf("list streams: %w", err)
 	}
 	return out, nil
+}
+
+// countWaiting sets, for the events stream and each priority class's, the
+// events the runner has not ACKed yet (its consumer's pending and unACKed).
+func (a *Role) countWaiting(ctx context.Context) {
+	if a.site.Direct() {
+		return
+	}
+	t := a.cfg.Topology
+	streams := map[string]string{topology.NormalClass: t.Events.EdgeStream}
+	for _, c := range t.Classes(a.site) {
+		streams[c.Name] = c.Stream
+	}
+	for class, stream := range streams {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		c, err := a.js.Consumer(cctx, stream, a.cfg.Delivery.Consumer)
+		cancel()
+		if err != nil {
+			continue
+		}
+		info := c.CachedInfo()
+		a.metrics.eventsWaiting.WithLabelValues(class).Set(float64(info.NumPending + uint64(info.NumAckPending)))
+	}
 }

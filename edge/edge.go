@@ -300,10 +300,11 @@ func (a *Role) releaseMapped(ctx context.Context) {
 // pruneBatch bounds the published receipts one outbox prune deletes.
 const pruneBatch = 10000
 
-// upkeep refreshes the outbox's pending gauge every second, and prunes the
-// published receipts older than outbox.retention every hour: one
-// transaction of at most pruneBatch records a tick, a tick after another
-// until one finds fewer, so that the outbox keeps its retention whatever
+// upkeep refreshes the outbox's pending gauge and the events waiting in
+// each class every second, and prunes the published receipts older than
+// outbox.retention every hour: one transaction of at most pruneBatch
+// records a tick, a tick after another until one finds fewer, so that
+// the outbox keeps its retention whatever
 // the rate of receipts.
 func (a *Role) upkeep(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
@@ -313,6 +314,7 @@ func (a *Role) upkeep(ctx context.Context) {
 		if st, err := a.ob.Stats(); err == nil {
 			a.metrics.outboxPending.Set(float64(st.Pending))
 		}
+		a.countWaiting(ctx)
 		if time.Since(lastPrune) > time.Hour {
 			n, err := a.ob.Prune(time.Now().Add(-a.cfg.Outbox.Retention.D()), pruneBatch)
 			if err != nil || n < pruneBatch {

@@ -26,6 +26,7 @@ type metrics struct {
 	ackConfSeconds                                     prometheus.Histogram
 
 	outboxPending prometheus.Gauge
+	eventsWaiting *prometheus.GaugeVec
 }
 
 func newMetrics(b *box.Metrics) *metrics {
@@ -58,6 +59,7 @@ func newMetrics(b *box.Metrics) *metrics {
 	m.ackConfUnsupported = b.Counter("ack_confirmation_unsupported_total", "Messages where confirmation was requested but unsupported.")
 	m.ackConfSeconds = b.Histogram("ack_confirmation_seconds", "Time spent waiting for ACK confirmation.")
 	m.outboxPending = b.Gauge("outbox_pending", "Receipts committed to the outbox and not yet PubAck'ed.")
+	m.eventsWaiting = b.GaugeVec("events_waiting", "Events in the edge's stream of each priority class (normal: its events stream) that the runner has not ACKed yet.", "class")
 	return m
 }
 

@@ -113,6 +113,13 @@ func TestSystem_RemovedClassIsDrained(t *testing.T) {
 		}
 		return nil
 	})
+	// The runner is held: the edge counts them waiting in their class.
+	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if n := metricOf(t, ls.App("edge1"), "leafline_events_waiting", map[string]string{"class": "urgent"}); n != 10 {
+			return fmt.Errorf("events_waiting{class=urgent} %v, want 10", n)
+		}
+		return nil
+	})
 	// The hub has trimmed them (both of edge1's links took them) but
 	// the newest, its own link's mark: the edge's normal link cannot
 	// bring them again.
