@@ -40,6 +40,8 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 		g.Go(func() error { watch.run(ctx, a.srv); return nil })
 	}
 	caps := map[string]*hop.Cap{} // by upstream site and stream
+	var movers []*hop.Mover
+	classes := map[string]*hop.Mover{} // the links of priority classes, by class
 	for _, sp := range specs {
 		up, err := jetstream.NewWithDomain(nc, sp.From.Domain)
 		if err != nil {
@@ -57,8 +59,18 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 				return err
 			}
 		}
+		skip := sp.Skip
+		if skip != nil {
+			// A class's events are left to its link only once that link
+			// has found its consumer: an upstream without it (not yet
+			// given the class) would not keep them for it.
+			skip = func(s string) bool {
+				c := classes[a.cfg.Topology.Events.ClassOf(s)]
+				return c != nil && c.Found() && sp.Skip(s)
+			}
+		}
 		r, err := hop.New(hop.Link{
-			Name: name, Upstream: up, Stream: sp.Stream, Consumer: sp.Consumer, Skip: sp.Skip,
+			Name: name, Upstream: up, Stream: sp.Stream, Consumer: sp.Consumer, Skip: skip,
 			Local: local, LocalStream: sp.LocalStream, Subject: sp.Subject, Marks: sp.Marks,
 			Batch: jsplan.RelayBatch, Cap: caps[key], Rank: sp.Rank, LinkUp: watch.next,
 			Log: a.log.With("component", "hop-relay", "link", name),
@@ -69,6 +81,13 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 		if capped > 0 {
 			a.metrics.setLinkCap(sp.From.Name, capped)
 		}
+		if sp.Class != "" {
+			classes[sp.Class] = r
+		}
+		movers = append(movers, r)
+	}
+	// Every mover exists before any runs: Skip reads classes.
+	for _, r := range movers {
 		g.Go(func() error { return r.Run(ctx) })
 	}
 	return nil

@@ -105,6 +105,9 @@ type Mover struct {
 	// woken is set when LinkUp ended a pull request: the link was cut
 	// meanwhile, and the next step repositions the consumer first.
 	woken atomic.Bool
+	// found is set once the upstream consumer was found, and cleared when
+	// the upstream says it does not exist (Found).
+	found atomic.Bool
 	prev  *jetstream.MsgMetadata // the newest delivery stored in this run
 	// single is set after an atomic batch failed: the next store, after
 	// the mark was read again, goes one message at a time, so that a batch
@@ -177,6 +180,12 @@ func New(l Link) (*Mover, error) {
 // Mark returns the upstream sequence of the newest message the relay
 // stored (0 before the first store or the first read of the mark).
 func (r *Mover) Mark() uint64 { return r.mark }
+
+// Found reports whether the relay has found its upstream consumer, and
+// the upstream has not said since that it does not exist. A link that
+// leaves messages to this one (Link.Skip) must skip them only then: the
+// upstream that has this link's consumer keeps them for it.
+func (r *Mover) Found() bool { return r.found.Load() }
 
 // Run moves messages until ctx ends and returns nil then. A failing step
 // (link down, store refused) is logged and retried; it never ACKs a
@@ -299,10 +308,14 @@ func (r *Mover) step(ctx context.Context) error {
 			// the cut, was waiting: ask again at once.
 			return nil
 		}
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			r.found.Store(false)
+		}
 		if err != nil {
 			return fmt.Errorf("consumer %s on %s: %w", r.l.Consumer, r.l.Stream, err)
 		}
 		r.cons = c
+		r.found.Store(true)
 		r.cumulative = c.CachedInfo().Config.AckPolicy == jetstream.AckAllPolicy
 		// A run's start, or the link back after a failure: deliveries
 		// may have been lost in flight.

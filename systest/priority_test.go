@@ -149,3 +149,39 @@ func TestSystem_RemovedClassIsDrained(t *testing.T) {
 	}
 	waitCompleted(t, ls, ids, "edge1")
 }
+
+// An edge given a class before its hub: the hub serves no consumer for
+// the class, so the edge's own link keeps carrying the class's events
+// (it leaves them to the class's link only once that link has found its
+// consumer) and every event completes.
+func TestSystem_ClassAtTheEdgeBeforeTheHub(t *testing.T) {
+	ls := testSystem(t, Options{Configure: func(c *topology.Config) {
+		if c.Site != "edge1" {
+			return
+		}
+		own := *c.Topology
+		own.Events.Priorities = []topology.Priority{{Name: "urgent", Subjects: []string{"events.urgent.>"}}}
+		c.Topology = &own
+	}}, nil)
+	ctx := context.Background()
+	pub, err := publish.New(publish.Config{JS: jstest.ConnectURL(t, ls.App("l1").ClientURL()), Stream: "L1A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, ids := make([]publish.Event, 20), make([]string, 20)
+	for i := range evs {
+		ids[i] = fmt.Sprintf("early-%d", i)
+		evs[i] = publish.Event{ID: ids[i], Subject: "events.urgent.alarm", Data: []byte(`{"k":1}`)}
+		if i%2 == 1 {
+			evs[i].Subject = "events.test"
+		}
+	}
+	if _, err := pub.Publish(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	waitCompleted(t, ls, ids, "edge1")
+	// edge1 did take the class: it has the class's stream.
+	if _, err := jstest.ConnectURL(t, ls.App("edge1").ClientURL()).Stream(ctx, "L2A_URGENT"); err != nil {
+		t.Fatalf("edge1's stream of the class: %v", err)
+	}
+}
