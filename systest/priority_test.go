@@ -23,20 +23,8 @@ func TestSystem_UrgentOvertakesBacklog(t *testing.T) {
 		c.Topology.Events.Priorities = []topology.Priority{{Name: "urgent", Subjects: []string{"events.urgent.>"}}}
 	}}, nil)
 	ctx := context.Background()
-	pub, err := publish.New(publish.Config{JS: jstest.ConnectURL(t, ls.App("l1").ClientURL()), Stream: "L1A"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	events := func(prefix, subject string, n int) []string {
-		evs, ids := make([]publish.Event, n), make([]string, n)
-		for i := range evs {
-			ids[i] = fmt.Sprintf("%s-%d", prefix, i)
-			evs[i] = publish.Event{ID: ids[i], Subject: subject, Data: []byte(`{"k":1}`)}
-		}
-		if _, err := pub.Publish(ctx, evs); err != nil {
-			t.Fatal(err)
-		}
-		return ids
+		return publishClassed(t, ls, prefix, n, func(int) string { return subject })
 	}
 	ls.Links["edge1"].Cut()
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
@@ -90,18 +78,7 @@ func TestSystem_RemovedClassIsDrained(t *testing.T) {
 		return []edge.Option{edge.WithRunnerHooks(runner.Hooks{Gate: gate})} // held: the events wait in L2A_URGENT
 	})
 	ctx := context.Background()
-	pub, err := publish.New(publish.Config{JS: jstest.ConnectURL(t, ls.App("l1").ClientURL()), Stream: "L1A"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, ids := make([]publish.Event, 10), make([]string, 10)
-	for i := range evs {
-		ids[i] = fmt.Sprintf("urgent-%d", i)
-		evs[i] = publish.Event{ID: ids[i], Subject: "events.urgent.alarm", Data: []byte(`{"k":1}`)}
-	}
-	if _, err := pub.Publish(ctx, evs); err != nil {
-		t.Fatal(err)
-	}
+	ids := publishClassed(t, ls, "urgent", 10, func(int) string { return "events.urgent.alarm" })
 	edgeJS := jstest.ConnectURL(t, ls.App("edge1").ClientURL())
 	check.For(t, 30*time.Second, 20*time.Millisecond, func() error {
 		s, err := edgeJS.Stream(ctx, "L2A_URGENT")
@@ -164,24 +141,29 @@ func TestSystem_ClassAtTheEdgeBeforeTheHub(t *testing.T) {
 		c.Topology = &own
 	}}, nil)
 	ctx := context.Background()
-	pub, err := publish.New(publish.Config{JS: jstest.ConnectURL(t, ls.App("l1").ClientURL()), Stream: "L1A"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, ids := make([]publish.Event, 20), make([]string, 20)
-	for i := range evs {
-		ids[i] = fmt.Sprintf("early-%d", i)
-		evs[i] = publish.Event{ID: ids[i], Subject: "events.urgent.alarm", Data: []byte(`{"k":1}`)}
-		if i%2 == 1 {
-			evs[i].Subject = "events.test"
-		}
-	}
-	if _, err := pub.Publish(ctx, evs); err != nil {
-		t.Fatal(err)
-	}
+	ids := publishClassed(t, ls, "early", 20, func(i int) string { return []string{"events.urgent.alarm", "events.test"}[i%2] })
 	waitCompleted(t, ls, ids, "edge1")
 	// edge1 did take the class: it has the class's stream.
 	if _, err := jstest.ConnectURL(t, ls.App("edge1").ClientURL()).Stream(ctx, "L2A_URGENT"); err != nil {
 		t.Fatalf("edge1's stream of the class: %v", err)
 	}
+}
+
+// publishClassed publishes n events at L1, the i-th with the id
+// "<prefix>-<i>" on subject(i), and returns their ids.
+func publishClassed(t *testing.T, ls *System, prefix string, n int, subject func(i int) string) []string {
+	t.Helper()
+	pub, err := publish.New(publish.Config{JS: jstest.ConnectURL(t, ls.App("l1").ClientURL()), Stream: "L1A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, ids := make([]publish.Event, n), make([]string, n)
+	for i := range evs {
+		ids[i] = fmt.Sprintf("%s-%d", prefix, i)
+		evs[i] = publish.Event{ID: ids[i], Subject: subject(i), Data: []byte(`{"k":1}`)}
+	}
+	if _, err := pub.Publish(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
