@@ -63,10 +63,11 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 		if skip != nil {
 			// A class's events are left to its link only once that link
 			// has found its consumer: an upstream without it (not yet
-			// given the class) would not keep them for it.
+			// given the class) would not keep them for it. A normal
+			// event's class has no link here, so it is never skipped.
 			skip = func(s string) bool {
 				c := classes[a.cfg.Topology.Events.ClassOf(s)]
-				return c != nil && c.Found() && sp.Skip(s)
+				return c != nil && c.Found()
 			}
 		}
 		r, err := hop.New(hop.Link{
