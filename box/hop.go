@@ -41,7 +41,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 	}
 	caps := map[string]*hop.Cap{} // by upstream site and stream
 	var movers []*hop.Mover
-	classes := map[string]*hop.Mover{} // the links of priority classes, by class
+	classes := map[string]*hop.Mover{} // the links of priority classes, by key and class
 	for _, sp := range specs {
 		up, err := jetstream.NewWithDomain(nc, sp.From.Domain)
 		if err != nil {
@@ -59,14 +59,14 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 				return err
 			}
 		}
-		skip := sp.Skip
-		if skip != nil {
-			// A class's events are left to its link only once that link
-			// has found its consumer: an upstream without it (not yet
-			// given the class) would not keep them for it. A normal
-			// event's class has no link here, so it is never skipped.
+		var skip func(string) bool
+		if classOf := sp.ClassOf; classOf != nil {
+			// A class's messages are left to its link only once that
+			// link has found its consumer: an upstream without it (not
+			// yet given the class) would not keep them for it. A normal
+			// message's class has no link here, so it is never skipped.
 			skip = func(s string) bool {
-				c := classes[a.cfg.Topology.Events.ClassOf(s)]
+				c := classes[key+" "+classOf(s)]
 				return c != nil && c.Found()
 			}
 		}
@@ -83,7 +83,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 			a.metrics.setLinkCap(sp.From.Name, capped)
 		}
 		if sp.Class != "" {
-			classes[sp.Class] = r
+			classes[key+" "+sp.Class] = r
 		}
 		movers = append(movers, r)
 	}

@@ -6,9 +6,10 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A receipt speaks only for the site that sent it. Three checks bind what
@@ -101,7 +102,7 @@ func (s *Service) Refusals() map[string]uint64 { return s.refused.snapshot() }
 func (s *Service) bind(r receipt.Receipt, subject string) error {
 	if p := s.cfg.SubjectPrefix; p != "" {
 		want := p + "." + r.Site + "." + string(r.Status)
-		if subject != want {
+		if base, _ := receipt.SplitClass(p, subject); base != want {
 			return fmt.Errorf("%w: subject %s, but the receipt says site %s, status %s (want %s)",
 				ErrSubjectMismatch, receipt.ShortQuote(subject), r.Site, r.Status, want)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,6 +112,12 @@ type ServiceConfig struct {
 	// own site, else it is quarantined (ErrSubjectMismatch). Set it where
 	// every link can deliver only its own site's subjects.
 	SubjectPrefix string
+	// Classes are the class lanes of the receipts (receipt.ClassSubject),
+	// most urgent first; they need SubjectPrefix. Each has a consumer of
+	// its own on Stream (receipt.ClassConsumer), filtered to its lane and
+	// consumed beside Consumer, which leaves the lanes' receipts to them:
+	// a backlog of other receipts does not hold a class's back.
+	Classes []string
 	// ProcessorIsSite: every receipt's processor must be its site (a site
 	// reports only for itself), else it is quarantined
 	// (ErrProcessorNotSite). A signature checked against the site's key
@@ -333,6 +340,13 @@ func (c *ServiceConfig) checkLimits(p *problems) {
 	if c.SubjectPrefix != "" {
 		if err := subjects.ValidateLiteral(c.SubjectPrefix); err != nil {
 			p.add("SubjectPrefix", "%v", err)
+		}
+	} else if len(c.Classes) > 0 {
+		p.add("Classes", "need SubjectPrefix: a class lane is a subject under it")
+	}
+	for i, class := range c.Classes {
+		if !receipt.ValidClass(class) || slices.Index(c.Classes, class) < i {
+			p.add(fmt.Sprintf("Classes[%d]", i), "%q: want a class token (receipt.ValidClass), each once", class)
 		}
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {

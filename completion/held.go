@@ -10,11 +10,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/ctxsleep"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Held receipts expire. A receipt for an event whose origin the tracker has

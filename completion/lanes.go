@@ -5,8 +5,9 @@ import (
 	"hash/fnv"
 	"sync"
 
-	"github.com/leafline/leafline/receipt"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/receipt"
 )
 
 // laneQueue is the number of messages that may wait for each lane.

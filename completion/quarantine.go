@@ -9,9 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/leafline/leafline/receipt"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/receipt"
 )
 
 // MaxQuarantinedBytes bounds the raw receipt copied into a quarantine

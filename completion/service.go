@@ -158,6 +158,23 @@ func (s *Service) setup(ctx context.Context) (jetstream.Consumer, error) {
 	return cons, nil
 }
 
+// setupClass is setup for the consumer of class's lane.
+func (s *Service) setupClass(class string) func(context.Context) (jetstream.Consumer, error) {
+	return func(ctx context.Context) (jetstream.Consumer, error) {
+		if _, err := s.setup(ctx); err != nil {
+			return nil, err
+		}
+		name := receipt.ClassConsumer(s.cfg.Consumer, class)
+		cfg := s.consumerConfig(name, "leafline completion service, receipts of class "+class)
+		cfg.FilterSubject = receipt.ClassSubject(s.cfg.SubjectPrefix+".*.*", class)
+		cons, err := s.cfg.JS.CreateOrUpdateConsumer(ctx, s.cfg.Stream, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("receipts: setup: consumer %s on stream %s: %w", name, s.cfg.Stream, err)
+		}
+		return cons, nil
+	}
+}
+
 func (s *Service) consumerConfig(name, desc string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       name,
@@ -270,9 +287,16 @@ func (s *Service) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return s.loop(gctx, "receipts", s.setup, func(ctx context.Context, cons jetstream.Consumer) error {
-			return s.consume(ctx, cons, s.consumeReceipts)
+			return s.consume(ctx, cons, s.consumeNormal)
 		})
 	})
+	for _, class := range s.cfg.Classes {
+		g.Go(func() error {
+			return s.loop(gctx, "receipts of class "+class, s.setupClass(class), func(ctx context.Context, cons jetstream.Consumer) error {
+				return s.consume(ctx, cons, s.consumeReceipts)
+			})
+		})
+	}
 	if s.cfg.RedriveAfter > 0 {
 		g.Go(func() error { s.redriveLoop(gctx); return nil })
 	}
@@ -508,7 +532,8 @@ func (s *Service) checkBundle(msg jetstream.Msg, us []unit) error {
 		return err
 	}
 	if p := s.cfg.SubjectPrefix; p != "" {
-		if want := p + "." + site + "." + receipt.BundleToken; msg.Subject() != want {
+		want := p + "." + site + "." + receipt.BundleToken
+		if base, _ := receipt.SplitClass(p, msg.Subject()); base != want {
 			return fmt.Errorf("%w: subject %s, but the bundle's receipts say site %s (want %s)",
 				ErrSubjectMismatch, receipt.ShortQuote(msg.Subject()), site, want)
 		}

@@ -9,10 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline/completion/kvstore"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/receipt"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // An origin message without a usable event_id (none, empty, too long, not

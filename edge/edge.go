@@ -180,6 +180,7 @@ func (a *Role) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	prefix, maxBundle := cfg.Topology.Receipts.SubjectPrefix, bundleBytes(cfg.Topology.LinkBandwidth(a.site))
 	ro := runner.Options{
 		Config:   cfg,
 		Site:     a.site.Name,
@@ -190,13 +191,14 @@ func (a *Role) Start(ctx context.Context) error {
 		Classes:  classes,
 		Outbox:   ob,
 		Publishers: []outbox.Publisher{
-			&receiptPublisher{js: a.js, signer: a.signer},
-			&receiptPublisher{js: js2, signer: a.signer},
+			&receiptPublisher{js: a.js, signer: a.signer, prefix: prefix, maxBytes: maxBundle},
+			&receiptPublisher{js: js2, signer: a.signer, prefix: prefix, maxBytes: maxBundle},
 		},
-		Metrics: a.metrics.runner(),
-		Log:     a.log.With("component", "runner"),
-		Wrote:   a.wrote,
-		Hooks:   a.opts.runnerHooks,
+		ReceiptClasses: cfg.Topology.ReceiptClasses(a.site),
+		Metrics:        a.metrics.runner(),
+		Log:            a.log.With("component", "runner"),
+		Wrote:          a.wrote,
+		Hooks:          a.opts.runnerHooks,
 	}
 	switch {
 	case a.opts.sink != nil:

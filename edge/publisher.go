@@ -40,6 +40,12 @@ type receiptPublisher struct {
 	signer nkeys.KeyPair
 	// onPubAck is called with the number of records PubAck'ed (metrics).
 	onPubAck func(n int)
+	// prefix is the receipts' subject prefix: a bundle holds the
+	// receipts of one class lane (receipt.SplitClass).
+	prefix string
+	// maxBytes bounds a bundle's body below receipt.MaxBundleBytes, if
+	// set (bundleBytes).
+	maxBytes int
 
 	// batchSigner is signer's receipt.Signer, derived once (an nkeys
 	// KeyPair derives its ed25519 key again on every Sign); set on first
@@ -99,10 +105,11 @@ func (p *receiptPublisher) PublishFirst(ctx context.Context, recs []outbox.Recor
 }
 
 // messages builds the messages of recs: the records published again each
-// alone, then the first ones in bundles of at most
-// receipt.MaxBundleReceipts receipts and receipt.MaxBundleBytes, each
-// on its first record's subject with the status token
-// receipt.BundleToken (a lone first record goes alone too).
+// alone, then the first ones in bundles of one class lane each
+// (receipt.ClassSubject), of at most receipt.MaxBundleReceipts receipts
+// and receipt.MaxBundleBytes, each on its first record's subject with the
+// status token receipt.BundleToken (a lone first record of a lane goes
+// alone too).
 func (p *receiptPublisher) messages(recs []outbox.Record, first []bool) ([]bundle, error) {
 	var again, fresh []int
 	for i := range recs {
@@ -112,16 +119,59 @@ func (p *receiptPublisher) messages(recs []outbox.Record, first []bool) ([]bundl
 			again = append(again, i)
 		}
 	}
-	if len(fresh) == 1 {
-		again, fresh = append(again, fresh[0]), nil
+	var lanes [][]int
+	for _, lane := range p.lanes(recs, fresh) {
+		if len(lane) == 1 {
+			again = append(again, lane[0])
+		} else {
+			lanes = append(lanes, lane)
+		}
 	}
 	out, err := p.singles(recs, again)
 	if err != nil {
 		return nil, err
 	}
+	for _, lane := range lanes {
+		bs, err := p.bundles(recs, lane)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, bs...)
+	}
+	return out, nil
+}
+
+// lanes splits idx by the class lane of each record's subject, keeping
+// their order within a lane; the lanes come in the order of their first
+// record.
+func (p *receiptPublisher) lanes(recs []outbox.Record, idx []int) [][]int {
+	var out [][]int
+	at := map[string]int{}
+	for _, i := range idx {
+		_, class := receipt.SplitClass(p.prefix, recs[i].Subject)
+		j, ok := at[class]
+		if !ok {
+			j = len(out)
+			at[class] = j
+			out = append(out, nil)
+		}
+		out[j] = append(out[j], i)
+	}
+	return out
+}
+
+// bundles are the messages of recs[fresh], of one class lane, in
+// bundles of at most receipt.MaxBundleReceipts receipts and
+// receipt.MaxBundleBytes (maxBytes, if less).
+func (p *receiptPublisher) bundles(recs []outbox.Record, fresh []int) ([]bundle, error) {
+	limit := receipt.MaxBundleBytes
+	if p.maxBytes > 0 {
+		limit = min(limit, p.maxBytes)
+	}
+	var out []bundle
 	for lo := 0; lo < len(fresh); {
 		hi, size := lo, -1
-		for hi < len(fresh) && hi-lo < receipt.MaxBundleReceipts && size+1+len(recs[fresh[hi]].Data) <= receipt.MaxBundleBytes {
+		for hi < len(fresh) && hi-lo < receipt.MaxBundleReceipts && size+1+len(recs[fresh[hi]].Data) <= limit {
 			size += 1 + len(recs[fresh[hi]].Data)
 			hi++
 		}
@@ -179,11 +229,11 @@ func (p *receiptPublisher) bundle(recs []outbox.Record, idx []int) (bundle, erro
 	if err != nil {
 		return bundle{}, wrapPublish(err)
 	}
-	subj := recs[idx[0]].Subject
+	subj, class := receipt.SplitClass(p.prefix, recs[idx[0]].Subject)
 	if i := strings.LastIndexByte(subj, '.'); i >= 0 {
 		subj = subj[:i]
 	}
-	m := nats.NewMsg(subj + "." + receipt.BundleToken)
+	m := nats.NewMsg(receipt.ClassSubject(subj+"."+receipt.BundleToken, class))
 	m.Data = body
 	m.Header.Set(jetstream.MsgIDHeader, receipt.BundleMsgID(ids))
 	m.Header.Set(receipt.BundleHeader, strconv.Itoa(len(idx)))
@@ -304,4 +354,17 @@ func wrapPublish(err error) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrReceiptPublish, err)
+}
+
+// bundleBytes bounds the body of a bundle that crosses a link capped at
+// bytesPerSecond (0: none): a quarter of a second's worth, so that a
+// bundle of other receipts ahead of an urgent one holds the link's shared
+// cap (package hop) for a quarter of a second at most, where a whole
+// MaxBundleBytes bundle would hold it for seconds on a slow link. A
+// bundle still holds one receipt, whatever its size.
+func bundleBytes(bytesPerSecond int64) int {
+	if bytesPerSecond <= 0 {
+		return 0
+	}
+	return int(min(bytesPerSecond/4, receipt.MaxBundleBytes))
 }

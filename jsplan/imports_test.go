@@ -7,5 +7,5 @@ import (
 )
 
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "topology/subjects", "topology", "topology/linkperm")
+	importcheck.Only(t, "receipt", "topology/subjects", "topology", "topology/linkperm")
 }

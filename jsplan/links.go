@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -114,10 +115,11 @@ type TakenLink struct {
 	// Consumer is the durable consumer the relay pulls, on Stream at From.
 	Consumer string
 	// Class is the priority class the link carries, "" for a link that
-	// carries every event (or receipt) of its stream; Skip, if set, names
-	// the messages a class's link carries instead (hop.Link.Skip).
-	Class string
-	Skip  func(subject string) bool
+	// carries every event (or receipt) of its stream; ClassOf, if set,
+	// names the class of each message, which its class's link carries
+	// instead, if the site runs one (hop.Link.Skip).
+	Class   string
+	ClassOf func(subject string) string
 	// Rank orders the links of one leafnode link that carry one stream
 	// by urgency, 0 the most urgent: each class by its place in the
 	// topology, then the link of the rest (hop.Link.Rank).
@@ -170,11 +172,8 @@ func TakenLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
 	switch site.Role {
 	case topology.RoleL1:
 		for _, hub := range t.Downstream(site.Name) {
-			var marks []string
-			for _, e := range t.Downstream(hub.Name) {
-				marks = append(marks, t.ReceiptFilter(e.Name))
-			}
-			out = append(out, link(hub, rc.HubStream, rc.L1Stream, ingest(rc.L1Stream), marks))
+			edges := t.Downstream(hub.Name)
+			out = append(out, receiptLinks(link(hub, rc.HubStream, rc.L1Stream, ingest(rc.L1Stream), nil), t, hub, edges)...)
 		}
 	case topology.RoleHub:
 		out = append(out, link(up, ev.OriginStream, ev.HubStream, ingest(ev.HubStream), []string{">"}))
@@ -189,7 +188,7 @@ func TakenLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
 				}
 				return in(s)
 			}
-			out = append(out, link(e, rc.EdgeStream, rc.HubStream, bind, []string{t.ReceiptFilter(e.Name)}))
+			out = append(out, receiptLinks(link(e, rc.EdgeStream, rc.HubStream, bind, nil), t, e, []*topology.Site{e})...)
 		}
 	case topology.RoleEdge:
 		if site.Direct() {
@@ -200,7 +199,7 @@ func TakenLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
 		if len(classes) > 0 {
 			// Each class is its own link into its own stream; the
 			// normal link leaves the classes' events to them.
-			normal.Skip = func(s string) bool { return ev.ClassOf(s) != topology.NormalClass }
+			normal.ClassOf = ev.ClassOf
 		}
 		normal.Rank = len(classes)
 		out = append(out, normal)
@@ -209,6 +208,39 @@ func TakenLinks(cfg *topology.Config, site *topology.Site) []TakenLink {
 			cl.Consumer, cl.Class, cl.Rank = topology.RelayClassConsumerName(site.Name, c.Name), c.Name, i
 			out = append(out, cl)
 		}
+	}
+	return out
+}
+
+// receiptLinks are the links of one receipts stream from the site from,
+// which carries the receipts of edges: normal, the link of the receipts of
+// no class, and over the relay one link per class lane of from
+// (topology.Topology.ReceiptClasses), each through its own consumer into
+// the same stream. Each link's marks are the subjects of its own lane of
+// each edge's receipts, so no link reads its mark from another's.
+func receiptLinks(normal TakenLink, t *topology.Topology, from *topology.Site, edges []*topology.Site) []TakenLink {
+	lane := func(class string) []string {
+		var marks []string
+		for _, e := range edges {
+			marks = append(marks, receipt.ClassSubject(t.ReceiptSubject(e.Name, "*"), class))
+		}
+		return marks
+	}
+	normal.Marks = lane("")
+	if !normal.Relay {
+		return []TakenLink{normal}
+	}
+	classes := t.ReceiptClasses(from)
+	out := []TakenLink{normal}
+	for i, c := range classes {
+		cl := normal
+		cl.Marks, cl.Class, cl.Rank = lane(c), c, i
+		cl.Consumer = receipt.ClassConsumer(normal.Consumer, c)
+		out = append(out, cl)
+	}
+	if len(classes) > 0 {
+		out[0].ClassOf = func(s string) string { _, c := receipt.SplitClass(t.Receipts.SubjectPrefix, s); return c }
+		out[0].Rank = len(classes)
 	}
 	return out
 }

@@ -83,15 +83,78 @@ func TestSitePlan_EdgeTakesItsClassByItsOwnLink(t *testing.T) {
 	}
 	normal, urgent := links[0], links[1]
 	if urgent.LocalStream != "L2A_URGENT" || urgent.Consumer != "leafline-relay-edge1-urgent" || urgent.Rank != 0 ||
-		urgent.LinkName(edge) != "hub-HA-edge1-urgent" || urgent.Skip != nil {
+		urgent.LinkName(edge) != "hub-HA-edge1-urgent" || urgent.ClassOf != nil {
 		t.Errorf("class link %+v", urgent)
 	}
-	if normal.LocalStream != "L2A" || normal.Rank != 1 || normal.Skip == nil || !normal.Skip("events.a.urgent") || normal.Skip("events.a.x") {
+	if normal.LocalStream != "L2A" || normal.Rank != 1 || normal.ClassOf == nil || normal.ClassOf("events.a.urgent") != "urgent" || normal.ClassOf("events.a.x") != "normal" {
 		t.Errorf("normal link %+v", normal)
 	}
 	if !slices.ContainsFunc(TrimPlans(cfg, edge), func(p TrimPlan) bool {
 		return p.Stream == "L2A_URGENT" && slices.Equal(p.Consumers, []string{cfg.Delivery.Consumer}) && slices.Contains(p.Keep, ">")
 	}) {
 		t.Errorf("trim plans %+v: want L2A_URGENT trimmed by the runner, its link's mark kept", TrimPlans(cfg, edge))
+	}
+}
+
+// The receipts of a class travel in a lane of their own: each receipts
+// stream on the way serves the next hop a consumer of the lane, which
+// that hop's link of the lane takes into the same stream, and which
+// bounds the stream's trim.
+func TestSitePlan_ReceiptLanes(t *testing.T) {
+	cfgs := classConfigs(t)
+	tp := cfgs["l1"].Topology
+	lane := func(site, stream string, filter string) {
+		t.Helper()
+		cfg := cfgs[site]
+		s, _ := tp.Site(site)
+		up, _ := tp.Site(s.Upstream)
+		name := topology.RelayClassConsumerName(up.Name, "urgent")
+		i := slices.IndexFunc(SitePlan(cfg, s).Consumers, func(c ConsumerPlan) bool { return c.Stream == stream && c.Config.Durable == name })
+		if i < 0 {
+			t.Fatalf("%s serves no consumer %s on %s", site, name, stream)
+		}
+		c := SitePlan(cfg, s).Consumers[i]
+		if c.Config.FilterSubject != filter || c.StartAfter != topology.RelayConsumerName(up.Name) {
+			t.Errorf("%s's consumer %s: %+v", site, name, c)
+		}
+		if !slices.ContainsFunc(TrimPlans(cfg, s), func(p TrimPlan) bool { return p.Stream == stream && slices.Contains(p.Consumers, name) }) {
+			t.Errorf("%s trims %s without %s", site, stream, name)
+		}
+	}
+	lane("edge1", "RE", "leafline.receipts.edge1.*.urgent")
+	lane("hub", "RH", "leafline.receipts.*.*.urgent")
+
+	links := func(site string) []TakenLink {
+		s, _ := tp.Site(site)
+		var out []TakenLink
+		for _, l := range RelayLinks(cfgs[site], s) {
+			if l.LocalStream == "RH" || l.LocalStream == "R1" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	hub := links("hub")
+	if len(hub) != 4 {
+		t.Fatalf("hub's receipt links %+v: want a normal and an urgent one per edge", hub)
+	}
+	normal, urgent := hub[0], hub[1]
+	if normal.Class != "" || normal.Rank != 1 || !slices.Equal(normal.Marks, []string{"leafline.receipts.edge1.*"}) ||
+		normal.ClassOf("leafline.receipts.edge1.processed.urgent") != "urgent" || normal.ClassOf("leafline.receipts.edge1.processed") != "" {
+		t.Errorf("normal receipt link %+v", normal)
+	}
+	if urgent.Class != "urgent" || urgent.Rank != 0 || urgent.Consumer != "leafline-relay-hub-urgent" ||
+		!slices.Equal(urgent.Marks, []string{"leafline.receipts.edge1.*.urgent"}) || urgent.Stream != "RE" {
+		t.Errorf("urgent receipt link %+v", urgent)
+	}
+	l1 := links("l1")
+	if len(l1) != 2 || l1[1].Consumer != "leafline-relay-l1-urgent" ||
+		!slices.Equal(l1[1].Marks, []string{"leafline.receipts.edge1.*.urgent", "leafline.receipts.edge2.*.urgent"}) ||
+		!slices.Equal(l1[0].Marks, []string{"leafline.receipts.edge1.*", "leafline.receipts.edge2.*"}) {
+		t.Errorf("l1's receipt links %+v", l1)
+	}
+	l1Site, _ := tp.Site("l1")
+	if p := TrimPlans(cfgs["l1"], l1Site); !slices.Contains(p[0].Consumers, "leafline-completion-urgent") {
+		t.Errorf("l1 trims R1 by %v, without the lane's consumer", p[0].Consumers)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -123,6 +124,24 @@ func (pl *planner) serve(stream string, down *topology.Site, filter string) {
 	}})
 }
 
+// serveLanes creates, on the receipts stream this site owns, the consumer
+// of each class lane of its receipts (topology.Topology.ReceiptClasses)
+// that down takes by a relay link of its own, on the receipts of sites
+// (a site name, or "*"). Each starts after the link of the other
+// receipts, which carried the lane's receipts before.
+func (pl *planner) serveLanes(stream string, down *topology.Site, sites string) {
+	if !Relayed(pl.t, pl.site, down) {
+		return
+	}
+	for _, c := range pl.t.ReceiptClasses(pl.site) {
+		cfg := relayConsumerConfig(down, receipt.ClassSubject(pl.t.ReceiptSubject(sites, "*"), c))
+		cfg.Durable = topology.RelayClassConsumerName(down.Name, c)
+		cfg.Description = "leafline relay of the receipts of class " + c + " for " + down.Name
+		pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: stream, Config: cfg,
+			EitherAck: true, StartAfter: topology.RelayConsumerName(down.Name)})
+	}
+}
+
 // take makes c take stream from the site from, by the link's transport.
 // With sourcing it returns the source, bound to the durable consumer that
 // from created for this site; with the relay, nil.
@@ -187,6 +206,7 @@ func (pl *planner) hub() {
 		}
 	}
 	pl.serve(rc.HubStream, up, "")
+	pl.serveLanes(rc.HubStream, up, "*")
 	pl.p.Streams = append(pl.p.Streams, ha, rh)
 }
 
@@ -220,6 +240,7 @@ func (pl *planner) edge() {
 	re.AllowAtomicPublish = true
 	re.Duplicates = rc.DuplicateWindow.D()
 	pl.serve(rc.EdgeStream, up, "")
+	pl.serveLanes(rc.EdgeStream, up, site.Name)
 	pl.p.Streams = append(pl.p.Streams, re)
 	if dl := pl.cfg.DeadLetter; dl.Enabled {
 		dlq := pl.base(dl.Stream)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -43,7 +44,11 @@ func trimTakers(cfg *topology.Config, site *topology.Site) []TrimPlan {
 	up, _ := t.Site(site.Upstream)
 	switch site.Role {
 	case topology.RoleL1:
-		return []TrimPlan{{Stream: t.Receipts.L1Stream, Consumers: []string{cfg.Completion.Consumer}}}
+		takers := []string{cfg.Completion.Consumer}
+		for _, c := range t.ReceiptClasses(site) {
+			takers = append(takers, receipt.ClassConsumer(cfg.Completion.Consumer, c))
+		}
+		return []TrimPlan{{Stream: t.Receipts.L1Stream, Consumers: takers}}
 	case topology.RoleHub:
 		var edges []string
 		for _, e := range t.Downstream(site.Name) {
@@ -56,10 +61,10 @@ func trimTakers(cfg *topology.Config, site *topology.Site) []TrimPlan {
 		}
 		return []TrimPlan{
 			{Stream: t.Events.HubStream, Consumers: edges},
-			{Stream: t.Receipts.HubStream, Consumers: []string{takerName(t, site, up)}},
+			{Stream: t.Receipts.HubStream, Consumers: receiptTakers(t, site, up)},
 		}
 	case topology.RoleEdge:
-		p := []TrimPlan{{Stream: t.Receipts.EdgeStream, Consumers: []string{takerName(t, site, up)}}}
+		p := []TrimPlan{{Stream: t.Receipts.EdgeStream, Consumers: receiptTakers(t, site, up)}}
 		if !site.Direct() {
 			p = append(p, TrimPlan{Stream: t.Events.EdgeStream, Consumers: []string{cfg.Delivery.Consumer}})
 		}
@@ -69,6 +74,19 @@ func trimTakers(cfg *topology.Config, site *topology.Site) []TrimPlan {
 		return p
 	}
 	return nil
+}
+
+// receiptTakers are the consumers that up takes site's receipts stream
+// with: that of its link, and over the relay one per class lane
+// (serveLanes).
+func receiptTakers(t *topology.Topology, site, up *topology.Site) []string {
+	out := []string{takerName(t, site, up)}
+	if Relayed(t, site, up) {
+		for _, c := range t.ReceiptClasses(site) {
+			out = append(out, topology.RelayClassConsumerName(up.Name, c))
+		}
+	}
+	return out
 }
 
 // trimBound returns the highest stream sequence up to which every

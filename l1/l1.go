@@ -198,6 +198,9 @@ func (a *Role) serviceConfig(sites []string, filters map[string]string) completi
 		// only for itself (its processor is its site name).
 		SubjectPrefix:   t.Receipts.SubjectPrefix,
 		ProcessorIsSite: true,
+		// Receipts of a priority class are applied in a lane of
+		// their own, beside the others.
+		Classes: t.ReceiptClasses(a.site),
 		// The service also follows the origin stream, with its own
 		// consumer, so that every published event has a pending record
 		// and can be reported overdue. It ACKs nothing that matters on

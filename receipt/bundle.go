@@ -138,7 +138,12 @@ func (v *Verifier) VerifyBundle(pub string, body []byte, sig string) error {
 	return nil
 }
 
-// IsBundleSubject reports whether subject ends with the bundle token.
+// IsBundleSubject reports whether subject ends with the bundle token,
+// or with the bundle token and a class token (ClassSubject).
 func IsBundleSubject(subject string) bool {
-	return strings.HasSuffix(subject, "."+BundleToken)
+	if strings.HasSuffix(subject, "."+BundleToken) {
+		return true
+	}
+	i := strings.LastIndexByte(subject, '.')
+	return i > 0 && ValidClass(subject[i+1:]) && strings.HasSuffix(subject[:i], "."+BundleToken)
 }

@@ -61,6 +61,69 @@ func TestSystem_UrgentOvertakesBacklog(t *testing.T) {
 	}
 }
 
+// Receipts of urgent events overtake a backlog of other receipts waiting
+// at the edge behind a cut, capped link: the edge's receipts of the class
+// go in their lane, which the hub and L1 take by links and a consumer of
+// their own, and L1 applies each of them before the backlog's last.
+func TestSystem_UrgentReceiptsOvertakeBacklog(t *testing.T) {
+	gate := make(chan struct{})
+	ls := testSystem(t, Options{Configure: func(c *topology.Config) {
+		c.Topology.Events.Priorities = []topology.Priority{{Name: "urgent", Subjects: []string{"events.urgent.>"}}}
+		c.Topology.Bandwidth = "16KB/s"
+	}}, func(site string) []edge.Option {
+		if site != "edge1" {
+			return nil
+		}
+		return []edge.Option{edge.WithRunnerHooks(runner.Hooks{Gate: gate})}
+	})
+	ctx := context.Background()
+	// 400 events wait at the edge, its runner held; the link is cut,
+	// and the runner processes them: their receipts wait at the edge.
+	normal := publishClassed(t, ls, "normal", 400, func(int) string { return "events.test" })
+	edgeJS := jstest.ConnectURL(t, ls.App("edge1").ClientURL())
+	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
+		s, err := edgeJS.Stream(ctx, "L2A")
+		if err != nil {
+			return err
+		}
+		if n := s.CachedInfo().State.Msgs; n < uint64(len(normal)) {
+			return fmt.Errorf("L2A holds %d of %d", n, len(normal))
+		}
+		return nil
+	})
+	ls.Links["edge1"].Cut()
+	close(gate)
+	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
+		if n := metricOf(t, ls.App("edge1"), "leafline_messages_processed_total", nil); n < float64(len(normal)) {
+			return fmt.Errorf("edge1 processed %v of %d", n, len(normal))
+		}
+		return nil
+	})
+	urgent := publishClassed(t, ls, "urgent", 5, func(int) string { return "events.urgent.alarm" })
+	ls.Links["edge1"].Restore()
+	waitCompleted(t, ls, append(normal, urgent...), "edge1")
+
+	svc := leafline.Completions(ls.App("l1"))
+	applied := func(id string) time.Time {
+		c, err := svc.State().Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Processors["edge1"].ReceivedAt
+	}
+	var last time.Time
+	for _, id := range normal {
+		if a := applied(id); a.After(last) {
+			last = a
+		}
+	}
+	for _, id := range urgent {
+		if a := applied(id); !a.Before(last) {
+			t.Errorf("urgent event %s's receipt applied at %s, not before the backlog's last at %s", id, a.Format(time.StampMicro), last.Format(time.StampMicro))
+		}
+	}
+}
+
 // A class removed from the topology while its stream at the edge still
 // holds events: the edge's runner drains them after the restart.
 func TestSystem_RemovedClassIsDrained(t *testing.T) {

@@ -3,6 +3,7 @@ package topology
 import (
 	"strings"
 
+	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/topology/subjects"
 )
 
@@ -42,10 +43,12 @@ func ClassStream(edgeStream, class string) string {
 	return edgeStream + "_" + strings.ToUpper(class)
 }
 
-// RelayClassConsumerName is the durable pull consumer that the hub creates
-// for a relay link that carries one class to downstream.
+// RelayClassConsumerName is the durable pull consumer that a site creates
+// for a relay link that carries one class to downstream: the hub's on HA
+// for an edge, an edge's on RE and the hub's on RH for the receipts of
+// the class (receipt.ClassSubject).
 func RelayClassConsumerName(downstream, class string) string {
-	return RelayConsumerName(downstream) + "-" + class
+	return receipt.ClassConsumer(RelayConsumerName(downstream), class)
 }
 
 // ClassOf returns the class of a literal subject: the name of the first
@@ -85,6 +88,39 @@ func (t *Topology) Classes(edge *Site) []Class {
 	return out
 }
 
+// ReceiptClasses returns the classes whose receipts travel up from site
+// in lanes of their own (receipt.ClassSubject), most urgent first: an
+// edge's own classes (Classes); at a hub, those of its edges; at L1,
+// those of every edge.
+func (t *Topology) ReceiptClasses(site *Site) []string {
+	below := func(e *Site) bool {
+		switch site.Role {
+		case RoleEdge:
+			return e == site
+		case RoleHub:
+			return e.Upstream == site.Name
+		}
+		return true
+	}
+	taken := map[string]bool{}
+	for i := range t.Sites {
+		e := &t.Sites[i]
+		if e.Role != RoleEdge || !below(e) {
+			continue
+		}
+		for _, c := range t.Classes(e) {
+			taken[c.Name] = true
+		}
+	}
+	var out []string
+	for _, c := range t.Events.Priorities {
+		if taken[c.Name] {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
 // validatePriorities checks events.priorities: names, subjects within the
 // event subjects and in one class at most, and the relay on the link to
 // each edge that takes a class.
@@ -101,7 +137,9 @@ func (t *Topology) validatePriorities(p *problems) {
 		switch {
 		case c.Name == NormalClass:
 			p.add(path+".name", "%q is the class of every event no class matches", c.Name)
-		case !validClassName(c.Name):
+		case c.Name == receipt.BundleToken:
+			p.add(path+".name", "%q is the token of a receipt bundle's subject", c.Name)
+		case !receipt.ValidClass(c.Name):
 			p.add(path+".name", "%q: use 1 to 16 lowercase letters, digits or '_'", c.Name)
 		case names[c.Name]:
 			p.add(path+".name", "%q names two classes", c.Name)
@@ -130,16 +168,4 @@ func (t *Topology) validatePriorities(p *problems) {
 			p.add(elemPath("sites", i), "takes priority classes (events.priorities) over transport %q; a class overtakes a backlog only over the relay", t.LinkTransport(s))
 		}
 	}
-}
-
-func validClassName(s string) bool {
-	if s == "" || len(s) > 16 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
 }

@@ -93,7 +93,7 @@ func (r *Runner) markDead(it *item) {
 	if it.ev.ID == "" {
 		return
 	}
-	rec, err := r.digestReceiptRecord(it.ev.ID, receipt.StatusDeadLettered, errorType(it.err), it.digest)
+	rec, err := r.digestReceiptRecord(it.ev.ID, it.ev.Subject, receipt.StatusDeadLettered, errorType(it.err), it.digest)
 	if err != nil {
 		it.hold = err
 		return

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leafline/leafline/outbox"
@@ -38,7 +39,7 @@ func (r *Runner) decode(msg jetstream.Msg) item {
 	// The receipt is built here so that an event_id the receipt format
 	// refuses is this message's permanent failure, never a batch's.
 	it.digest = receipt.PayloadDigest(msg.Data())
-	if it.rec, err = r.digestReceiptRecord(id, receipt.StatusProcessed, "", it.digest); err != nil {
+	if it.rec, err = r.digestReceiptRecord(id, msg.Subject(), receipt.StatusProcessed, "", it.digest); err != nil {
 		it.err = fmt.Errorf("%w: %w: %w", sink.ErrPermanent, eventid.ErrNoEventID, err)
 		return it
 	}
@@ -55,8 +56,10 @@ func (r *Runner) decode(msg jetstream.Msg) item {
 }
 
 // digestReceiptRecord is ReceiptRecord with the payload's digest
-// (receipt.PayloadDigest) in the receipt.
-func (r *Runner) digestReceiptRecord(eventID string, status receipt.Status, reason, digest string) (outbox.Record, error) {
+// (receipt.PayloadDigest) in the receipt, for the event on subject: the
+// receipt of an event of a class the edge takes goes in the class's lane
+// (receipt.ClassSubject).
+func (r *Runner) digestReceiptRecord(eventID, subject string, status receipt.Status, reason, digest string) (outbox.Record, error) {
 	rc := receipt.New(eventID, r.cfg.Topology.Events.OriginStream, r.site, r.site, status, time.Now().UTC())
 	rc.Reason, rc.PayloadSHA256 = reason, digest
 	data, err := rc.Encode()
@@ -65,7 +68,7 @@ func (r *Runner) digestReceiptRecord(eventID string, status receipt.Status, reas
 	}
 	return outbox.Record{
 		Key:     rc.MsgID(),
-		Subject: r.cfg.Topology.ReceiptSubject(r.site, string(rc.Status)),
+		Subject: receipt.ClassSubject(r.cfg.Topology.ReceiptSubject(r.site, string(rc.Status)), r.receiptClass(subject)),
 		Data:    data,
 	}, nil
 }
@@ -122,4 +125,16 @@ func (r *Runner) noteReuse(it *item, stored outbox.Record) {
 	r.metrics.EventIDReused.Inc()
 	r.log.Warn("event_id reused with another payload: handled as a duplicate of the first (its outcome stands); the new message stays in the origin stream",
 		r.attrs(it, "payload_sha256", it.digest, "first_payload_sha256", first.PayloadSHA256, "status", string(first.Status))...)
+}
+
+// receiptClass is the lane of the receipt of an event on subject: its
+// class if the edge takes it (Options.ReceiptClasses), else "" (none).
+func (r *Runner) receiptClass(subject string) string {
+	if len(r.receiptClasses) == 0 || subject == "" {
+		return ""
+	}
+	if c := r.cfg.Topology.Events.ClassOf(subject); slices.Contains(r.receiptClasses, c) {
+		return c
+	}
+	return ""
 }

@@ -25,7 +25,7 @@ func (r *Runner) expire(items []item) {
 		if !it.expires || it.err != nil || it.hold != nil || !it.hasRec {
 			continue
 		}
-		rec, err := r.digestReceiptRecord(it.ev.ID, receipt.StatusExpired, "deadline "+it.deadline.UTC().Format(time.RFC3339), it.digest)
+		rec, err := r.digestReceiptRecord(it.ev.ID, it.ev.Subject, receipt.StatusExpired, "deadline "+it.deadline.UTC().Format(time.RFC3339), it.digest)
 		if err != nil {
 			it.hold = err
 			continue

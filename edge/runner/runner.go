@@ -43,7 +43,10 @@ type Options struct {
 	// Consumer's messages after theirs (see the package doc, # Priority
 	// classes).
 	Classes []jetstream.Consumer
-	Outbox  *outbox.Outbox
+	// ReceiptClasses are the classes whose receipts go in lanes of their
+	// own (topology.Topology.ReceiptClasses of the edge).
+	ReceiptClasses []string
+	Outbox         *outbox.Outbox
 	// Publishers publish the receipts to the local receipts stream, each a
 	// batch at a time. A second publisher on a connection of its own lets
 	// two batches' atomic publishes overlap: the server stages one atomic
@@ -127,15 +130,17 @@ type Runner struct {
 	js      jetstream.JetStream
 	cons    jetstream.Consumer
 	classes []jetstream.Consumer
-	ob      *outbox.Outbox
-	pubs    []outbox.Publisher
-	sink    sink.Sink
-	txSink  sink.TxSink
-	eventID func(jetstream.Msg) (string, error)
-	backoff func(delivered uint64) time.Duration
-	metrics Metrics
-	log     *slog.Logger
-	hooks   Hooks
+	// receiptClasses: Options.ReceiptClasses.
+	receiptClasses []string
+	ob             *outbox.Outbox
+	pubs           []outbox.Publisher
+	sink           sink.Sink
+	txSink         sink.TxSink
+	eventID        func(jetstream.Msg) (string, error)
+	backoff        func(delivered uint64) time.Duration
+	metrics        Metrics
+	log            *slog.Logger
+	hooks          Hooks
 	// progress is the InProgress interval (zero: none).
 	progress time.Duration
 	wrote    chan<- struct{}
@@ -165,7 +170,8 @@ func New(o Options) (*Runner, error) {
 	}
 	return &Runner{
 		cfg: o.Config, site: o.Site, nc: o.NC, js: o.JS, cons: o.Consumer, classes: o.Classes, ob: o.Outbox,
-		pubs: pubs, sink: o.Sink, txSink: o.TxSink,
+		receiptClasses: o.ReceiptClasses,
+		pubs:           pubs, sink: o.Sink, txSink: o.TxSink,
 		eventID: permanentEventID(o.Config.EventID),
 		backoff: Backoff(o.Config.Delivery.Retry),
 		metrics: o.Metrics, log: o.Log, hooks: o.Hooks,
@@ -191,9 +197,10 @@ func permanentEventID(c topology.EventIDConfig) func(jetstream.Msg) (string, err
 func (r *Runner) Consumer() jetstream.Consumer { return r.cons }
 
 // ReceiptRecord is the outbox record of the receipt the runner writes for
-// eventID with status: what a redelivery of the event finds stored.
+// eventID, an event of no class, with status: what a redelivery of the
+// event finds stored.
 func (r *Runner) ReceiptRecord(eventID string, status receipt.Status, reason string) (outbox.Record, error) {
-	return r.digestReceiptRecord(eventID, status, reason, "")
+	return r.digestReceiptRecord(eventID, "", status, reason, "")
 }
 
 // maxRetryAfter bounds the delay a sink's target may ask for, so that a

@@ -79,6 +79,9 @@ func Of(t *topology.Topology, site string) (Permissions, error) {
 		for _, c := range t.Classes(s) {
 			lp.Publish = append(lp.Publish, relayPull(up.Domain, fwd, topology.RelayClassConsumerName(s.Name, c.Name))...)
 		}
+		for _, c := range t.ReceiptClasses(s) {
+			lp.Subscribe = append(lp.Subscribe, relayPull(s.Domain, rev, topology.RelayClassConsumerName(up.Name, c))...)
+		}
 	} else {
 		lp = sourcing(s, up, fwd, rev)
 	}
@@ -190,7 +193,9 @@ func ServerFeatureFlags() map[string]bool {
 //	upstream → site   the same four for rev, leafline-relay-<up> and <site>, and leafline.relay.<site>.inbox.>
 //
 // An edge that takes priority classes pulls fwd through one more consumer
-// per class, leafline-relay-<site>-<class>, with the same four.
+// per class, leafline-relay-<site>-<class>, with the same four; and the
+// upstream pulls rev through one more per class lane of site's receipts
+// (topology.Topology.ReceiptClasses), leafline-relay-<up>-<class>.
 func relay(site, up *topology.Site, fwd, rev string, forward bool) Permissions {
 	pull := relayPull
 	var lp Permissions
