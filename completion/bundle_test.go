@@ -137,3 +137,63 @@ func quarantineRecords(t *testing.T, js jetstream.JetStream) []completion.Quaran
 	}
 	return out
 }
+
+// TestService_ClassLanes: receipts in a class lane (receipt.ClassSubject)
+// are applied by the lane's own consumer, once: the other consumer ACKs
+// them without applying them. A lane the service has no consumer for is
+// applied by the other one, and the subject still binds a receipt to its
+// site and status in either.
+func TestService_ClassLanes(t *testing.T) {
+	_, js := jstest.StartJS(t, jstest.Options{})
+	ctx := jstest.Ctx(t)
+	completiontest.CreateR1(t, js)
+	cfg := completiontest.Config(js)
+	cfg.SubjectPrefix = "leafline.receipts"
+	cfg.Classes = []string{"urgent"}
+	svc, err := completion.NewService(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completiontest.Run(t, svc)
+	publishBundle(t, js, "leafline.receipts.edge-1.bundle.urgent", "b-urgent",
+		receipttest.Encode(t, receipttest.Receipt("evt-u1")), receipttest.Encode(t, receipttest.Receipt("evt-u2")))
+	publishOn(t, js, "leafline.receipts.edge-1.processed.urgent", receipttest.Receipt("evt-u3"))
+	publishOn(t, js, "leafline.receipts.edge-1.processed", receipttest.Receipt("evt-n1"))
+	publishOn(t, js, "leafline.receipts.edge-1.processed.other", receipttest.Receipt("evt-o1"))
+	publishOn(t, js, "leafline.receipts.edge-2.processed.urgent", receipttest.Receipt("evt-bad1")) // another site's
+	publishOn(t, js, "leafline.receipts.edge-1.processed.Urgent", receipttest.Receipt("evt-bad2")) // no class token
+	want := record.Stats{Received: 7, Applied: 5, Quarantined: 2}
+	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if err := completiontest.StatsEqual(svc, want); err != nil {
+			return err
+		}
+		for _, c := range []string{completion.DefaultConsumer, completion.DefaultConsumer + "-urgent"} {
+			if err := completiontest.ConsumerDrained(ctx, js, "R1", c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	lane, err := js.Consumer(ctx, "R1", completion.DefaultConsumer+"-urgent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := lane.CachedInfo().Config.FilterSubject; f != "leafline.receipts.*.*.urgent" {
+		t.Errorf("the lane's consumer takes %q", f)
+	}
+	if info, _ := lane.Info(ctx); info.Delivered.Stream == 0 || info.NumAckPending != 0 {
+		t.Errorf("the lane's consumer delivered %+v", info.Delivered)
+	}
+	if got := svc.Refusals()[completion.RefusedSubjectMismatch]; got != 2 {
+		t.Errorf("subject_mismatch refusals %d, want 2", got)
+	}
+	for _, c := range []completion.ServiceConfig{
+		{JS: js, Stream: "R1", Classes: []string{"urgent"}},
+		{JS: js, Stream: "R1", SubjectPrefix: "r", Classes: []string{"urgent", "urgent"}},
+		{JS: js, Stream: "R1", SubjectPrefix: "r", Classes: []string{"bundle"}},
+	} {
+		if _, err := completion.NewService(c); err == nil || !strings.Contains(err.Error(), "Classes") {
+			t.Errorf("classes %q with prefix %q: %v", c.Classes, c.SubjectPrefix, err)
+		}
+	}
+}

@@ -67,3 +67,46 @@ func TestReceiptPublisher_NamesWhatAFailedPublishStored(t *testing.T) {
 		t.Fatalf("RE holds %d messages, want 2", info.State.Msgs)
 	}
 }
+
+// Receipts of first publish are bundled by class lane, each bundle on
+// its lane's subject, a lane with one receipt sending it alone; on a
+// capped link a bundle holds a quarter of a second's worth at most.
+func TestReceiptPublisher_BundlesByLane(t *testing.T) {
+	rec := func(i int, class string) outbox.Record {
+		return outbox.Record{Key: fmt.Sprintf("k%d", i), Subject: receipt.ClassSubject("r.e.processed", class), Data: make([]byte, 100)}
+	}
+	recs := []outbox.Record{rec(0, ""), rec(1, "urgent"), rec(2, ""), rec(3, "urgent"), rec(4, "low"), rec(5, "")}
+	first := []bool{true, true, true, true, true, true}
+	p := &receiptPublisher{prefix: "r"}
+	bs, err := p.messages(recs, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range bs {
+		got = append(got, fmt.Sprintf("%s %v", b.msg.Subject, b.recs))
+	}
+	want := []string{"r.e.processed.low [4]", "r.e.bundle [0 2 5]", "r.e.bundle.urgent [1 3]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("messages %q, want %q", got, want)
+	}
+
+	p.maxBytes = bundleBytes(1000) // 250 bytes: two receipts of 100
+	bs, err = p.messages(recs[:3:3], []bool{true, false, true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) != 2 || bs[1].msg.Subject != "r.e.bundle" || len(bs[1].recs) != 2 {
+		t.Errorf("capped: %d messages", len(bs))
+	}
+	many := make([]outbox.Record, 5)
+	for i := range many {
+		many[i] = rec(i, "")
+	}
+	if bs, _ = p.messages(many, []bool{true, true, true, true, true}); len(bs) != 3 {
+		t.Errorf("5 receipts of 100 bytes under a 250-byte bound make %d bundles, want 3", len(bs))
+	}
+	if bundleBytes(0) != 0 || bundleBytes(1<<30) != receipt.MaxBundleBytes {
+		t.Errorf("bundleBytes: %d, %d", bundleBytes(0), bundleBytes(1<<30))
+	}
+}

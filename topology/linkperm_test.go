@@ -157,6 +157,39 @@ func TestLinkPermissions_Relay(t *testing.T) {
 	}
 }
 
+// Over the relay, an edge that takes a class pulls it from the hub through
+// the class's consumer, and the hub and L1 pull its receipts' lane
+// through theirs.
+func TestLinkPermissions_RelayClasses(t *testing.T) {
+	tp := topology.ExampleTopology(t)
+	tp.Transport = topology.TransportRelay
+	tp.Events.Priorities = []topology.Priority{{Name: "urgent", Subjects: []string{"events.*.urgent"}}}
+	got, err := topology.ParseTopology(topology.MustMarshal(t, tp), "topology.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := &got.Sites[2]
+	hub, _ := got.Site(edge.Upstream)
+	l1, _ := got.Site(hub.Upstream)
+	for site, want := range map[*topology.Site][]string{
+		edge: {
+			topology.APIPrefix(hub.Domain) + ".CONSUMER.MSG.NEXT." + got.Events.HubStream + "." + topology.RelayClassConsumerName(edge.Name, "urgent"),
+			topology.APIPrefix(edge.Domain) + ".CONSUMER.MSG.NEXT." + got.Receipts.EdgeStream + "." + topology.RelayClassConsumerName(hub.Name, "urgent"),
+		},
+		hub: {topology.APIPrefix(hub.Domain) + ".CONSUMER.MSG.NEXT." + got.Receipts.HubStream + "." + topology.RelayClassConsumerName(l1.Name, "urgent")},
+	} {
+		lp, err := linkperm.Of(got, site.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !slices.Contains(append(lp.Publish, lp.Subscribe...), w) {
+				t.Errorf("%s's link permissions lack %s", site.Name, w)
+			}
+		}
+	}
+}
+
 func equalPerms(a, b linkperm.Permissions) bool {
 	return slices.Equal(a.Publish, b.Publish) && slices.Equal(a.Subscribe, b.Subscribe)
 }

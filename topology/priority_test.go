@@ -47,6 +47,29 @@ func TestTopology_Classes(t *testing.T) {
 	}
 }
 
+// The receipts of a class go in its lane from each edge that takes it,
+// through its hub, to L1.
+func TestTopology_ReceiptClasses(t *testing.T) {
+	top := &Topology{Events: Events{Subjects: []string{"events.>"}, EdgeStream: "L2A", Priorities: []Priority{
+		{Name: "urgent", Subjects: []string{"events.*.urgent"}},
+		{Name: "high", Subjects: []string{"events.b.high"}},
+	}}, Sites: []Site{
+		{Name: "l1", Role: RoleL1},
+		{Name: "h1", Role: RoleHub, Upstream: "l1"}, {Name: "h2", Role: RoleHub, Upstream: "l1"},
+		{Name: "a", Role: RoleEdge, Upstream: "h1", Filter: "events.a.>"},
+		{Name: "b", Role: RoleEdge, Upstream: "h2", Filter: "events.b.>"},
+		{Name: "c", Role: RoleEdge, Upstream: "h2", Filter: "events.c"},
+	}}
+	for site, want := range map[string][]string{
+		"a": {"urgent"}, "c": nil, "h1": {"urgent"}, "h2": {"urgent", "high"}, "l1": {"urgent", "high"},
+	} {
+		s, _ := top.Site(site)
+		if got := top.ReceiptClasses(s); !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", site, got, want)
+		}
+	}
+}
+
 func TestTopology_ValidatePriorities(t *testing.T) {
 	for _, tc := range []struct {
 		classes   []Priority
@@ -56,6 +79,7 @@ func TestTopology_ValidatePriorities(t *testing.T) {
 		{[]Priority{{Name: "urgent", Subjects: []string{"events.urgent.>"}}}, "", ""},
 		{[]Priority{{Name: "normal", Subjects: []string{"events.a"}}}, "", `events.priorities[0].name: "normal" is the class of every event`},
 		{[]Priority{{Name: "Urgent!", Subjects: []string{"events.a"}}}, "", `events.priorities[0].name: "Urgent!": use 1 to 16 lowercase`},
+		{[]Priority{{Name: "bundle", Subjects: []string{"events.a"}}}, "", `events.priorities[0].name: "bundle" is the token of a receipt bundle`},
 		{[]Priority{{Name: "a", Subjects: []string{"events.a"}}, {Name: "a", Subjects: []string{"events.b"}}}, "", `events.priorities[1].name: "a" names two classes`},
 		{[]Priority{{Name: "a"}}, "", "events.priorities[0].subjects: required"},
 		{[]Priority{{Name: "a", Subjects: []string{"other.a"}}}, "", `events.priorities[0].subjects[0]: "other.a" is not within the event subjects`},
