@@ -154,7 +154,7 @@ func TestService_ClassLanes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	completiontest.Run(t, svc)
+	stop := completiontest.Run(t, svc)
 	publishBundle(t, js, "leafline.receipts.edge-1.bundle.urgent", "b-urgent",
 		receipttest.Encode(t, receipttest.Receipt("evt-u1")), receipttest.Encode(t, receipttest.Receipt("evt-u2")))
 	publishOn(t, js, "leafline.receipts.edge-1.processed.urgent", receipttest.Receipt("evt-u3"))
@@ -187,6 +187,37 @@ func TestService_ClassLanes(t *testing.T) {
 	if got := svc.Refusals()[completion.RefusedSubjectMismatch]; got != 2 {
 		t.Errorf("subject_mismatch refusals %d, want 2", got)
 	}
+
+	// The class is no longer configured: a receipt of its lane that the
+	// other consumer had left to it is still applied, by its lane.
+	stop()
+	publishOn(t, js, "leafline.receipts.edge-1.processed.urgent", receipttest.Receipt("evt-u4"))
+	normal, err := js.Consumer(ctx, "R1", completion.DefaultConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := normal.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range b.Messages() {
+		if err := m.DoubleAck(ctx); err != nil { // as the consumer skipping it did
+			t.Fatal(err)
+		}
+	}
+	cfg.Classes = nil
+	again, err := completion.NewService(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completiontest.Run(t, again)
+	check.For(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if c, err := again.Get(ctx, "evt-u4"); err != nil || c.Processors["edge-1"].Status != receipt.StatusProcessed {
+			return fmt.Errorf("evt-u4: %+v, %v", c, err)
+		}
+		return nil
+	})
+
 	for _, c := range []completion.ServiceConfig{
 		{JS: js, Stream: "R1", Classes: []string{"urgent"}},
 		{JS: js, Stream: "R1", SubjectPrefix: "r", Classes: []string{"urgent", "urgent"}},

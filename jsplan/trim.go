@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,6 +32,11 @@ type TrimPlan struct {
 	// the links into the stream, whose newest message holds the link's
 	// high-water mark (package hop).
 	Keep []string
+	// Lanes: every consumer of a receipts class lane beside one of
+	// Consumers (receipt.ClassConsumer) bounds the trim too, also one
+	// whose class the topology no longer names: the lane's receipts that
+	// another link left to it stay until it has taken them.
+	Lanes bool
 }
 
 // TrimPlans lists the streams of a site that are trimmed. L1A is not: it
@@ -48,7 +55,7 @@ func trimTakers(cfg *topology.Config, site *topology.Site) []TrimPlan {
 		for _, c := range t.ReceiptClasses(site) {
 			takers = append(takers, receipt.ClassConsumer(cfg.Completion.Consumer, c))
 		}
-		return []TrimPlan{{Stream: t.Receipts.L1Stream, Consumers: takers}}
+		return []TrimPlan{{Stream: t.Receipts.L1Stream, Consumers: takers, Lanes: true}}
 	case topology.RoleHub:
 		var edges []string
 		for _, e := range t.Downstream(site.Name) {
@@ -61,10 +68,10 @@ func trimTakers(cfg *topology.Config, site *topology.Site) []TrimPlan {
 		}
 		return []TrimPlan{
 			{Stream: t.Events.HubStream, Consumers: edges},
-			{Stream: t.Receipts.HubStream, Consumers: receiptTakers(t, site, up)},
+			{Stream: t.Receipts.HubStream, Consumers: receiptTakers(t, site, up), Lanes: true},
 		}
 	case topology.RoleEdge:
-		p := []TrimPlan{{Stream: t.Receipts.EdgeStream, Consumers: receiptTakers(t, site, up)}}
+		p := []TrimPlan{{Stream: t.Receipts.EdgeStream, Consumers: receiptTakers(t, site, up), Lanes: true}}
 		if !site.Direct() {
 			p = append(p, TrimPlan{Stream: t.Events.EdgeStream, Consumers: []string{cfg.Delivery.Consumer}})
 		}
@@ -109,7 +116,7 @@ func trimBound(ctx context.Context, s jetstream.Stream, p TrimPlan, last uint64)
 		return 0, fmt.Errorf("consumers: %w", err)
 	}
 	bound := last
-	for _, name := range p.Consumers {
+	for _, name := range boundedBy(p, infos) {
 		ci, ok := infos[name]
 		if !ok {
 			return 0, nil
@@ -121,6 +128,24 @@ func trimBound(ctx context.Context, s jetstream.Stream, p TrimPlan, last uint64)
 		bound = min(bound, taken)
 	}
 	return bound, nil
+}
+
+// boundedBy returns the consumers of infos that bound p's trim:
+// p.Consumers, and with p.Lanes the consumers of their lanes.
+func boundedBy(p TrimPlan, infos map[string]*jetstream.ConsumerInfo) []string {
+	out := slices.Clone(p.Consumers)
+	if !p.Lanes {
+		return out
+	}
+	for name := range infos {
+		for _, c := range p.Consumers {
+			class, ok := strings.CutPrefix(name, receipt.ClassConsumer(c, ""))
+			if ok && receipt.ValidClass(class) && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 // takenUpTo returns the highest stream sequence up to which the consumer

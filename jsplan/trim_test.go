@@ -213,3 +213,39 @@ func TestTrim_DeliveredAheadOfAckFloor(t *testing.T) {
 		}
 	}
 }
+
+// With Lanes, the consumer of a receipts class lane beside a taker bounds
+// the trim whether the plan names it or not (a lane of a class the
+// topology no longer names), and stops bounding it once it has taken its
+// lane's messages; a consumer that is no lane's does not.
+func TestTrim_LaneConsumersBound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, s := trimmedStream(ctx, t)
+	for i := 0; i < 10; i++ { // seqs 1..10: n, u, n, u, …
+		if _, err := js.Publish(ctx, []string{"s.e.processed", "s.e.processed.urgent"}[i%2], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consumer := func(name, filter string) jetstream.Consumer {
+		c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ack := func(_ int, m jetstream.Msg) error { return m.DoubleAck(ctx) }
+	// The taker took everything; the lane's consumer and another one
+	// (not a lane's) nothing.
+	takeN(t, consumer("taker", ""), 10, ack)
+	lane := consumer("taker-urgent", "s.*.*.urgent")
+	consumer("taker-Other", "s.*.*.urgent")
+	p := TrimPlan{Stream: "S", Consumers: []string{"taker"}, Lanes: true}
+	if n, err := TrimStream(ctx, js, p); err != nil || n != 1 {
+		t.Fatalf("trimmed %d, %v; want 1, below the lane's first message", n, err)
+	}
+	takeN(t, lane, 5, ack)
+	if n, err := TrimStream(ctx, js, p); err != nil || n != 9 {
+		t.Fatalf("trimmed %d, %v; want the other 9", n, err)
+	}
+}

@@ -167,5 +167,8 @@ func (t *Topology) validatePriorities(p *problems) {
 		if s.Role == RoleEdge && len(t.Classes(s)) > 0 && t.LinkTransport(s) != TransportRelay {
 			p.add(elemPath("sites", i), "takes priority classes (events.priorities) over transport %q; a class overtakes a backlog only over the relay", t.LinkTransport(s))
 		}
+		if s.Role == RoleHub && len(t.ReceiptClasses(s)) > 0 && t.LinkTransport(s) != TransportRelay {
+			p.add(elemPath("sites", i), "carries the receipts of priority classes (events.priorities) to L1 over transport %q; a class's receipts overtake a backlog only over the relay", t.LinkTransport(s))
+		}
 	}
 }

@@ -87,10 +87,18 @@ func TestTopology_ValidatePriorities(t *testing.T) {
 			`events.priorities[1].subjects[0]: "events.b" overlaps "events.>" (events.priorities[0].subjects[0])`},
 		{[]Priority{{Name: "a", Subjects: []string{"events.a"}}}, TransportSourcing,
 			`sites[2]: takes priority classes (events.priorities) over transport "sourcing"`},
+		{[]Priority{{Name: "a", Subjects: []string{"events.a"}}}, "hub:" + TransportSourcing,
+			`sites[1]: carries the receipts of priority classes (events.priorities) to L1 over transport "sourcing"`},
 	} {
 		p := &problems{}
+		hubTransport, _ := strings.CutPrefix(tc.transport, "hub:")
+		if hubTransport == tc.transport {
+			hubTransport = ""
+		} else {
+			tc.transport = ""
+		}
 		top := &Topology{Transport: tc.transport, Events: Events{Subjects: []string{"events.>"}, Priorities: tc.classes}, Sites: []Site{
-			{Name: "l1", Role: RoleL1}, {Name: "hub", Role: RoleHub, Upstream: "l1"}, {Name: "edge", Role: RoleEdge, Upstream: "hub"},
+			{Name: "l1", Role: RoleL1}, {Name: "hub", Role: RoleHub, Upstream: "l1", Transport: hubTransport}, {Name: "edge", Role: RoleEdge, Upstream: "hub"},
 		}}
 		top.validatePriorities(p)
 		got := ""

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -23,8 +24,10 @@ type capRes struct {
 	// the link ran dry and the rate is not the cap's.
 	leftDown, leftUp uint64
 	// urgent is each urgent event's time from its publish at L1 to its
-	// store at the edge, across the capped link behind the backlog.
-	urgent []time.Duration
+	// store at the edge, across the capped link behind the backlog; done
+	// to its completion at L1, its receipt back across the link behind
+	// the receipts' backlog.
+	urgent, done []time.Duration
 }
 
 // capLink is the phase cap: l1, a hub and one edge over the relay, the
@@ -95,21 +98,23 @@ func (r *run) capLink() {
 	r.m.Waiting(fmt.Sprintf("measuring both directions under %dB/s", capBytes), w)
 	ph := r.begin("cap")
 	t0 := time.Now()
-	urgent := r.urgentAcross(env, t0.Add(w))
+	ids, at, urgent := r.urgentAcross(env, t0.Add(w))
 	r.sleep(time.Until(t0.Add(w)))
 	down1, up1, ev1 := bytes("out"), bytes("in"), stored()
 	secs := time.Since(t0).Seconds()
 	res := capRes{window: w, down: (down1 - down0) / secs, up: (up1 - up0) / secs, events: ev1 - ev0, urgent: urgent,
 		leftDown: relayBacklog(r.ctx, env, "hub", env.ls.Topology.Events.HubStream, "edge1"),
 		leftUp:   relayBacklog(r.ctx, env, "edge1", env.ls.Topology.Receipts.EdgeStream, "hub")}
+	res.done = r.urgentDone(env, ids, at)
 	r.rows = append(r.rows, ph.end("cap", fmt.Sprintf("edge link capped at %dB/s each way [relay]", capBytes), int(res.events), nil,
 		fmt.Sprintf("message B/s down %.0f up %.0f; left: %d events, %d receipts", res.down, res.up, res.leftDown, res.leftUp)))
 	r.caps = append(r.caps, res)
 }
 
 // urgentAcross publishes an urgent event at L1 once a second until end and
-// returns each one's time until edge1's class stream has stored it.
-func (r *run) urgentAcross(env *benchEnv, end time.Time) []time.Duration {
+// returns each one's id, publish time, and time until edge1's class
+// stream has stored it.
+func (r *run) urgentAcross(env *benchEnv, end time.Time) (ids []string, at []time.Time, out []time.Duration) {
 	edge1, _ := env.ls.Topology.Site("edge1")
 	class := env.ls.Topology.Classes(edge1)
 	if len(class) == 0 {
@@ -117,14 +122,33 @@ func (r *run) urgentAcross(env *benchEnv, end time.Time) []time.Duration {
 	}
 	stored := env.count("edge1", class[0].Stream)
 	id := r.id("cx")
-	var out []time.Duration
 	for i := 0; time.Now().Add(time.Second).Before(end) && r.ctx.Err() == nil; i++ {
 		next, before := time.Now().Add(time.Second), stored()
-		at := time.Now()
+		ids, at = append(ids, id(i)), append(at, time.Now())
 		r.publishOne(env, fmt.Sprintf("events.w.urgent.%d", i), id(i))
 		env.waitUntil("an urgent event at the edge", time.Until(end)+time.Minute, func() bool { return stored() > before })
-		out = append(out, time.Since(at))
+		out = append(out, time.Since(at[i]))
 		r.sleep(time.Until(next))
+	}
+	return ids, at, out
+}
+
+// urgentDone waits, a minute at most, until L1 has completed the events
+// ids published at the times at, and returns each one's time from its
+// publish to its completion.
+func (r *run) urgentDone(env *benchEnv, ids []string, at []time.Time) []time.Duration {
+	st := leafline.Completions(env.ls.App("l1")).State()
+	env.waitUntil("the urgent events completed at L1", time.Minute, func() bool {
+		for _, id := range ids {
+			if c, err := st.Get(r.ctx, id); err != nil || c.Processors["edge1"].ReceivedAt.IsZero() {
+				return false
+			}
+		}
+		return true
+	})
+	out := make([]time.Duration, len(ids))
+	for i, id := range ids {
+		out[i] = r.completedAt(st, id).Sub(at[i])
 	}
 	return out
 }
@@ -162,9 +186,13 @@ func (r *run) capFigures() []Figure {
 	p99 := benchPct(c.urgent, 0.99)
 	fmt.Fprintf(r.out, "cap: %d urgent events, one a second, across the capped link behind the backlog: publish at L1 to stored at the edge p50 %s, p99 %s\n",
 		len(c.urgent), benchPct(c.urgent, 0.5).Round(time.Millisecond), p99.Round(time.Millisecond))
+	done := benchPct(c.done, 0.99)
+	fmt.Fprintf(r.out, "cap: the same, to complete at L1, their receipts back across the link behind the receipts' backlog: p50 %s, p99 %s\n",
+		benchPct(c.done, 0.5).Round(time.Millisecond), done.Round(time.Millisecond))
 	return []Figure{
 		{"cap_error_pct", max(errPct(c.down), errPct(c.up))},
 		{"cap_down_bytes_per_s", c.down}, {"cap_up_bytes_per_s", c.up},
 		{"cap_urgent_p99_ms", float64(p99) / 1e6},
+		{"cap_urgent_complete_p99_ms", float64(done) / 1e6},
 	}
 }
