@@ -24,6 +24,9 @@
 //	forward:  L1A@l1 → HA@hub → L2A@edge           (per-edge subject filter)
 //	                           → L2A_<CLASS>@edge   (one per priority class, by its own link)
 //	reverse:  RE@edge → RH@hub → R1@l1              (RE: leafline.receipts.<site>.>)
+//	                                                (each priority class's receipts in a lane,
+//	                                                 leafline.receipts.<site>.<status>.<class>,
+//	                                                 by links and consumers of its own)
 //
 // Each link across a leafnode moves its messages by the link's transport
 // (topology.LinkTransport): the relay (package hop, run by the box at each
@@ -43,10 +46,14 @@
 //
 //   - L2A and each L2A_<CLASS>: the sink runner, which ACKs after its
 //     commit and the receipt's PubAck (or after the DLQ record's);
-//   - R1: the completion service, which ACKs after its KV write;
-//   - RE, RH, HA: the next hop's source consumers (one per sourced edge on
-//     HA), whose ACKs are the downstream's flow-control replies, which
-//     carry only sequences it has stored. That holds from nats-server
+//   - R1: the completion service, which ACKs after its KV write (one
+//     consumer per class lane beside it);
+//   - RE, RH, HA: the next hop's consumers (one per edge on HA, one per
+//     priority class beside each link's own, and on RE and RH also one
+//     of a lane whose class the topology no longer names). A relay
+//     consumer is ACKed after the downstream's PubAck (package hop); a
+//     source consumer's ACKs are the downstream's flow-control replies,
+//     which carry only sequences it has stored. That holds from nats-server
 //     2.15.3 (and 2.14.10), which go.mod requires: v2.15.2 could, after a
 //     consumer reset, reply with sequences it had skipped, and trimming
 //     then deleted them (jsplan.ServerVersionWarning names such a stock server).

@@ -82,6 +82,22 @@
 // (pull buffer) plus 3×InFlight messages whatever the backlog. Bad input never
 // stops the service.
 //
+// # Class lanes
+//
+// The receipts of a priority class's events arrive in the class's lane
+// (receipt.ClassSubject: the class as a last subject token). With
+// ServiceConfig.Classes each lane has a durable consumer of its own on
+// Stream (receipt.ClassConsumer, filtered to the lane) and a loop of its
+// own, as above, beside Consumer's: a backlog of other receipts does not
+// hold a lane's back. Consumer ACKs a lane's receipts without applying
+// them, since the lane's consumer holds each until it has applied it; so
+// each is applied once. A lane of no configured class (the class removed
+// from the topology, or not yet added at L1) is applied by Consumer; a
+// lane consumer of a class no longer configured is still consumed, from
+// the next start on, so that what it holds is applied. The subject binds
+// a receipt in a lane as it binds any other (its site and status, with
+// the class token after them).
+//
 // # Clusters
 //
 // The Service needs only a JetStream context: it runs the same against the

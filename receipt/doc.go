@@ -84,6 +84,16 @@
 // again, and L1 counts it as a duplicate. A Service reads both kinds:
 // upgrade L1 before its edges.
 //
+// # Class lanes
+//
+// The receipt of an event of a priority class travels in the class's
+// lane, ahead of the receipts of other events at every hop: its subject
+// (or its bundle's) carries the class as a last token,
+// "<prefix>.<site>.<status>.<class>" (class.go, ClassSubject). A bundle
+// holds one lane's receipts. The token is outside the receipt: it is in
+// no field, message id or signature, and L1 binds the subject to the
+// receipt's site and status as without it.
+//
 // # Signatures
 //
 // An edge with a signing key signs its receipts (SignatureHeader); L1

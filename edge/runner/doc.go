@@ -75,7 +75,10 @@
 // keeps at least a quarter of the batches, and all the rest of the
 // throughput that the classes leave. Within a consumer, the order is the
 // stream's; every guarantee above holds for each message whatever its
-// consumer, which is also the one its ACK goes to.
+// consumer, which is also the one its ACK goes to. The receipt of an
+// event of a class the edge takes (Options.ReceiptClasses) goes in the
+// class's lane (receipt.ClassSubject), which the hub and L1 take ahead
+// of the other receipts.
 //
 // # Caveats
 //
