@@ -133,12 +133,12 @@ func (r *run) urgentAcross(env *benchEnv, end time.Time) (ids []string, at []tim
 	return ids, at, out
 }
 
-// urgentDone waits, a minute at most, until L1 has completed the events
-// ids published at the times at, and returns each one's time from its
-// publish to its completion.
+// urgentDone waits, 10 minutes at most, until L1 has completed the
+// events ids published at the times at, and returns each one's time from
+// its publish to its completion.
 func (r *run) urgentDone(env *benchEnv, ids []string, at []time.Time) []time.Duration {
 	st := leafline.Completions(env.ls.App("l1")).State()
-	env.waitUntil("the urgent events completed at L1", time.Minute, func() bool {
+	env.waitUntil("the urgent events completed at L1", 10*time.Minute, func() bool {
 		for _, id := range ids {
 			if c, err := st.Get(r.ctx, id); err != nil || c.Processors["edge1"].ReceivedAt.IsZero() {
 				return false
