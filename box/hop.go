@@ -73,7 +73,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 		r, err := hop.New(hop.Link{
 			Name: name, Upstream: up, Stream: sp.Stream, Consumer: sp.Consumer, Skip: skip,
 			Local: local, LocalStream: sp.LocalStream, Subject: sp.Subject, Marks: sp.Marks,
-			Batch: jsplan.RelayBatch, Cap: caps[key], Rank: sp.Rank, LinkUp: watch.next,
+			Batch: jsplan.RelayBatch, Cap: caps[key], Rank: sp.Rank, LinkUp: watch.next, IdleExpiry: relayIdleExpiry,
 			Log: a.log.With("component", "hop-relay", "link", name),
 		})
 		if err != nil {
@@ -93,6 +93,12 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 	}
 	return nil
 }
+
+// relayIdleExpiry bounds the pull requests of a relay link with nothing
+// to move (hop.Link.IdleExpiry): an idle link crosses a request and its
+// expiry every 30 s rather than every 2 s, and a new message still comes
+// at once; the leafnode watch below wakes a request that a cut lost.
+const relayIdleExpiry = 30 * time.Second
 
 // leafWatchEvery is how often a box counts its leafnode connections, and
 // leafWatchFull how often it also compares their ids (a connection that

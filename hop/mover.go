@@ -71,6 +71,15 @@ type Link struct {
 	// comes up (a new leafnode connection): a relay waiting on a pull
 	// request, which a cut may have swallowed, then asks again at once.
 	LinkUp func() <-chan struct{}
+	// IdleExpiry, with LinkUp, bounds the pull requests of a link that
+	// has nothing to move: after each step that brought nothing, the
+	// next request waits twice as long, from Expiry up to IdleExpiry,
+	// and a message that arrives meanwhile still comes at once. An idle
+	// link then crosses one request and its expiry per IdleExpiry
+	// instead of per Expiry, which is what a metered link pays for when
+	// nothing moves. Zero, or no LinkUp (whose wake-up keeps a request
+	// lost in a cut from waiting its expiry out), means Expiry.
+	IdleExpiry time.Duration
 	// BytesPerSecond caps the bytes the relay pulls across the link:
 	// the payload and headers of each message it fetches (msgBytes), as
 	// a token bucket that holds Window's worth and starts full (see the
@@ -105,6 +114,8 @@ type Mover struct {
 	// woken is set when LinkUp ended a pull request: the link was cut
 	// meanwhile, and the next step repositions the consumer first.
 	woken atomic.Bool
+	// idle counts the steps in a row that brought nothing (wait).
+	idle int
 	// found is set once the upstream consumer was found, and cleared when
 	// the upstream says it does not exist (Found).
 	found atomic.Bool
@@ -324,6 +335,7 @@ func (r *Mover) step(ctx context.Context) error {
 	}
 	if r.woken.Swap(false) {
 		r.reposition(ctx)
+		r.idle = 0
 	}
 	// Take what is there at once; if nothing is, wait up to Expiry for
 	// the first message and then take what followed it: a pull request
@@ -335,7 +347,13 @@ func (r *Mover) step(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	msgs, err := r.fetch(ctx, r.l.Batch, true, budget)
+	// An idle link skips the request that would not wait: the waiting
+	// one brings a message as soon as there is one.
+	var msgs []jetstream.Msg
+	var err error
+	if r.idle == 0 {
+		msgs, err = r.fetch(ctx, r.l.Batch, true, budget)
+	}
 	if err == nil && len(msgs) == 0 {
 		if msgs, err = r.fetch(ctx, 1, false, 0); err == nil && len(msgs) > 0 {
 			if left := budget - msgBytes(msgs[0]); budget == 0 || left > 0 {
@@ -346,12 +364,14 @@ func (r *Mover) step(ctx context.Context) error {
 	}
 	r.charge(msgs)
 	if err != nil && len(msgs) == 0 {
-		r.cons = nil
+		r.cons, r.idle = nil, 0
 		return fmt.Errorf("fetch: %w", err)
 	}
 	if len(msgs) == 0 {
+		r.idle++
 		return nil
 	}
+	r.idle = 0
 	return r.move(ctx, msgs)
 }
 
@@ -371,7 +391,7 @@ func (r *Mover) fetch(ctx context.Context, n int, noWait bool, maxBytes int64) (
 	case noWait:
 		b, err = r.cons.FetchNoWait(n)
 	default:
-		fctx, cancel := r.untilLinkUp(ctx, r.l.Expiry)
+		fctx, cancel := r.untilLinkUp(ctx, r.wait())
 		defer cancel()
 		b, err = r.cons.Fetch(n, jetstream.FetchContext(fctx))
 	}
@@ -395,6 +415,19 @@ func (r *Mover) fetch(ctx context.Context, n int, noWait bool, maxBytes int64) (
 	return msgs, nil
 }
 
+// wait is how long a pull request waits for a message: Expiry, doubled
+// for each step in a row that brought nothing, up to Link.IdleExpiry.
+func (r *Mover) wait() time.Duration {
+	d := r.l.Expiry
+	if r.l.LinkUp == nil || r.l.IdleExpiry <= d {
+		return d
+	}
+	for range min(r.idle, 16) {
+		d *= 2
+	}
+	return min(d, r.l.IdleExpiry)
+}
+
 // untilLinkUp returns a context that ends after d, or when the link next
 // comes up (Link.LinkUp), which also sets woken: a request sent before a
 // cut was lost with it.
@@ -412,74 +445,6 @@ func (r *Mover) untilLinkUp(ctx context.Context, d time.Duration) (context.Conte
 		}()
 	}
 	return lctx, cancel
-}
-
-// loadMark reads the link's high-water mark from the downstream stream.
-func (r *Mover) loadMark(ctx context.Context) (uint64, error) {
-	s, err := r.l.Local.Stream(ctx, r.l.LocalStream)
-	if err != nil {
-		return 0, err
-	}
-	mark, _, err := ReadMark(ctx, s, r.l.Name, r.l.Marks)
-	return mark, err
-}
-
-// ReadMark reads the high-water mark of the link named link from the
-// downstream stream s: the highest upstream sequence among the newest
-// messages on the link's subjects marks, stored by the relay or by stream
-// sourcing (the package doc). byRelay reports whether one of those
-// newest messages was stored by the relay.
-func ReadMark(ctx context.Context, s jetstream.Stream, link string, marks []string) (mark uint64, byRelay bool, err error) {
-	for _, subj := range marks {
-		m, err := s.GetLastMsgForSubject(ctx, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return 0, false, fmt.Errorf("last message on %s: %w", subj, err)
-		}
-		seq, relayed, ok, err := markOf(m.Header, link)
-		if err != nil {
-			return 0, false, fmt.Errorf("message %d on %s: %w", m.Sequence, subj, err)
-		}
-		if ok {
-			mark, byRelay = max(mark, seq), byRelay || relayed
-		}
-	}
-	return mark, byRelay, nil
-}
-
-// markOf returns the upstream sequence of a message stored on the
-// subjects of the link named link: HeaderSeq of one the relay stored
-// (relayed), or the sequence in the
-// server's Nats-Stream-Source header of one that stream sourcing stored
-// while the link used the other transport (its second field). ok is false
-// for a message that carries neither (published downstream directly).
-// The mark counts every message of the link at or below it as stored:
-// both transports store a link's messages in upstream order.
-func markOf(h nats.Header, link string) (seq uint64, relayed, ok bool, err error) {
-	if l := h.Get(HeaderLink); l != "" {
-		if l != link {
-			return 0, false, false, nil
-		}
-		seq, err := strconv.ParseUint(h.Get(HeaderSeq), 10, 64)
-		if err != nil {
-			return 0, false, false, fmt.Errorf("bad %s header: %w", HeaderSeq, err)
-		}
-		return seq, true, true, nil
-	}
-	src := h.Get(headerStreamSource)
-	if src == "" {
-		return 0, false, false, nil
-	}
-	// A form this does not know (the server's own, of versions before
-	// 2.10) gives no mark: what it holds may then come again, never less.
-	f := strings.Fields(src)
-	if len(f) < 2 {
-		return 0, false, false, nil
-	}
-	seq, err = strconv.ParseUint(f[1], 10, 64)
-	return seq, false, err == nil, nil
 }
 
 type delivery struct {

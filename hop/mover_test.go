@@ -537,6 +537,46 @@ func TestRelay_LinkUpEndsTheLostPullRequest(t *testing.T) {
 	exactlyOnce(t, p.settled(t, total), total)
 }
 
+// An idle link with LinkUp asks less and less often, up to IdleExpiry,
+// and a message published meanwhile still comes at once; without
+// IdleExpiry it asks every Expiry.
+func TestRelay_IdleLinkAsksLessOften(t *testing.T) {
+	for _, idle := range []time.Duration{0, 3 * time.Second} {
+		t.Run(fmt.Sprintf("IdleExpiry=%s", idle), func(t *testing.T) {
+			p := startPair(t, 200*time.Millisecond)
+			nc, err := nats.Connect(p.up.ClientURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			var asked atomic.Int64
+			if _, err := nc.Subscribe("$JS.API.CONSUMER.MSG.NEXT.UP.relay-down", func(*nats.Msg) { asked.Add(1) }); err != nil {
+				t.Fatal(err)
+			}
+			l := p.link()
+			l.Expiry, l.IdleExpiry = 100*time.Millisecond, idle
+			l.LinkUp = func() <-chan struct{} { return nil } // never comes up again
+			r, err := hop.New(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.run(t, r)
+			time.Sleep(4 * time.Second)
+			n := asked.Load()
+			if idle == 0 && n < 20 || idle > 0 && n > 12 {
+				t.Errorf("%d pull requests in 4 s", n)
+			}
+			at := time.Now()
+			p.publish(t, 0, 1)
+			p.settled(t, 1)
+			if d := time.Since(at); d > time.Second {
+				t.Errorf("a message took %s to cross an idle link", d)
+			}
+			t.Logf("%d pull requests in 4 s idle; a message crossed in %s", n, time.Since(at))
+		})
+	}
+}
+
 // A link with Skip ACKs the messages another link carries without storing
 // them, across a crash before the ACK and a restart: the downstream holds
 // every other message once, in order, and the consumer has nothing left.
