@@ -2,13 +2,10 @@ package completion
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/leafline/leafline/receipt"
 )
 
 // maxBatchWorkers bounds the workers that apply batches at once.
@@ -125,35 +122,4 @@ func (s *Service) consumeReceipts(ctx context.Context, iter jetstream.MessagesCo
 		return batchPipeline(ctx, iter, min(s.cfg.InFlight, maxBatchWorkers), s.cfg.ApplyBatch, s.prepareReceipt, s.handleBatch)
 	}
 	return pipeline(ctx, iter, s.cfg.InFlight, s.prepareReceipt, s.handle)
-}
-
-// consumeNormal is consumeReceipts for Consumer, which ACKs, without
-// applying them, the receipts in a class lane of Classes: that lane's
-// consumer holds them until it has applied them.
-func (s *Service) consumeNormal(ctx context.Context, iter jetstream.MessagesContext) error {
-	if len(s.cfg.Classes) > 0 {
-		iter = laneSkipper{iter, s.cfg.SubjectPrefix, s.cfg.Classes}
-	}
-	return s.consumeReceipts(ctx, iter)
-}
-
-// laneSkipper passes on the messages of a MessagesContext but those in
-// the class lanes classes, which it ACKs.
-type laneSkipper struct {
-	jetstream.MessagesContext
-	prefix  string
-	classes []string
-}
-
-func (l laneSkipper) Next(opts ...jetstream.NextOpt) (jetstream.Msg, error) {
-	for {
-		msg, err := l.MessagesContext.Next(opts...)
-		if err != nil {
-			return msg, err
-		}
-		if _, c := receipt.SplitClass(l.prefix, msg.Subject()); c == "" || !slices.Contains(l.classes, c) {
-			return msg, nil
-		}
-		_ = msg.Ack()
-	}
 }

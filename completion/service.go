@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,54 +157,6 @@ func (s *Service) setup(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("receipts: setup: consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
 	}
 	return cons, nil
-}
-
-// leftoverLanes are the classes of lane consumers on Stream that Classes
-// no longer names: each is consumed as before, so that what it holds
-// (receipts that Consumer left to it) is applied. It is run again, its
-// consumer updated to the same filter, until it is deleted by hand.
-func (s *Service) leftoverLanes(ctx context.Context) []string {
-	if s.cfg.SubjectPrefix == "" {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
-	defer cancel()
-	st, err := s.cfg.JS.Stream(ctx, s.cfg.Stream)
-	if err != nil {
-		return nil // no stream yet: no lane either
-	}
-	var out []string
-	names := st.ConsumerNames(ctx)
-	for name := range names.Name() {
-		class, ok := strings.CutPrefix(name, receipt.ClassConsumer(s.cfg.Consumer, ""))
-		if ok && receipt.ValidClass(class) && !slices.Contains(s.cfg.Classes, class) {
-			out = append(out, class)
-		}
-	}
-	if err := names.Err(); err != nil {
-		s.log.Warn("receipts: could not list the lanes' consumers; a lane of a class no longer configured is not applied until the next start", "err", err)
-	}
-	if len(out) > 0 {
-		s.log.Info("receipts: applying the lanes of classes no longer configured", "classes", out)
-	}
-	return out
-}
-
-// setupClass is setup for the consumer of class's lane.
-func (s *Service) setupClass(class string) func(context.Context) (jetstream.Consumer, error) {
-	return func(ctx context.Context) (jetstream.Consumer, error) {
-		if _, err := s.setup(ctx); err != nil {
-			return nil, err
-		}
-		name := receipt.ClassConsumer(s.cfg.Consumer, class)
-		cfg := s.consumerConfig(name, "leafline completion service, receipts of class "+class)
-		cfg.FilterSubject = receipt.ClassSubject(s.cfg.SubjectPrefix+".*.*", class)
-		cons, err := s.cfg.JS.CreateOrUpdateConsumer(ctx, s.cfg.Stream, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("receipts: setup: consumer %s on stream %s: %w", name, s.cfg.Stream, err)
-		}
-		return cons, nil
-	}
 }
 
 func (s *Service) consumerConfig(name, desc string) jetstream.ConsumerConfig {
