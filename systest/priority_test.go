@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafline/leafline/completion/record"
+
 	"github.com/leafline/leafline"
 	"github.com/leafline/leafline/edge"
 	"github.com/leafline/leafline/edge/runner"
@@ -22,7 +24,6 @@ func TestSystem_UrgentOvertakesBacklog(t *testing.T) {
 	ls := testSystem(t, Options{Configure: func(c *topology.Config) {
 		c.Topology.Events.Priorities = []topology.Priority{{Name: "urgent", Subjects: []string{"events.urgent.>"}}}
 	}}, nil)
-	ctx := context.Background()
 	events := func(prefix, subject string, n int) []string {
 		return publishClassed(t, ls, prefix, n, func(int) string { return subject })
 	}
@@ -40,25 +41,7 @@ func TestSystem_UrgentOvertakesBacklog(t *testing.T) {
 	ls.Links["edge1"].Restore()
 	waitCompleted(t, ls, append(normal, urgent...), "edge1")
 
-	svc := leafline.Completions(ls.App("l1"))
-	processed := func(id string) time.Time {
-		c, err := svc.State().Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.Processors["edge1"].ProcessedAt
-	}
-	var last time.Time
-	for _, id := range normal {
-		if p := processed(id); p.After(last) {
-			last = p
-		}
-	}
-	for _, id := range urgent {
-		if p := processed(id); !p.Before(last) {
-			t.Errorf("urgent event %s processed at %s, not before the backlog's last at %s", id, p.Format(time.StampMicro), last.Format(time.StampMicro))
-		}
-	}
+	overtook(t, ls, normal, urgent, "processed", func(p record.ProcessorRecord) time.Time { return p.ProcessedAt })
 }
 
 // Receipts of urgent events overtake a backlog of other receipts waiting
@@ -103,25 +86,7 @@ func TestSystem_UrgentReceiptsOvertakeBacklog(t *testing.T) {
 	ls.Links["edge1"].Restore()
 	waitCompleted(t, ls, append(normal, urgent...), "edge1")
 
-	svc := leafline.Completions(ls.App("l1"))
-	applied := func(id string) time.Time {
-		c, err := svc.State().Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.Processors["edge1"].ReceivedAt
-	}
-	var last time.Time
-	for _, id := range normal {
-		if a := applied(id); a.After(last) {
-			last = a
-		}
-	}
-	for _, id := range urgent {
-		if a := applied(id); !a.Before(last) {
-			t.Errorf("urgent event %s's receipt applied at %s, not before the backlog's last at %s", id, a.Format(time.StampMicro), last.Format(time.StampMicro))
-		}
-	}
+	overtook(t, ls, normal, urgent, "receipt applied", func(p record.ProcessorRecord) time.Time { return p.ReceivedAt })
 }
 
 // A class removed from the topology while its stream at the edge still
@@ -229,4 +194,29 @@ func publishClassed(t *testing.T, ls *System, prefix string, n int, subject func
 		t.Fatal(err)
 	}
 	return ids
+}
+
+// overtook checks that each urgent event's time at (edge1's entry in its
+// completion at L1) is before every normal event's.
+func overtook(t *testing.T, ls *System, normal, urgent []string, what string, at func(record.ProcessorRecord) time.Time) {
+	t.Helper()
+	svc := leafline.Completions(ls.App("l1"))
+	of := func(id string) time.Time {
+		c, err := svc.State().Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at(c.Processors["edge1"])
+	}
+	var last time.Time
+	for _, id := range normal {
+		if a := of(id); a.After(last) {
+			last = a
+		}
+	}
+	for _, id := range urgent {
+		if a := of(id); !a.Before(last) {
+			t.Errorf("urgent event %s %s at %s, not before the backlog's last at %s", id, what, a.Format(time.StampMicro), last.Format(time.StampMicro))
+		}
+	}
 }
