@@ -82,9 +82,11 @@
 // nothing doubles the next request's wait, up to IdleExpiry, and skips
 // the request that would not wait; a message restarts the count, and so
 // does the link coming back, whose wake-up also ends a request that the
-// cut lost. What an idle link crosses (a request and its expiry, each way
-// the link is pulled) then falls with the wait: a box's idle relay link
-// carried about a fifth of what it did at a 2 s wait.
+// cut lost, so a long request carries two heartbeats, not the client's
+// one every 5 s. What an idle link crosses (a request, its heartbeats
+// and its expiry, each way the link is pulled) then falls with the wait:
+// a box's idle relay link carried about a ninth of what it did at a 2 s
+// wait.
 //
 // # A refused store
 //

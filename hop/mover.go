@@ -391,9 +391,17 @@ func (r *Mover) fetch(ctx context.Context, n int, noWait bool, maxBytes int64) (
 	case noWait:
 		b, err = r.cons.FetchNoWait(n)
 	default:
-		fctx, cancel := r.untilLinkUp(ctx, r.wait())
+		wait := r.wait()
+		fctx, cancel := r.untilLinkUp(ctx, wait)
 		defer cancel()
-		b, err = r.cons.Fetch(n, jetstream.FetchContext(fctx))
+		opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
+		if wait >= 10*time.Second {
+			// The client's own heartbeat for a long request is every 5 s,
+			// each a message across the link; LinkUp already ends a
+			// request that a cut lost, so two a request do.
+			opts = append(opts, jetstream.FetchHeartbeat((wait-2*time.Second)/2))
+		}
+		b, err = r.cons.Fetch(n, opts...)
 	}
 	if err != nil {
 		return nil, err
