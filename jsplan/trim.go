@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -139,8 +138,7 @@ func boundedBy(p TrimPlan, infos map[string]*jetstream.ConsumerInfo) []string {
 	}
 	for name := range infos {
 		for _, c := range p.Consumers {
-			class, ok := strings.CutPrefix(name, receipt.ClassConsumer(c, ""))
-			if ok && receipt.ValidClass(class) && !slices.Contains(out, name) {
+			if _, ok := receipt.LaneOf(c, name); ok && !slices.Contains(out, name) {
 				out = append(out, name)
 			}
 		}

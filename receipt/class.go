@@ -60,3 +60,11 @@ func SplitClass(prefix, subject string) (base, class string) {
 // ClassConsumer is the name of the durable consumer of class's lane
 // beside the consumer named consumer, at any hop of the receipt path.
 func ClassConsumer(consumer, class string) string { return consumer + "-" + class }
+
+// LaneOf reports whether the consumer named name is the consumer of a
+// class's lane beside the consumer named consumer (ClassConsumer), and
+// of which class.
+func LaneOf(consumer, name string) (class string, ok bool) {
+	class, ok = strings.CutPrefix(name, ClassConsumer(consumer, ""))
+	return class, ok && ValidClass(class)
+}

@@ -45,3 +45,14 @@ func TestValidClass(t *testing.T) {
 		}
 	}
 }
+
+func TestLaneOf(t *testing.T) {
+	for name, want := range map[string]string{
+		"taker-urgent": "urgent", "taker-p_1": "p_1", "taker": "", "taker-": "", "taker-Urgent": "",
+		"taker-bundle": "", "other-urgent": "", "taker-a-b": "",
+	} {
+		if class, ok := LaneOf("taker", name); ok != (want != "") || ok && class != want {
+			t.Errorf("LaneOf(taker, %s) = %q, %v; want %q", name, class, ok, want)
+		}
+	}
+}
