@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -32,8 +31,7 @@ func (s *Service) leftoverLanes(ctx context.Context) []string {
 	var out []string
 	names := st.ConsumerNames(ctx)
 	for name := range names.Name() {
-		class, ok := strings.CutPrefix(name, receipt.ClassConsumer(s.cfg.Consumer, ""))
-		if ok && receipt.ValidClass(class) && !slices.Contains(s.cfg.Classes, class) {
+		if class, ok := receipt.LaneOf(s.cfg.Consumer, name); ok && !slices.Contains(s.cfg.Classes, class) {
 			out = append(out, class)
 		}
 	}
@@ -49,7 +47,7 @@ func (s *Service) leftoverLanes(ctx context.Context) []string {
 // setupClass is setup for the consumer of class's lane.
 func (s *Service) setupClass(class string) func(context.Context) (jetstream.Consumer, error) {
 	return func(ctx context.Context) (jetstream.Consumer, error) {
-		if _, err := s.setup(ctx); err != nil {
+		if err := s.prepare(ctx); err != nil {
 			return nil, err
 		}
 		name := receipt.ClassConsumer(s.cfg.Consumer, class)

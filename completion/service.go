@@ -146,10 +146,7 @@ func (s *Service) Setup(ctx context.Context) error {
 }
 
 func (s *Service) setup(ctx context.Context) (jetstream.Consumer, error) {
-	if err := s.ensureBucket(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.ensureQuarantineStream(ctx); err != nil {
+	if err := s.prepare(ctx); err != nil {
 		return nil, err
 	}
 	cons, err := s.cfg.JS.CreateOrUpdateConsumer(ctx, s.cfg.Stream, s.consumerConfig(s.cfg.Consumer, "leafline completion service"))
@@ -157,6 +154,15 @@ func (s *Service) setup(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("receipts: setup: consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
 	}
 	return cons, nil
+}
+
+// prepare opens the state and ensures the quarantine stream: what every
+// receipts loop needs besides its consumer.
+func (s *Service) prepare(ctx context.Context) error {
+	if err := s.ensureBucket(ctx); err != nil {
+		return err
+	}
+	return s.ensureQuarantineStream(ctx)
 }
 
 func (s *Service) consumerConfig(name, desc string) jetstream.ConsumerConfig {
