@@ -41,7 +41,10 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 	}
 	caps := map[string]*hop.Cap{} // by upstream site and stream
 	var movers []*hop.Mover
-	classes := map[string]*hop.Mover{} // the links of priority classes, by key and class
+	// The links of priority classes, by the upstream and stream they
+	// take (key) and their class.
+	type classLink struct{ key, class string }
+	classes := map[classLink]*hop.Mover{}
 	for _, sp := range specs {
 		up, err := jetstream.NewWithDomain(nc, sp.From.Domain)
 		if err != nil {
@@ -66,7 +69,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 			// yet given the class) would not keep them for it. A normal
 			// message's class has no link here, so it is never skipped.
 			skip = func(s string) bool {
-				c := classes[key+" "+classOf(s)]
+				c := classes[classLink{key, classOf(s)}]
 				return c != nil && c.Found()
 			}
 		}
@@ -83,7 +86,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 			a.metrics.setLinkCap(sp.From.Name, capped)
 		}
 		if sp.Class != "" {
-			classes[key+" "+sp.Class] = r
+			classes[classLink{key, sp.Class}] = r
 		}
 		movers = append(movers, r)
 	}
