@@ -59,21 +59,10 @@ func TestSystem_UrgentReceiptsOvertakeBacklog(t *testing.T) {
 		}
 		return []edge.Option{edge.WithRunnerHooks(runner.Hooks{Gate: gate})}
 	})
-	ctx := context.Background()
 	// 400 events wait at the edge, its runner held; the link is cut,
 	// and the runner processes them: their receipts wait at the edge.
 	normal := publishClassed(t, ls, "normal", 400, func(int) string { return "events.test" })
-	edgeJS := jstest.ConnectURL(t, ls.App("edge1").ClientURL())
-	check.For(t, 60*time.Second, 50*time.Millisecond, func() error {
-		s, err := edgeJS.Stream(ctx, "L2A")
-		if err != nil {
-			return err
-		}
-		if n := s.CachedInfo().State.Msgs; n < uint64(len(normal)) {
-			return fmt.Errorf("L2A holds %d of %d", n, len(normal))
-		}
-		return nil
-	})
+	waitHolds(t, ls, "edge1", "L2A", len(normal), 60*time.Second)
 	ls.Links["edge1"].Cut()
 	close(gate)
 	check.For(t, 30*time.Second, 50*time.Millisecond, func() error {
@@ -107,17 +96,7 @@ func TestSystem_RemovedClassIsDrained(t *testing.T) {
 	})
 	ctx := context.Background()
 	ids := publishClassed(t, ls, "urgent", 10, func(int) string { return "events.urgent.alarm" })
-	edgeJS := jstest.ConnectURL(t, ls.App("edge1").ClientURL())
-	check.For(t, 30*time.Second, 20*time.Millisecond, func() error {
-		s, err := edgeJS.Stream(ctx, "L2A_URGENT")
-		if err != nil {
-			return err
-		}
-		if n := s.CachedInfo().State.Msgs; n < 10 {
-			return fmt.Errorf("L2A_URGENT holds %d of 10", n)
-		}
-		return nil
-	})
+	waitHolds(t, ls, "edge1", "L2A_URGENT", 10, 30*time.Second)
 	// The runner is held: the edge counts them waiting in their class.
 	check.For(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if n := metricOf(t, ls.App("edge1"), "leafline_events_waiting", map[string]string{"class": "urgent"}); n != 10 {
@@ -219,4 +198,21 @@ func overtook(t *testing.T, ls *System, normal, urgent []string, what string, at
 			t.Errorf("urgent event %s %s at %s, not before the backlog's last at %s", id, what, a.Format(time.StampMicro), last.Format(time.StampMicro))
 		}
 	}
+}
+
+// waitHolds waits, within the given time, until stream at site holds at
+// least n messages.
+func waitHolds(t *testing.T, ls *System, site, stream string, n int, within time.Duration) {
+	t.Helper()
+	js := jstest.ConnectURL(t, ls.App(site).ClientURL())
+	check.For(t, within, 20*time.Millisecond, func() error {
+		s, err := js.Stream(context.Background(), stream)
+		if err != nil {
+			return err
+		}
+		if got := s.CachedInfo().State.Msgs; got < uint64(n) {
+			return fmt.Errorf("%s at %s holds %d of %d", stream, site, got, n)
+		}
+		return nil
+	})
 }
