@@ -77,13 +77,17 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 			Name: name, Upstream: up, Stream: sp.Stream, Consumer: sp.Consumer, Skip: skip,
 			Local: local, LocalStream: sp.LocalStream, Subject: sp.Subject, Marks: sp.Marks,
 			Batch: jsplan.RelayBatch, Cap: caps[key], Rank: sp.Rank, LinkUp: watch.next, IdleExpiry: relayIdleExpiry,
-			Log: a.log.With("component", "hop-relay", "link", name),
+			Changed: func(c hop.UpstreamChange) { a.metrics.upstreamChanges.WithLabelValues(name, c.Kind).Inc() },
+			Log:     a.log.With("component", "hop-relay", "link", name),
 		})
 		if err != nil {
 			return err
 		}
 		if capped > 0 {
 			a.metrics.setLinkCap(sp.From.Name, capped)
+		}
+		for _, kind := range []string{hop.UpstreamReplaced, hop.UpstreamRolledBack} {
+			a.metrics.upstreamChanges.WithLabelValues(name, kind)
 		}
 		if sp.Class != "" {
 			classes[classLink{key, sp.Class}] = r

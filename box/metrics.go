@@ -17,6 +17,7 @@ type Metrics struct {
 	sourceActive      *prometheus.GaugeVec
 	trimmed           *prometheus.CounterVec
 	natsErrors        *prometheus.CounterVec
+	upstreamChanges   *prometheus.CounterVec
 
 	storageFull, storageFree, jetstreamEnabled prometheus.Gauge
 	storageWritable                            prometheus.Gauge
@@ -37,6 +38,7 @@ func NewMetrics(site, role string) *Metrics {
 	m.sourceLag = f.gaugeVec("source_lag", "Messages the sourced stream is behind its source.", "stream", "source")
 	m.trimmed = f.counterVec("stream_trimmed_messages_total", "Messages deleted from a stream after every consumer that takes them had them.", "stream")
 	m.natsErrors = f.counterVec("nats_client_errors_total", "Asynchronous errors of the box's own NATS connections, by kind: slow_consumer (messages the client dropped; the server delivers them again after their AckWait) or other. Each is logged with the connection's name.", "kind")
+	m.upstreamChanges = f.counterVec("link_upstream_changes_total", "Times a relay link found that its upstream stream was not the one its stored messages came from, and took it again from an earlier sequence: kind replaced (the stream was created again: its box replaced, its data dir lost) or rolled_back (it no longer holds what the link stored last: its box restored from an older copy).", "link", "kind")
 	m.sourceActive = f.gaugeVec("source_last_active_seconds", "Seconds since the source last delivered or heartbeated.", "stream", "source")
 	m.storageFull = f.gauge("storage_full", "1 while the box is stopped because its storage is full (nothing is ACKed); it restarts itself when space is freed.")
 	m.storageFree = f.gauge("storage_free_bytes", "Bytes available on the filesystem of the box's data dir.")

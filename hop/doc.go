@@ -31,16 +31,52 @@
 // whether it comes back after a lost ACK, a crash between the store and
 // the ACK, or long after the stream's duplicate window has passed.
 //
-// On start the mark is read back from the downstream stream: the last
-// message on the link's subjects (Link.Marks). The trim of a relayed
+// On start the mark is read back from the downstream stream: the newest
+// message on the link's subjects (Link.Marks), its tip. The trim of a relayed
 // stream therefore keeps the newest message of each link (see KeepNewest).
 // A message that stream sourcing stored there, before the link moved to
 // the relay, gives the mark by its Nats-Stream-Source header.
 //
+// # An upstream replaced or rolled back
+//
+// A mark is an upstream sequence, and means something only in the
+// history of the upstream stream it was taken from. A stream created
+// again (its box replaced with a blank disk) starts its sequences again;
+// a stream restored from an older copy of its box's data dir goes back
+// to an earlier sequence and then stores other messages at the sequences
+// the link had passed. Either way a relay that trusted its mark would
+// ACK, without storing, every new message at or below it.
+//
+// So whenever the relay looks its consumer up (a run's start, the link
+// back after a failure or a cut) it first checks where it stands, as
+// Raft's log matching and Kafka's leader epochs do, before it takes
+// anything:
+//
+//   - The upstream stream's identity (the server's, from its creation
+//     time; HeaderUpstream on what the relay stores) is compared with the
+//     one the link's tip, its newest stored message, came from. Another
+//     identity is a stream created again: the link takes it from its
+//     first message (UpstreamReplaced).
+//   - If the upstream has not recorded the link's ACK of the tip, the
+//     relay asks the consumer for the message at the tip's sequence: it
+//     must be the same message (its Nats-Msg-Id and payload). If it is
+//     not, or the upstream no longer holds it, the upstream's history
+//     forked after its consumer's ACK floor, the last point on which both
+//     histories agree: the link takes it again from there
+//     (UpstreamRolledBack). An upstream that has recorded that ACK holds
+//     the tip's history (it trims only what every taker has ACKed).
+//
+// Both are logged at WARN with both identities and counted
+// (Link.Changed). Nothing is skipped: what the link takes again from the
+// earlier sequence includes what it had stored before the fork, which
+// every taker absorbs as it absorbs any redelivery. A first delivery at
+// or below the mark, which only a changed upstream can give once the
+// consumer was positioned, is not ACKed: the relay looks again first.
+//
 // # Starting from the mark
 //
-// When the relay looks its consumer up (a run's start, or the link back
-// after a failure) and whenever a batch shows a delivery lost in flight,
+// When the relay looks its consumer up and has checked the upstream (see
+// above), and whenever a batch shows a delivery lost in flight,
 // it resets the consumer to the sequence after the mark (the server's
 // consumer reset). The consumer then counts everything up to the mark as
 // ACKed and delivers again from there: a restored link moves at once

@@ -98,16 +98,37 @@ type Link struct {
 	// class's): they are ACKed without being stored. Each comes again
 	// after a restart and is skipped again.
 	Skip func(upstream string) bool
+	// Changed, if set, is called when the relay finds that the upstream
+	// stream is not the one its stored messages came from, just after it
+	// positioned the consumer to take it again (package doc, # An
+	// upstream replaced or rolled back).
+	Changed func(UpstreamChange)
 	// Log receives the relay's log lines (never payloads). Nil discards.
 	Log *slog.Logger
 }
 
 // Mover moves one link's messages. Create it with New; run it with Run.
 type Mover struct {
-	l      Link
-	mark   uint64 // upstream sequence of the newest message stored or skipped
-	loaded bool   // mark was read from the downstream stream
-	cons   jetstream.Consumer
+	l    Link
+	mark uint64 // upstream sequence of the newest message stored or skipped
+	// stored is the upstream sequence up to which the link's messages are
+	// stored downstream, and tip the newest of them (nil when not known:
+	// nothing stored, or nothing since the link started again on another
+	// upstream history).
+	stored uint64
+	tip    *tip
+	// upstream is the identity of the upstream stream the link follows
+	// ("" until known).
+	upstream string
+	loaded   bool // tip was read from the downstream stream
+	// refollow is set when a step saw a first delivery at or below the
+	// mark: the upstream may have changed under the link, and the next
+	// step checks it (follow) before it takes anything.
+	refollow bool
+	// noReset is set when the upstream refused a consumer reset: the
+	// relay then absorbs redeliveries at or below the mark instead.
+	noReset bool
+	cons    jetstream.Consumer
 	// cumulative is set when cons ACKs by policy all: one ACK of a
 	// batch's newest message stands for the whole batch.
 	cumulative bool
@@ -304,11 +325,15 @@ func (e *crashError) Error() string { return e.err.Error() }
 // step fetches one batch and moves it.
 func (r *Mover) step(ctx context.Context) error {
 	if !r.loaded {
-		m, err := r.loadMark(ctx)
+		t, err := r.loadTip(ctx)
 		if err != nil {
 			return fmt.Errorf("read mark: %w", err)
 		}
-		r.mark, r.loaded = m, true
+		r.tip, r.stored, r.upstream, r.loaded = t, 0, "", true
+		if t != nil {
+			r.stored, r.upstream = t.seq, t.upstream
+		}
+		r.mark, r.refollow = r.stored, r.cons != nil
 	}
 	if r.cons == nil {
 		cctx, cancel := r.untilLinkUp(ctx, r.l.Expiry)
@@ -328,13 +353,16 @@ func (r *Mover) step(ctx context.Context) error {
 		r.cons = c
 		r.found.Store(true)
 		r.cumulative = c.CachedInfo().Config.AckPolicy == jetstream.AckAllPolicy
-		// A run's start, or the link back after a failure: deliveries
-		// may have been lost in flight.
-		r.reposition(ctx)
+		// A run's start, or the link back after a failure: the upstream
+		// may be another one, and deliveries may have been lost in
+		// flight.
 		r.woken.Store(false)
+		r.refollow = true
 	}
-	if r.woken.Swap(false) {
-		r.reposition(ctx)
+	if r.woken.Swap(false) || r.refollow {
+		if err := r.follow(ctx); err != nil {
+			return err
+		}
 		r.idle = 0
 	}
 	// Take what is there at once; if nothing is, wait up to Expiry for
@@ -480,6 +508,13 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 	prev := r.prev
 	for _, d := range ds {
 		if d.meta.Sequence.Stream <= r.mark {
+			if d.meta.NumDelivered == 1 && !r.noReset {
+				// A first delivery of what the consumer was positioned
+				// after: the upstream changed under the link since it
+				// last looked. Take nothing until it has looked again.
+				r.refollow = true
+				return nil
+			}
 			old = append(old, d)
 			continue
 		}
@@ -521,6 +556,10 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 			return fmt.Errorf("%w: store %d messages: %w", errStoreRefused, len(store), err)
 		}
 		r.mark, r.prev, r.refused = take[len(take)-1].meta.Sequence.Stream, prev, 0
+		last := store[len(store)-1]
+		r.stored = last.meta.Sequence.Stream
+		r.tip = &tip{seq: r.stored, upstream: r.upstream, relayed: true,
+			id: last.m.Headers().Get(jetstream.MsgIDHeader), data: last.m.Data()}
 		if r.beforeAck != nil {
 			if err := r.beforeAck(); err != nil {
 				return &crashError{err}
@@ -556,10 +595,14 @@ func (r *Mover) reposition(ctx context.Context) bool {
 	// (a link whose other transport moved it that far) counts what is
 	// before its start as taken.
 	seq := max(r.mark+1, r.cons.CachedInfo().Config.OptStartSeq)
-	if _, err := r.l.Upstream.ResetConsumerToSequence(cctx, r.l.Stream, r.l.Consumer, seq); err != nil {
+	now, err := r.reset(cctx, seq)
+	if err != nil {
 		r.l.Log.Debug("relay: consumer reset refused; waiting for redeliveries instead", "link", r.l.Name, "err", err)
 		return false
 	}
+	// Another upstream stream than the one the link follows: look again
+	// before taking anything.
+	r.refollow = r.refollow || r.replaced(now)
 	r.prev = nil
 	return true
 }
@@ -604,7 +647,18 @@ func (r *Mover) store(ctx context.Context, ds []delivery) error {
 		}
 		m.Header.Set(HeaderLink, r.l.Name)
 		m.Header.Set(HeaderSeq, strconv.FormatUint(d.meta.Sequence.Stream, 10))
+		m.Header.Del(HeaderUpstream)
 		out = append(out, m)
+	}
+	// The message that can become the link's tip carries the upstream
+	// stream's identity: the last of an atomic batch, each one stored
+	// alone.
+	if r.upstream != "" {
+		for i, m := range out {
+			if i == len(out)-1 || r.single {
+				m.Header.Set(HeaderUpstream, r.upstream)
+			}
+		}
 	}
 	if r.single || len(out) == 1 {
 		// One message is stored whole by a plain publish, without the

@@ -25,6 +25,7 @@ import (
 // through a proxy that can cut the link.
 type pair struct {
 	up, down     *server.Server
+	upOpts       *server.Options
 	proxy        *faultproxy.Proxy
 	upJS, downJS jetstream.JetStream
 	linkJS       jetstream.JetStream // the upstream's JetStream seen from down
@@ -59,7 +60,7 @@ func startPairOpts(t testing.TB, window time.Duration, sync bool, ack jetstream.
 	downOpts.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: []*url.URL{lu}}}
 	downOpts.LeafNode.ReconnectInterval = 100 * time.Millisecond
 	down := jstest.Run(t, downOpts)
-	p := &pair{up: up, down: down, proxy: px}
+	p := &pair{up: up, upOpts: upOpts, down: down, proxy: px}
 	p.upJS = connect(t, up, "")
 	p.downJS = connect(t, down, "")
 	p.linkJS = connect(t, down, "up")
