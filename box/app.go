@@ -39,6 +39,12 @@ type App struct {
 	// held are the sources of links switched from the relay to sourcing
 	// that wait to be positioned (switch.go).
 	held []heldSource
+	// plans are the site's trim plans (trim.go), releases a hub's record
+	// of the edges it released past their budget, and backlogs what its
+	// events stream held for each at the last trim (backlog.go).
+	plans    []jsplan.TrimPlan
+	releases *releases
+	backlogs atomic.Pointer[map[string]jsplan.Backlog]
 
 	// noSpace carries a store write that the embedded server logged as
 	// failed for lack of space (storeFailed) to monitor.
@@ -291,6 +297,9 @@ func (a *App) start(ctx context.Context) error {
 	if err := jsplan.Reconcile(rctx, a.js, p); err != nil {
 		return a.storageLimitsError(ctx, err)
 	}
+	if a.plans, err = a.trimPlans(rctx); err != nil {
+		return a.storageLimitsError(ctx, err)
+	}
 	return a.storageLimitsError(ctx, a.role.Start(rctx))
 }
 
@@ -394,7 +403,7 @@ func (a *App) teardown() {
 		a.srv.WaitForShutdown()
 	}
 	a.role.Closed()
-	a.nc, a.js = nil, nil
+	a.nc, a.js, a.releases = nil, nil, nil
 }
 
 // Crash stops the box as a power cut would, for fault-injection harnesses:

@@ -22,8 +22,9 @@ type Metrics struct {
 	storageFull, storageFree, jetstreamEnabled prometheus.Gauge
 	storageWritable                            prometheus.Gauge
 
-	sec   securityMetrics // see metrics_security.go
-	links linkMetrics     // see metrics_links.go
+	sec     securityMetrics // see metrics_security.go
+	links   linkMetrics     // see metrics_links.go
+	backlog backlogMetrics  // see backlog.go
 }
 
 // NewMetrics is a registry for one box of site with role (New makes its
@@ -45,6 +46,7 @@ func NewMetrics(site, role string) *Metrics {
 	m.jetstreamEnabled = f.gauge("jetstream_enabled", "1 while the embedded server's JetStream is enabled.")
 	m.storageWritable = f.gauge("storage_writable", "1 while the box's data dir is the one it started on and takes durable writes; 0 while it is stopped because it does not, its disk full included (see leafline_storage_full).")
 	m.initSecurity()
+	m.initBacklog()
 	return m
 }
 

@@ -49,6 +49,9 @@ func storageReserves(cfg *topology.Config, site *topology.Site) []streamReserve 
 			rs = append(rs, streamReserve{name: sc.Name, bytes: sc.MaxBytes, setting: settingMaxStreamBytes})
 		}
 	}
+	if site.Role == topology.RoleHub {
+		rs = append(rs, streamReserve{name: "KV_" + ReleasesBucket, bytes: releasesMaxBytes})
+	}
 	if site.Role == topology.RoleL1 {
 		name := cfg.Completion.QuarantineStream
 		if name == "" {

@@ -19,7 +19,7 @@ import (
 // that the box could never stop or resume. Below that, the box is about
 // to stop for a full disk anyway.
 func (a *App) trimStreams(ctx context.Context) {
-	plans := jsplan.TrimPlans(a.cfg, a.site)
+	plans := a.plans
 	tick := time.NewTicker(jsplan.TrimEvery)
 	defer tick.Stop()
 	failing := map[string]bool{}
@@ -34,8 +34,10 @@ func (a *App) trimStreams(ctx context.Context) {
 		}
 		for _, p := range plans {
 			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			n, err := jsplan.TrimStream(tctx, a.js, p)
+			now := time.Now()
+			n, backlogs, err := jsplan.TrimStreamAt(tctx, a.js, p, now)
 			cancel()
+			a.noteBacklogs(p.Stream, backlogs, now)
 			if err != nil {
 				if !failing[p.Stream] && ctx.Err() == nil {
 					a.log.Warn("stream trim failed; retrying", "stream", p.Stream, "err", err)

@@ -197,6 +197,17 @@ type ServiceConfig struct {
 	// RedriveMax bounds the events redriven per round (every
 	// RedriveAfter/4); zero = DefaultRedriveMax.
 	RedriveMax int
+	// Address, if set, is the subject on which an event published on
+	// subject is sent again to the edge site alone
+	// (topology.AddressedSubject): the redrive and Resend then send each
+	// copy to the one edge that is missing the event. Nil: a copy goes on
+	// the origin subject, to every edge it matches.
+	Address func(site, subject string) string
+	// OriginDuplicates is the origin stream's Nats-Msg-Id window: a copy
+	// of an event published within it would be taken for a duplicate and
+	// dropped, so Resend sends again only events published longer ago,
+	// and not sent again within it.
+	OriginDuplicates time.Duration
 }
 
 func (c *ServiceConfig) setDefaults() {

@@ -177,29 +177,56 @@ func (s *Service) RedriveOnce(ctx context.Context, now time.Time) (int, error) {
 	return n, nil
 }
 
-// redriveOne publishes a copy of c's origin message with RedriveHeader.
+// redriveOne publishes copies of c's origin message with RedriveHeader:
+// with Address, one to each processor missing it, else one on its
+// subject.
 func (s *Service) redriveOne(ctx context.Context, stream jetstream.Stream, c *record.Completion, num int) error {
+	to := []string{""}
+	if s.cfg.Address != nil {
+		to = c.Missing
+	}
+	msgs, err := s.copies(ctx, stream, c, strconv.Itoa(num), to...)
+	for _, m := range msgs {
+		if _, err := s.cfg.JS.PublishMsg(ctx, m); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// copies returns copies of c's origin message with RedriveHeader set to
+// mark, one addressed to each site of to ("" for the origin subject). It
+// returns none, and no error, for an event whose origin message is gone
+// from the origin stream or is another event.
+func (s *Service) copies(ctx context.Context, stream jetstream.Stream, c *record.Completion, mark string, to ...string) ([]*nats.Msg, error) {
 	raw, err := stream.GetMsg(ctx, c.OriginSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		// Gone from the origin stream (limits): nothing to send again.
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
-	}
-	m := nats.NewMsg(raw.Subject)
-	m.Data = raw.Data
-	for k, v := range raw.Header {
-		m.Header[k] = v
+		return nil, err
 	}
 	// The copy is the same event: it must carry the same event_id.
 	id, err := s.originEventID(jsmsg.Stored(raw))
 	if err != nil || id != c.EventID {
-		s.log.Warn("receipts: not redriving: the origin message at the recorded sequence is another event",
+		s.log.Warn("receipts: not sending again: the origin message at the recorded sequence is another event",
 			"stream", s.cfg.OriginStream, "seq", c.OriginSeq, "event_id", receipt.ShortQuote(c.EventID))
-		return nil
+		return nil, nil
 	}
-	m.Header.Set(receipt.RedriveHeader, strconv.Itoa(num))
-	_, err = s.cfg.JS.PublishMsg(ctx, m)
-	return err
+	var out []*nats.Msg
+	for _, site := range to {
+		subject := raw.Subject
+		if site != "" {
+			subject = s.cfg.Address(site, raw.Subject)
+		}
+		m := nats.NewMsg(subject)
+		m.Data = raw.Data
+		for k, v := range raw.Header {
+			m.Header[k] = v
+		}
+		m.Header.Set(receipt.RedriveHeader, mark)
+		out = append(out, m)
+	}
+	return out, nil
 }

@@ -43,6 +43,7 @@ type Service struct {
 
 	redrive  redriver
 	redriven atomic.Uint64
+	resent   atomic.Uint64 // Resend
 
 	cleaner atomic.Pointer[audits] // shows Completion.Cleaned in Get (AttachCleaner)
 
@@ -108,6 +109,7 @@ func (s *Service) Stats() record.Stats {
 		OriginRetried:  s.originRetried.Load(),
 		OriginReused:   s.originReused.Load(),
 		Redriven:       s.redriven.Load(),
+		Resent:         s.resent.Load(),
 
 		Held:         s.held.Load(),
 		HeldReleased: s.heldReleased.Load(),

@@ -78,7 +78,7 @@ func (a *Role) directSinkConsumer(ctx context.Context) (jetstream.Consumer, erro
 		nc.Close()
 		return nil, err
 	}
-	want := jsplan.DirectConsumer(a.site)
+	want := jsplan.DirectConsumer(t, a.site)
 	d := &directConsumer{
 		js:     js,
 		nc:     nc,

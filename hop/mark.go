@@ -122,3 +122,13 @@ func tipOf(h nats.Header, link string) (t *tip, ok bool, err error) {
 	}
 	return t, true, nil
 }
+
+// SeqOf returns the upstream sequence of a message that the link named
+// link stored, by the relay or by stream sourcing, and whether it is one.
+func SeqOf(h nats.Header, link string) (uint64, bool) {
+	t, ok, err := tipOf(h, link)
+	if err != nil || !ok {
+		return 0, false
+	}
+	return t.seq, true
+}

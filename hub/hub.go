@@ -39,8 +39,10 @@ func (h *Role) Loops(ctx context.Context, g *errgroup.Group) {
 
 // publishLinkBeats tells L1, every console.BeatInterval, which of the
 // hub's downstream sites have their leafnode link up (a leafnode's name is
-// its box's site name), and the bytes each link has moved. A beat lost on
-// the way is replaced by the next.
+// its box's site name), the bytes each link has moved, and what the hub
+// holds for each edge and how far it released it (box.App.Backlogs): L1
+// sends an edge's released events again by it. A beat lost on the way is
+// replaced by the next.
 func (h *Role) publishLinkBeats(ctx context.Context, srv *server.Server) {
 	var down []string
 	for _, s := range h.b.Config().Topology.Downstream(h.b.Site().Name) {
@@ -60,10 +62,15 @@ func (h *Role) publishLinkBeats(ctx context.Context, srv *server.Server) {
 		}
 		beat := w.Observe(connected, time.Now())
 		totals := h.b.Metrics().LinkTotals(srv)
+		backlogs := h.b.Backlogs()
 		for i := range beat.Sites {
 			l := &beat.Sites[i]
 			t := totals[l.Site]
 			l.BytesIn, l.BytesOut = t.In, t.Out
+			if bl, ok := backlogs[l.Site]; ok {
+				l.Backlog = &console.Backlog{Messages: bl.Msgs, Bytes: bl.Bytes, MaxBytes: bl.MaxBytes, Pending: bl.Pending,
+					Released: bl.Released.Msgs, ReleasedThrough: bl.Released.Origin, ReleasedAt: bl.Released.At}
+			}
 		}
 		b, _ := json.Marshal(beat)
 		_ = h.b.Conn().Publish(console.LinkSubject(h.b.Site().Name), b)

@@ -12,11 +12,11 @@ const DirectMaxRequestBatch = 1000
 
 // DirectConsumer is the durable pull consumer that L1 creates for a
 // direct-mode edge on the origin stream: the name the link permissions
-// allow, the edge's filter, explicit ACK from the first event, no inactive
+// allow, the edge's filters (EdgeFilters), explicit ACK from the first event, no inactive
 // threshold, and the topology's Site.DirectConsumer settings. L1 and the
 // edge derive it from the same topology: L1 to create it, the edge to know
 // it before L1 answers.
-func DirectConsumer(site *topology.Site) jetstream.ConsumerConfig {
+func DirectConsumer(t *topology.Topology, site *topology.Site) jetstream.ConsumerConfig {
 	dc := site.DirectConsumerSettings()
 	c := jetstream.ConsumerConfig{
 		Durable:         topology.DirectConsumerName(site.Name),
@@ -27,8 +27,8 @@ func DirectConsumer(site *topology.Site) jetstream.ConsumerConfig {
 		MaxAckPending:   dc.MaxAckPending,
 		MaxDeliver:      -1,
 		MaxRequestBatch: DirectMaxRequestBatch,
-		FilterSubject:   site.Filter,
 	}
+	setFilters(&c, EdgeFilters(t, site))
 	if dc.MaxDeliver > 0 {
 		c.MaxDeliver = dc.MaxDeliver
 	}

@@ -53,8 +53,8 @@ func takerName(t *topology.Topology, site, down *topology.Site) string {
 // the messages crossing the link. A consumer created with explicit ACKs
 // keeps them (Reconcile; the server cannot change a policy in place), and
 // the relay ACKs it message by message.
-func relayConsumerConfig(down *topology.Site, filter string) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
+func relayConsumerConfig(down *topology.Site, filters ...string) jetstream.ConsumerConfig {
+	c := jetstream.ConsumerConfig{
 		Durable:         topology.RelayConsumerName(down.Name),
 		Description:     "leafline relay for " + down.Name,
 		DeliverPolicy:   jetstream.DeliverAllPolicy,
@@ -63,15 +63,16 @@ func relayConsumerConfig(down *topology.Site, filter string) jetstream.ConsumerC
 		MaxAckPending:   RelayBatch,
 		MaxRequestBatch: RelayBatch,
 		MaxDeliver:      -1,
-		FilterSubject:   filter,
 	}
+	setFilters(&c, filters)
+	return c
 }
 
 // relayClassConsumerConfig is the consumer of a relay link that carries
 // one priority class to down: the relay consumer narrowed to the class's
 // subjects within down's filter.
 func relayClassConsumerConfig(down *topology.Site, c topology.Class) jetstream.ConsumerConfig {
-	cfg := relayConsumerConfig(down, "")
+	cfg := relayConsumerConfig(down)
 	cfg.Durable = topology.RelayClassConsumerName(down.Name, c.Name)
 	cfg.Description = "leafline relay of class " + c.Name + " for " + down.Name
 	if len(c.Filters) == 1 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,24 +105,49 @@ func (pl *planner) sourced(name string) jetstream.StreamConfig {
 }
 
 // serve creates, on a stream this site owns, the consumer that a
-// downstream site takes it with.
-func (pl *planner) serve(stream string, down *topology.Site, filter string) {
+// downstream site takes it with, filtered to filters (none: all of it).
+func (pl *planner) serve(stream string, down *topology.Site, filters ...string) {
 	if Relayed(pl.t, pl.site, down) {
-		pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: stream, Config: relayConsumerConfig(down, filter),
+		pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: stream, Config: relayConsumerConfig(down, filters...),
 			EitherAck: true, Replaces: topology.SourceConsumerName(down.Name)})
 		return
 	}
-	pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: stream, Replaces: topology.RelayConsumerName(down.Name), Config: jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable:        topology.SourceConsumerName(down.Name),
 		Description:    "leafline durable source for " + down.Name,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckFlowControlPolicy,
 		MaxAckPending:  sourceMaxAckPending,
-		FilterSubject:  filter,
 		DeliverSubject: topology.SourceDeliverSubject(pl.site.Name, stream, down.Name),
 		FlowControl:    true,
 		IdleHeartbeat:  time.Second,
-	}})
+	}
+	setFilters(&cfg, filters)
+	pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: stream, Replaces: topology.RelayConsumerName(down.Name), Config: cfg})
+}
+
+// setFilters filters c to filters: one as FilterSubject, several as
+// FilterSubjects.
+func setFilters(c *jetstream.ConsumerConfig, filters []string) {
+	c.FilterSubject, c.FilterSubjects = "", nil
+	switch len(filters) {
+	case 0:
+	case 1:
+		c.FilterSubject = filters[0]
+	default:
+		c.FilterSubjects = filters
+	}
+}
+
+// EdgeFilters are the subjects of the origin stream that edge takes: its
+// filter (every event subject when it has none), and what L1 sends again
+// to it alone (topology.AddressFilter).
+func EdgeFilters(t *topology.Topology, edge *topology.Site) []string {
+	f := []string{edge.Filter}
+	if edge.Filter == "" {
+		f = slices.Clone(t.Events.Subjects)
+	}
+	return append(f, topology.AddressFilter(edge.Name))
 }
 
 // serveLanes creates, on the receipts stream this site owns, the consumer
@@ -167,7 +193,8 @@ func (pl *planner) take(c *jetstream.StreamConfig, stream string, from *topology
 func (pl *planner) l1() {
 	ev, rc := pl.t.Events, pl.t.Receipts
 	origin := pl.base(ev.OriginStream)
-	origin.Subjects = ev.Subjects
+	// Its events, and what L1 sends again to one edge alone.
+	origin.Subjects = append(slices.Clone(ev.Subjects), topology.AddressSpace())
 	origin.Description = "leafline origin events"
 	origin.AllowAtomicPublish = true // leafline publish writes atomic batches
 	r1 := pl.sourced(rc.L1Stream)
@@ -192,7 +219,7 @@ func (pl *planner) hub() {
 	for _, e := range t.Downstream(pl.site.Name) {
 		// A direct-mode edge consumes L1A itself: nothing for it on HA.
 		if !e.Direct() {
-			pl.serve(ev.HubStream, e, e.Filter)
+			pl.serve(ev.HubStream, e, EdgeFilters(t, e)...)
 			for _, c := range t.Classes(e) {
 				pl.p.Consumers = append(pl.p.Consumers, ConsumerPlan{Stream: ev.HubStream,
 					Config: relayClassConsumerConfig(e, c), EitherAck: true, StartAfter: topology.RelayConsumerName(e.Name)})

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/receipt"
@@ -36,6 +37,16 @@ type TrimPlan struct {
 	// whose class the topology no longer names: the lane's receipts that
 	// another link left to it stay until it has taken them.
 	Lanes bool
+	// Budgets bound what the stream holds for each site that takes it
+	// (a hub's events stream, for each edge): their consumers bound the
+	// trim only up to the site's budget (see Budget). With Releases, a
+	// site past its budget is released; without, the trim only measures
+	// the sites' backlogs.
+	Budgets  []Budget
+	Releases Releases
+	// Origin returns the upstream sequence of a message of the stream
+	// (the link's mark that it carries), for a Release.
+	Origin func(nats.Header) (uint64, bool)
 }
 
 // TrimPlans lists the streams of a site that are trimmed. L1A is not: it
@@ -66,7 +77,7 @@ func trimTakers(cfg *topology.Config, site *topology.Site) []TrimPlan {
 			}
 		}
 		return []TrimPlan{
-			{Stream: t.Events.HubStream, Consumers: edges},
+			{Stream: t.Events.HubStream, Consumers: edges, Budgets: budgets(cfg, site)},
 			{Stream: t.Receipts.HubStream, Consumers: receiptTakers(t, site, up), Lanes: true},
 		}
 	case topology.RoleEdge:
@@ -100,9 +111,13 @@ func receiptTakers(t *topology.Topology, site, up *topology.Site) []string {
 // given the stream's last sequence read before, or 0. A consumer that does
 // not exist takes nothing: the stream is then not trimmed at all, so that
 // a stream keeps everything until its takers exist.
-func trimBound(ctx context.Context, s jetstream.Stream, p TrimPlan, last uint64) (uint64, error) {
+//
+// The consumers of p's Budgets bound it up to their site's floor, and a
+// site past its budget is released first (budgetBound); their backlogs
+// are returned.
+func trimBound(ctx context.Context, s jetstream.Stream, p TrimPlan, st jetstream.StreamState, now time.Time) (uint64, []Backlog, error) {
 	if len(p.Consumers) == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
 	// One listing reads every consumer of the stream, pull (the box's
 	// own) or push (a source consumer).
@@ -112,21 +127,29 @@ func trimBound(ctx context.Context, s jetstream.Stream, p TrimPlan, last uint64)
 		infos[ci.Name] = ci
 	}
 	if err := l.Err(); err != nil {
-		return 0, fmt.Errorf("consumers: %w", err)
+		return 0, nil, fmt.Errorf("consumers: %w", err)
 	}
+	last := st.LastSeq
 	bound := last
 	for _, name := range boundedBy(p, infos) {
+		if p.budgeted(name) {
+			continue
+		}
 		ci, ok := infos[name]
 		if !ok {
-			return 0, nil
+			return 0, nil, nil
 		}
 		taken, err := takenUpTo(ctx, s, ci, last)
 		if err != nil {
-			return 0, fmt.Errorf("consumer %s: %w", name, err)
+			return 0, nil, fmt.Errorf("consumer %s: %w", name, err)
 		}
 		bound = min(bound, taken)
 	}
-	return bound, nil
+	bound, backlogs, ok, err := p.budgetBound(ctx, s, infos, st, bound, now)
+	if err != nil || !ok {
+		return 0, nil, err
+	}
+	return bound, backlogs, nil
 }
 
 // boundedBy returns the consumers of infos that bound p's trim:
@@ -203,25 +226,32 @@ func takenUpTo(ctx context.Context, s jetstream.Stream, ci *jetstream.ConsumerIn
 // come again when their AckWait expires. That delays them; it loses
 // nothing. The sink runner NAKs with a delay, which is not affected.
 func TrimStream(ctx context.Context, js jetstream.JetStream, p TrimPlan) (uint64, error) {
+	n, _, err := TrimStreamAt(ctx, js, p, time.Now())
+	return n, err
+}
+
+// TrimStreamAt is TrimStream as of now, which also returns the backlogs
+// of p's Budgets.
+func TrimStreamAt(ctx context.Context, js jetstream.JetStream, p TrimPlan, now time.Time) (uint64, []Backlog, error) {
 	s, err := js.Stream(ctx, p.Stream)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	st := s.CachedInfo().State
-	if st.Msgs == 0 {
-		return 0, nil
+	if st.Msgs == 0 && len(p.Budgets) == 0 {
+		return 0, nil, nil
 	}
-	bound, err := trimBound(ctx, s, p, st.LastSeq)
+	bound, backlogs, err := trimBound(ctx, s, p, st, now)
 	if err == nil {
 		bound, err = keepNewest(ctx, s, p.Keep, bound)
 	}
-	if err != nil || bound < st.FirstSeq {
-		return 0, err
+	if err != nil || st.Msgs == 0 || bound < st.FirstSeq {
+		return 0, backlogs, err
 	}
 	if err := s.Purge(ctx, jetstream.WithPurgeSequence(bound+1)); err != nil {
-		return 0, err
+		return 0, backlogs, err
 	}
-	return bound + 1 - st.FirstSeq, nil
+	return bound + 1 - st.FirstSeq, backlogs, nil
 }
 
 // Trimmed is what one trim pass deleted from one stream.

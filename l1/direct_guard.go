@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,9 +45,9 @@ func directConsumerProblems(have, want jetstream.ConsumerConfig) (problems []str
 		add(true, "inactive_threshold %s: the server would delete it", have.InactiveThreshold)
 		fixed.InactiveThreshold = 0
 	}
-	if have.FilterSubject != want.FilterSubject || len(have.FilterSubjects) > 0 {
-		add(true, "filter %q%v, not the edge's %q", have.FilterSubject, have.FilterSubjects, want.FilterSubject)
-		fixed.FilterSubject, fixed.FilterSubjects = want.FilterSubject, nil
+	if have.FilterSubject != want.FilterSubject || !slices.Equal(have.FilterSubjects, want.FilterSubjects) {
+		add(true, "filter %q%v, not the edge's %q%v", have.FilterSubject, have.FilterSubjects, want.FilterSubject, want.FilterSubjects)
+		fixed.FilterSubject, fixed.FilterSubjects = want.FilterSubject, want.FilterSubjects
 	}
 	if have.HeadersOnly {
 		add(true, "headers_only: the sink would get no payloads")
@@ -109,7 +110,7 @@ func (a *Role) guardDirectConsumers(ctx context.Context) {
 
 func (a *Role) guardDirectConsumer(ctx context.Context, edge *topology.Site, seen map[string]bool) {
 	t := a.cfg.Topology
-	stream, want := t.Events.OriginStream, jsplan.DirectConsumer(edge)
+	stream, want := t.Events.OriginStream, jsplan.DirectConsumer(t, edge)
 	attrs := []any{"edge", edge.Name, "consumer", want.Durable, "stream", stream}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -11,7 +11,7 @@ import (
 
 func TestDirectConsumerProblems(t *testing.T) {
 	edge := &topology.Site{Name: "edge1", Role: topology.RoleEdge, Filter: "events.a.>", DeliveryMode: topology.DeliveryDirect}
-	good := jsplan.DirectConsumer(edge)
+	good := jsplan.DirectConsumer(&topology.Topology{Events: topology.Events{Subjects: []string{"events.>"}}}, edge)
 	if p, _, _ := directConsumerProblems(good, good); len(p) != 0 {
 		t.Fatalf("L1's own shape: %v", p)
 	}

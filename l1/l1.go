@@ -92,6 +92,7 @@ func (a *Role) Completions() *completion.Service { return a.svc }
 func (a *Role) Loops(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { return a.svc.Run(ctx) })
 	g.Go(func() error { a.guardDirectConsumers(ctx); return nil })
+	g.Go(func() error { return a.resendReleased(ctx) })
 	if a.cleaner != nil {
 		g.Go(func() error { return a.cleaner.Run(ctx) })
 	}
@@ -209,8 +210,10 @@ func (a *Role) serviceConfig(sites []string, filters map[string]string) completi
 		OriginStream:  t.Events.OriginStream,
 		OriginEventID: eventid.Extractor(cfg.EventID.JSONField, cfg.EventID.Header, cfg.EventID.MaxLength),
 		Expected:      completion.ExpectedByFilter(filters),
-		OverdueAfter:  cfg.Completion.OverdueAfter.D(),
-		RedriveAfter:  cfg.Completion.RedriveAfter.D(),
+		// What L1 sends again goes to the one edge missing it.
+		Address:      topology.AddressedSubject,
+		OverdueAfter: cfg.Completion.OverdueAfter.D(),
+		RedriveAfter: cfg.Completion.RedriveAfter.D(),
 		// A receipt for an event L1 has not seen is held: for hold_for at
 		// most, and within the bounds of its site.
 		HoldFor:             cfg.Completion.HoldFor.D(),

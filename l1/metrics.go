@@ -34,6 +34,9 @@ type metrics struct {
 	// directAltered counts the checks that found a direct edge's consumer
 	// on L1 not the shape L1 creates, or deleted (direct_guard.go).
 	directAltered *prometheus.CounterVec // edge
+	// resent counts the events sent again to an edge its hub released
+	// (resend.go).
+	resent *prometheus.CounterVec // edge
 
 	held    heldMetrics    // metrics_held.go
 	cleanup cleanupMetrics // cleanup.go
@@ -44,6 +47,9 @@ func newMetrics(m *box.Metrics) *metrics {
 		Metrics: m,
 		directAltered: m.CounterVec("direct_consumer_altered_total",
 			"Checks at L1 that found a direct-mode edge's consumer on the origin stream not the shape L1 creates (repaired in place where the server allows), or deleted (created again).",
+			"edge"),
+		resent: m.CounterVec("completion_resent_total",
+			"Events L1 sent again, to the edge alone, after the edge's hub released them past its backlog budget (topology backlog).",
 			"edge"),
 	}
 }

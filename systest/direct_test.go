@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,7 +160,7 @@ func TestDirect_EndToEnd(t *testing.T) {
 		return nil
 	})
 	info := jstest.ConsumerInfo(t, l1js, "L1A", name)
-	if c := info.Config; c.AckPolicy != jetstream.AckExplicitPolicy || c.FilterSubject != "events.>" || c.DeliverSubject != "" {
+	if c := info.Config; c.AckPolicy != jetstream.AckExplicitPolicy || !slices.Equal(c.FilterSubjects, []string{"events.>", "leafline.to.edge1.>"}) || c.DeliverSubject != "" {
 		t.Fatalf("consumer config: %+v", c)
 	}
 	ctx := context.Background()
@@ -328,7 +329,7 @@ func directSecurity(t *testing.T, insecure bool) {
 	// of edge2's consumer.
 	e1name, e2name := topology.DirectConsumerName("edge1"), topology.DirectConsumerName("edge2")
 	e2site, _ := ls.Topology.Site("edge2")
-	e2cons, err := l1js.CreateOrUpdateConsumer(ctx, "L1A", jsplan.DirectConsumer(e2site))
+	e2cons, err := l1js.CreateOrUpdateConsumer(ctx, "L1A", jsplan.DirectConsumer(ls.Topology, e2site))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,8 +446,8 @@ func directSecurity(t *testing.T, insecure bool) {
 	if info := jstest.ConsumerInfo(t, l1js, "L1A", e2name); info.NumAckPending != 2 {
 		t.Fatalf("edge2's consumer: %d pending ACKs, want 2 (edge1's ACKs must not reach it)", info.NumAckPending)
 	}
-	if info := jstest.ConsumerInfo(t, l1js, "L1A", e1name); info.Config.FilterSubject != "events.edge1.>" {
-		t.Fatalf("edge1 widened its consumer to %q", info.Config.FilterSubject)
+	if c := jstest.ConsumerInfo(t, l1js, "L1A", e1name).Config; c.FilterSubject != "" || !slices.Equal(c.FilterSubjects, []string{"events.edge1.>", "leafline.to.edge1.>"}) {
+		t.Fatalf("edge1 widened its consumer to %q%v", c.FilterSubject, c.FilterSubjects)
 	}
 	if _, err := l1js.Consumer(ctx, "L1A", "leafline-intruder"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("edge1 created a consumer on L1A: %v", err)
@@ -504,8 +505,8 @@ func TestDirect_Plan(t *testing.T) {
 		}
 	}
 	e1.DirectConsumer = topology.DirectConsumer{AckWait: topology.Duration(time.Minute), MaxDeliver: 7}
-	c := jsplan.DirectConsumer(e1)
-	if c.Durable != "leafline-sink-edge1" || c.FilterSubject != e1.Filter || c.AckPolicy != jetstream.AckExplicitPolicy ||
+	c := jsplan.DirectConsumer(ls.Topology, e1)
+	if c.Durable != "leafline-sink-edge1" || !slices.Equal(c.FilterSubjects, []string{e1.Filter, topology.AddressFilter("edge1")}) || c.AckPolicy != jetstream.AckExplicitPolicy ||
 		c.AckWait != time.Minute || c.MaxAckPending != topology.DefaultDirectMaxAckPending || c.MaxDeliver != 7 || c.InactiveThreshold != 0 {
 		t.Fatalf("direct consumer config: %+v", c)
 	}

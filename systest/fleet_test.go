@@ -117,3 +117,47 @@ func TestFleet_RolledBack(t *testing.T) {
 		})
 	}
 }
+
+// An edge parked while its hub's events stream fills: the hub releases the
+// parked edge's oldest events past its backlog budget, so the stream
+// never fills and the other edge completes every event; once the parked
+// edge is back, L1 sends it the released events, to it alone, and it
+// completes every event too, each once.
+func TestFleet_ParkedEdge(t *testing.T) {
+	const streamBytes = 16 << 20
+	ls := testSystem(t, Options{Edges: 2, Configure: func(c *topology.Config) {
+		withTransport(topology.TransportRelay, "")(c)
+		// L1 sends an event again once the origin stream would not take
+		// the copy for a duplicate.
+		c.Topology.Events.DuplicateWindow = topology.Duration(time.Second)
+		if c.Site == "hub" {
+			c.JetStream.MaxStreamBytes = streamBytes
+		}
+	}}, nil)
+	if err := ls.Stop("edge2"); err != nil {
+		t.Fatal(err)
+	}
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
+	// 2.5 times the hub's stream limit.
+	ids := publishData(t, js, "parked", 5*streamBytes/2/8192, make([]byte, 8192))
+	waitDone(t, ls, ids, 2*time.Minute, "edge1")
+	hub := ls.App("hub")
+	if n := metricOf(t, hub, "leafline_edge_backlog_released_messages_total", map[string]string{"edge": "edge2"}); n == 0 {
+		t.Fatal("the hub released nothing of the parked edge")
+	}
+	if n := metricOf(t, hub, "leafline_edge_backlog_released_messages_total", map[string]string{"edge": "edge1"}); n != 0 {
+		t.Fatalf("the hub released %v messages of the edge that kept up", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := ls.Start(ctx, "edge2"); err != nil {
+		t.Fatal(err)
+	}
+	waitCompleted(t, ls, ids, "edge1", "edge2")
+	if n := metricOf(t, ls.App("l1"), "leafline_completion_resent_total", map[string]string{"edge": "edge2"}); n == 0 {
+		t.Fatal("L1 sent nothing again to the edge its hub released")
+	}
+	if n := metricOf(t, ls.App("l1"), "leafline_completion_resent_total", map[string]string{"edge": "edge1"}); n != 0 {
+		t.Fatalf("L1 sent %v events again to the edge that kept up", n)
+	}
+}

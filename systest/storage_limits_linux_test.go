@@ -24,14 +24,14 @@ func TestStorage_LimitsAboveDisk_CheckAndStartSayWhy(t *testing.T) {
 		cfg := limitsConfig(t, "hub", dir, 0, 0) // 1 GiB a stream
 		_, _, err := box.CheckStorage(cfg)
 		wantLimitsErr(t, "check", err,
-			"64 MiB free on "+dir, "reserve 2 GiB", "(HA and RH: jetstream.max_stream_bytes = 1 GiB each)",
+			"64 MiB free on "+dir, "reserve 2.0 GiB", "(HA and RH: jetstream.max_stream_bytes = 1 GiB each; KV_leafline_releases: 1 MiB, fixed)",
 			"allows at most 48 MiB", "jetstream.max_store_bytes being unset",
-			"lower jetstream.max_stream_bytes to at most 25165824 (24 MiB)")
+			"lower jetstream.max_stream_bytes to at most 24117248 (23 MiB)")
 
 		err = runToReady(t, cfg)
 		wantLimitsErr(t, "start", err,
 			"create stream HA", "insufficient storage resources available",
-			"free on "+filepath.Join(dir, "jetstream"), "reserve 2 GiB", "lower jetstream.max_stream_bytes to at most")
+			"free on "+filepath.Join(dir, "jetstream"), "reserve 2.0 GiB", "lower jetstream.max_stream_bytes to at most")
 
 		// Follow the advice, as it stands after the failed start.
 		_, _, err = box.CheckStorage(cfg)
@@ -57,14 +57,14 @@ func TestStorage_LimitsAboveDisk_CheckAndStartSayWhy(t *testing.T) {
 		cfg := limitsConfig(t, "hub", dir, 32<<20, 24<<20)
 		_, _, err := box.CheckStorage(cfg)
 		wantLimitsErr(t, "check", err,
-			"reserve 48 MiB", "allows at most 32 MiB: jetstream.max_store_bytes",
-			"lower jetstream.max_stream_bytes to at most 16777216 (16 MiB)",
-			"or raise jetstream.max_store_bytes to at least 50331648 (48 MiB)")
+			"reserve 49 MiB", "allows at most 32 MiB: jetstream.max_store_bytes",
+			"lower jetstream.max_stream_bytes to at most 15728640 (15 MiB)",
+			"or raise jetstream.max_store_bytes to at least 51380224 (49 MiB)")
 		// HA fits; RH does not.
 		err = runToReady(t, cfg)
 		wantLimitsErr(t, "start", err,
 			"create stream RH", "24 MiB is reserved already", "allows at most 32 MiB: jetstream.max_store_bytes",
-			"lower jetstream.max_stream_bytes to at most 16777216 (16 MiB)")
+			"lower jetstream.max_stream_bytes to at most 15728640 (15 MiB)")
 	})
 }
 

@@ -43,6 +43,9 @@ type Topology struct {
 	// a second ("64KB/s", "1MiB/s"; ParseBandwidth), or "off". Zero value
 	// means no cap.
 	Bandwidth string `json:"bandwidth,omitempty"`
+	// Backlog bounds what a hub holds for each edge whose site names no
+	// bound of its own (see Backlog). Zero value means the defaults.
+	Backlog Backlog `json:"backlog,omitzero"`
 }
 
 // Events describes the forward path L1 → hub → edge.
@@ -159,6 +162,16 @@ type Site struct {
 	// link. The link's transport must be the relay. Zero value means
 	// Topology.Bandwidth (LinkBandwidth).
 	Bandwidth string `json:"bandwidth,omitempty"`
+	// Backlog bounds what this edge's hub holds for it (edge only), each
+	// field in place of Topology.Backlog's (SiteBacklog). Zero value
+	// means the topology's.
+	Backlog Backlog `json:"backlog,omitzero"`
+	// Retired takes an edge out of the fleet while keeping its name and
+	// receipt key known (see Retire): its hub holds nothing for it and
+	// takes no link from it, and L1 expects nothing more of it and closes
+	// its pending events as retired. Receipts it sent before are still
+	// applied. False means an active site.
+	Retired bool `json:"retired,omitempty"`
 }
 
 // Edge delivery modes (Site.DeliveryMode).
@@ -293,22 +306,24 @@ func (t *Topology) L1() (*Site, bool) {
 	return nil, false
 }
 
-// Downstream returns the sites whose upstream is name, in topology order.
+// Downstream returns the sites whose upstream is name, in topology order,
+// but the retired ones (Site.Retired).
 func (t *Topology) Downstream(name string) []*Site {
 	var out []*Site
 	for i := range t.Sites {
-		if t.Sites[i].Upstream == name {
+		if t.Sites[i].Upstream == name && !t.Sites[i].Retired {
 			out = append(out, &t.Sites[i])
 		}
 	}
 	return out
 }
 
-// Edges returns every edge site in topology order.
+// Edges returns every edge site in topology order, but the retired ones
+// (Retired).
 func (t *Topology) Edges() []*Site {
 	var out []*Site
 	for i := range t.Sites {
-		if t.Sites[i].Role == RoleEdge {
+		if t.Sites[i].Role == RoleEdge && !t.Sites[i].Retired {
 			out = append(out, &t.Sites[i])
 		}
 	}

@@ -144,6 +144,8 @@ func (t *Topology) validateSites(p *problems) {
 	}
 	t.validateLinkCredentials(p)
 	t.validateCycles(p)
+	t.validateBacklog(p)
+	t.validateRetired(p)
 }
 
 // validateRoles checks every role and that there is one l1, a hub and an edge.

@@ -332,6 +332,8 @@ func (p *problems) notReserved(path, s string) {
 		p.add(path, "overlaps %q, which leafline reserves for the replies and deliveries of direct-mode edges", directInboxSpace)
 	case subjects.Overlap(s, relaySpace):
 		p.add(path, "overlaps %q, which leafline reserves for the relay transport", relaySpace)
+	case subjects.Overlap(s, addressSpace):
+		p.add(path, "overlaps %q, which leafline reserves for events sent again to one edge", addressSpace)
 	}
 }
 

@@ -38,13 +38,13 @@ func TestCheck_StorageLimits(t *testing.T) {
 	}
 	smalldisk.Mount(t, small, 16)
 	code, out, errs = runDispatch("check", "--config", hub("small", filepath.Join(small, "hub"), nil))
-	for _, want := range []string{"do not fit", "16 MiB free on " + small, "reserve 2 GiB", "allows at most 12 MiB",
-		"lower jetstream.max_stream_bytes to at most 6291456 (6 MiB)"} {
+	for _, want := range []string{"do not fit", "16 MiB free on " + small, "reserve 2.0 GiB", "allows at most 12 MiB",
+		"lower jetstream.max_stream_bytes to at most 5242880 (5 MiB)"} {
 		if code != exitUsage || !strings.Contains(errs, want) {
 			t.Errorf("check on a 16 MiB disk: exit %d, stdout %q, stderr %q; want exit 2 and %q", code, out, errs, want)
 		}
 	}
-	code, out, errs = runDispatch("check", "--config", hub("fits", filepath.Join(small, "hub"), map[string]any{"max_stream_bytes": 6291456}))
+	code, out, errs = runDispatch("check", "--config", hub("fits", filepath.Join(small, "hub"), map[string]any{"max_stream_bytes": 5242880}))
 	if code != exitOK {
 		t.Errorf("check with the value it advised: exit %d, stdout %q, stderr %q", code, out, errs)
 	}

@@ -30,6 +30,7 @@ type Stats struct {
 	OriginRetried  uint64 `json:"origin_retried,omitempty"`  // origin messages NAKed after a transient failure
 	OriginReused   uint64 `json:"origin_reused,omitempty"`   // a known event_id with another payload (also in OriginKnown)
 	Redriven       uint64 `json:"redriven,omitempty"`        // overdue events published again on the origin stream
+	Resent         uint64 `json:"resent,omitempty"`          // events sent again to one edge that its hub released (Service.Resend)
 
 	// Held counts receipts held because their event's origin was unknown
 	// (a receipt Outcome, like Applied); HeldReleased and HeldRefused the

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/sink"
+	"github.com/leafline/leafline/topology"
 )
 
 // decode extracts the event from a message; a bad message gets a permanent error.
@@ -28,7 +29,11 @@ func (r *Runner) decode(msg jetstream.Msg) item {
 	if meta.NumDelivered > 1 {
 		r.metrics.Redeliveries.Inc()
 	}
-	it.ev = sink.Event{Subject: msg.Subject(), OriginStream: r.cfg.Topology.Events.OriginStream, Data: msg.Data(), StreamSeq: meta.Sequence.Stream}
+	// An event L1 sent again to this edge alone comes on its address
+	// (topology.AddressedSubject): the sink, the expiry rules and the
+	// receipt's lane see the subject it was published on.
+	subject, _ := topology.Unaddressed(r.site, msg.Subject())
+	it.ev = sink.Event{Subject: subject, OriginStream: r.cfg.Topology.Events.OriginStream, Data: msg.Data(), StreamSeq: meta.Sequence.Stream}
 	// The event_id comes first, so that any later permanent failure (an
 	// oversize message) can still be reported to L1 as dead_lettered.
 	id, err := r.eventID(msg)
@@ -39,7 +44,7 @@ func (r *Runner) decode(msg jetstream.Msg) item {
 	// The receipt is built here so that an event_id the receipt format
 	// refuses is this message's permanent failure, never a batch's.
 	it.digest = receipt.PayloadDigest(msg.Data())
-	if it.rec, err = r.digestReceiptRecord(id, msg.Subject(), receipt.StatusProcessed, "", it.digest); err != nil {
+	if it.rec, err = r.digestReceiptRecord(id, subject, receipt.StatusProcessed, "", it.digest); err != nil {
 		it.err = fmt.Errorf("%w: %w: %w", sink.ErrPermanent, eventid.ErrNoEventID, err)
 		return it
 	}
@@ -48,7 +53,7 @@ func (r *Runner) decode(msg jetstream.Msg) item {
 		it.err = fmt.Errorf("%w: %d bytes > %d", ErrOversize, size, r.cfg.Delivery.MaxMessageBytes)
 		return it
 	}
-	rule := r.cfg.Topology.Events.ExpiryFor(msg.Subject())
+	rule := r.cfg.Topology.Events.ExpiryFor(subject)
 	if it.deadline, it.expires, err = receipt.Deadline(msg.Headers().Get, rule, meta.Timestamp); err != nil {
 		it.err = sink.Permanent(err)
 	}

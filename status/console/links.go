@@ -35,6 +35,28 @@ type SiteLink struct {
 	// (events down). Headers and payload, before compression.
 	BytesIn  int64 `json:"bytes_in,omitempty"`
 	BytesOut int64 `json:"bytes_out,omitempty"`
+	// Backlog is what the hub holds for the site in its events stream
+	// (nil: a hub that does not say).
+	Backlog *Backlog `json:"backlog,omitempty"`
+}
+
+// Backlog is what a hub holds for one edge in its events stream, and how
+// far it released the edge past its budget (package jsplan's Backlog and
+// Release). L1 paces what it sends again to the edge by it.
+type Backlog struct {
+	// Messages of the hub's events stream after what the edge has taken,
+	// their estimated bytes, and the edge's budget in bytes.
+	Messages uint64 `json:"messages"`
+	Bytes    int64  `json:"bytes"`
+	MaxBytes int64  `json:"max_bytes"`
+	// Pending are the edge's own messages there not yet ACKed.
+	Pending uint64 `json:"pending"`
+	// Released counts the messages released past the edge's floor in
+	// all; ReleasedThrough is the origin stream's sequence through which
+	// the edge was released (0: never), ReleasedAt when last.
+	Released        uint64    `json:"released,omitempty"`
+	ReleasedThrough uint64    `json:"released_through,omitempty"`
+	ReleasedAt      time.Time `json:"released_at,omitzero"`
 }
 
 // LinkWatcher tracks a hub's downstream links across beats: Observe is

@@ -41,30 +41,10 @@ func Bandwidth(s string) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("%q is not a bandwidth: write a rate in bytes a second such as \"64KB/s\" or \"1MiB/s\", or \"off\"", s)
 	}
-	i := strings.IndexFunc(num, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-	if i < 0 {
-		i = len(num)
+	v, b, err := bytesOf(s, num, "a bandwidth", "64KB/s", "/s")
+	if err != nil {
+		return 0, err
 	}
-	if i == 0 {
-		return 0, fmt.Errorf("%q is not a bandwidth: it must start with a number, as in \"64KB/s\"", s)
-	}
-	unit, mult := num[i:], 0.0
-	for _, u := range bandwidthUnits {
-		if u.name == unit {
-			mult = u.mult
-		}
-	}
-	if mult == 0 {
-		if strings.HasSuffix(unit, "b") || strings.HasSuffix(unit, "bit") || strings.HasSuffix(unit, "bps") {
-			return 0, fmt.Errorf("%q is in bits: leafline caps bytes, write B as in \"8KB/s\" for 64 kbit/s", s)
-		}
-		return 0, fmt.Errorf("%q has unit %q: want one of B, kB, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), then /s", s, unit)
-	}
-	v, err := strconv.ParseFloat(num[:i], 64)
-	if err != nil || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%q is not a bandwidth: %q is not a number", s, num[:i])
-	}
-	b := math.Round(v * mult)
 	switch {
 	case v == 0:
 		return 0, nil
@@ -72,6 +52,56 @@ func Bandwidth(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is less than 1 byte a second: use \"off\" for no cap", s)
 	case b > MaxBandwidth:
 		return 0, fmt.Errorf("%q is above 1TB/s, which no link carries", s)
+	}
+	return int64(b), nil
+}
+
+// bytesOf reads num, a number then a unit of bandwidthUnits, out of s,
+// which is what (example) shows; unit is what follows the unit in s. It
+// returns the number and the bytes it makes, rounded to a whole byte.
+func bytesOf(s, num, what, example, unit string) (v, b float64, err error) {
+	i := strings.IndexFunc(num, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i < 0 {
+		i = len(num)
+	}
+	if i == 0 {
+		return 0, 0, fmt.Errorf("%q is not %s: it must start with a number, as in %q", s, what, example)
+	}
+	name, mult := num[i:], 0.0
+	for _, u := range bandwidthUnits {
+		if u.name == name {
+			mult = u.mult
+		}
+	}
+	if mult == 0 {
+		if strings.HasSuffix(name, "b") || strings.HasSuffix(name, "bit") || strings.HasSuffix(name, "bps") {
+			return 0, 0, fmt.Errorf("%q is in bits: leafline counts bytes, write B as in %q", s, example)
+		}
+		return 0, 0, fmt.Errorf("%q has unit %q: want one of B, kB, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024)%s", s, name, unit)
+	}
+	v, err = strconv.ParseFloat(num[:i], 64)
+	if err != nil || math.IsInf(v, 0) {
+		return 0, 0, fmt.Errorf("%q is not %s: %q is not a number", s, what, num[:i])
+	}
+	return v, math.Round(v * mult), nil
+}
+
+// MaxSize bounds a configured size: 1 PB is no box's disk.
+const MaxSize = 1e15
+
+// Size reads a size in bytes: a number, then one of the units B, kB, KB,
+// MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024): "48MiB" is
+// 50,331,648 bytes. A size of 0, below 1 byte, above 1 PB, without a
+// unit or in bits is an error that says why.
+func Size(s string) (int64, error) {
+	_, b, err := bytesOf(s, s, "a size", "48MiB", "")
+	switch {
+	case err != nil:
+		return 0, err
+	case b < 1:
+		return 0, fmt.Errorf("%q is less than 1 byte", s)
+	case b > MaxSize:
+		return 0, fmt.Errorf("%q is above 1PB", s)
 	}
 	return int64(b), nil
 }

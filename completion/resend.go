@@ -1,0 +1,135 @@
+package completion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/leafline/leafline/completion/record"
+)
+
+// ResendMark is the RedriveHeader value of an event sent again by Resend.
+const ResendMark = "resend"
+
+// resendBatch bounds the copies Resend publishes at once: one atomic
+// batch, one fsync of the origin stream. resendPage is how many pending
+// events it reads at once.
+const (
+	resendBatch = 500
+	resendPage  = 200
+)
+
+// errDuplicateInBatch is the server's refusal of an atomic batch holding
+// a Nats-Msg-Id still in the stream's duplicate window.
+const errDuplicateInBatch jetstream.ErrorCode = 10201
+
+// Resend publishes again, to site alone (ServiceConfig.Address), the
+// events pending for site whose origin sequence is at most through: what
+// a hub released past site's backlog budget (package jsplan's Release),
+// which the origin stream still holds. It goes through site's pending
+// events in the order they were published, starting after the list
+// cursor after, and stops once it has published maxBytes of payload (one
+// event at least), at an event published within the origin stream's
+// duplicate window (OriginDuplicates: the stream would drop its copy), or
+// at the end of the list. It returns the cursor to go
+// on from ("" at the end), and how many events and bytes it published.
+//
+// Each copy is the origin message, with RedriveHeader ResendMark, on the
+// subject Address gives: only site's hub consumer for site takes it, and
+// site's runner hands it to the sink on its own subject. Copies are
+// published in atomic batches and PubAck'ed before Resend returns; a
+// copy that reaches site twice (a Resend after a restart of this
+// process, the edge already holding the event) is absorbed like any
+// redelivery.
+func (s *Service) Resend(ctx context.Context, site string, through uint64, after string, maxBytes int64) (next string, n int, bytes int64, err error) {
+	next = after
+	if s.cfg.Address == nil || s.cfg.OriginStream == "" {
+		return "", 0, 0, fmt.Errorf("completion: Resend needs ServiceConfig.Address and OriginStream")
+	}
+	st := s.State()
+	if st == nil {
+		return after, 0, 0, record.ErrNotReady
+	}
+	stream, err := s.cfg.JS.Stream(ctx, s.cfg.OriginStream)
+	if err != nil {
+		return after, 0, 0, err
+	}
+	var batch []*nats.Msg
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		defer func() { batch = batch[:0] }()
+		_, err := jetstreamext.PublishMsgBatch(ctx, s.cfg.JS, batch)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInBatch {
+			// A copy is still in the duplicate window (one sent before
+			// this process started): one by one, the server drops it.
+			for _, m := range batch {
+				if _, err := s.cfg.JS.PublishMsg(ctx, m); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return err
+	}
+	now := time.Now()
+	for next = after; ; {
+		// Pages of resendPage: a round overshoots maxBytes by one page
+		// at most.
+		page, cursor, err := st.List(ctx, record.ListQuery{Status: record.ListPending, Site: site, Limit: resendPage, After: next})
+		if err != nil {
+			return next, n, bytes, err
+		}
+		young := false
+		for i := range page {
+			c := &page[i]
+			if !c.OriginKnown() || c.OriginSeq == 0 || c.OriginSeq > through {
+				continue
+			}
+			if now.Sub(c.PublishedAt) <= s.cfg.OriginDuplicates {
+				// The origin stream would drop a copy as a duplicate;
+				// this event and those published after it wait.
+				young = true
+				break
+			}
+			if t, ok := s.RedrivenAt(c.EventID); ok && now.Sub(t) <= s.cfg.OriginDuplicates {
+				continue // a copy sent just now is on its way
+			}
+			msgs, err := s.copies(ctx, stream, c, ResendMark, site)
+			if err != nil {
+				return next, n, bytes, err
+			}
+			for _, m := range msgs {
+				batch = append(batch, m)
+				n++
+				bytes += int64(len(m.Data))
+			}
+			s.redrive.done(c.EventID, now)
+			if len(batch) >= resendBatch {
+				if err := flush(); err != nil {
+					return next, n, bytes, err
+				}
+			}
+		}
+		if err := flush(); err != nil {
+			return next, n, bytes, err
+		}
+		if young {
+			// Next time from this page again: the cursor is a page's.
+			break
+		}
+		next = cursor
+		if next == "" || bytes >= maxBytes {
+			break
+		}
+	}
+	s.resent.Add(uint64(n))
+	return next, n, bytes, nil
+}
