@@ -313,7 +313,9 @@ func (c *Cleaner) decide(ctx context.Context, m *scanned, now time.Time) (decisi
 		return decision{skip: SkipDeadLettered}, nil
 	case anyExpired(&comp) && !c.cfg.AllowExpired:
 		return decision{skip: SkipExpired}, nil
-	case comp.Status != record.EventComplete && comp.Status != record.EventDeadLettered && comp.Status != record.EventExpired:
+	case comp.Status != record.EventComplete && comp.Status != record.EventDeadLettered && comp.Status != record.EventExpired &&
+		comp.Status != record.EventRetired:
+		// A retired site's events are done for it (record.StatusRetired).
 		return decision{skip: SkipPending}, nil
 	}
 	last := later(comp.PublishedAt, m.stored)

@@ -2,6 +2,8 @@ package completion
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/leafline/leafline/completion/record"
 )
@@ -51,4 +53,25 @@ func (s *Service) Summary(ctx context.Context) (record.Summary, error) {
 	stats := s.Stats()
 	sum.Instance = &stats
 	return sum, nil
+}
+
+// retirer is a State that closes the pending events of a retired site
+// (package completion/state).
+type retirer interface {
+	Retire(ctx context.Context, site string, at time.Time, reason string) (int, error)
+}
+
+// Retire closes every event pending for site, whose site was retired
+// (record.StatusRetired), with reason, and returns how many it closed.
+// The state of the previous layout cannot: it returns an error.
+func (s *Service) Retire(ctx context.Context, site, reason string) (int, error) {
+	st := s.State()
+	if st == nil {
+		return 0, record.ErrNotReady
+	}
+	r, ok := st.(retirer)
+	if !ok {
+		return 0, fmt.Errorf("completion: the %T state cannot retire a site", st)
+	}
+	return r.Retire(ctx, site, time.Now(), reason)
 }

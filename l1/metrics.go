@@ -37,6 +37,9 @@ type metrics struct {
 	// resent counts the events sent again to an edge its hub released
 	// (resend.go).
 	resent *prometheus.CounterVec // edge
+	// retiredEvents counts the events closed for a retired site
+	// (retire.go).
+	retiredEvents *prometheus.CounterVec // edge
 
 	held    heldMetrics    // metrics_held.go
 	cleanup cleanupMetrics // cleanup.go
@@ -47,6 +50,9 @@ func newMetrics(m *box.Metrics) *metrics {
 		Metrics: m,
 		directAltered: m.CounterVec("direct_consumer_altered_total",
 			"Checks at L1 that found a direct-mode edge's consumer on the origin stream not the shape L1 creates (repaired in place where the server allows), or deleted (created again).",
+			"edge"),
+		retiredEvents: m.CounterVec("completion_retired_events_total",
+			"Events L1 closed with the processor status retired because their site was retired or removed from the topology before it reported them.",
 			"edge"),
 		resent: m.CounterVec("completion_resent_total",
 			"Events L1 sent again, to the edge alone, after the edge's hub released them past its backlog budget (topology backlog).",

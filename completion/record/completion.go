@@ -33,11 +33,23 @@ const (
 	// nothing says it was ever published or to whom it was routed. The
 	// receipts count for nothing until the origin is seen.
 	EventOriginUnknown EventStatus = "origin_unknown"
+	// EventRetired: every expected processor has a terminal status, and
+	// at least one of them is StatusRetired (its site was retired before
+	// it reported) while none reported dead_lettered or expired.
+	// Terminal, and not complete: the work was not done there.
+	EventRetired EventStatus = "retired"
 )
+
+// StatusRetired is the status L1 records for a processor whose site was
+// retired (topology sites[].retired, or removed) before it reported an
+// event routed to it. No edge sends it: a receipt carries only
+// receipt.Status's values. A receipt the site sent before it was retired
+// that reaches L1 afterwards replaces it.
+const StatusRetired receipt.Status = "retired"
 
 // Valid reports whether s is one of the defined overall statuses.
 func (s EventStatus) Valid() bool {
-	return s == EventPending || s == EventComplete || s == EventDeadLettered || s == EventExpired || s == EventOriginUnknown
+	return s == EventPending || s == EventComplete || s == EventDeadLettered || s == EventExpired || s == EventOriginUnknown || s == EventRetired
 }
 
 // ProcessorRecord is what one processor reported for one event.
@@ -125,11 +137,12 @@ func (c *Completion) OriginKnown() bool { return !c.PublishedAt.IsZero() }
 func (c *Completion) Derive() {
 	c.Missing, c.Overdue, c.Cleaned = nil, false, nil
 	c.Conflict = len(c.Reused) > 0
-	dead, expired := false, false
+	dead, expired, retired := false, false, false
 	for _, p := range c.Processors {
 		c.Conflict = c.Conflict || p.Conflicts > 0
 		dead = dead || p.Status == receipt.StatusDeadLettered
 		expired = expired || p.Status == receipt.StatusExpired
+		retired = retired || p.Status == StatusRetired
 	}
 	switch {
 	case dead:
@@ -140,6 +153,8 @@ func (c *Completion) Derive() {
 		c.Status = EventOriginUnknown
 	case !c.OriginKnown() || len(c.MissingProcessors()) > 0:
 		c.Status = EventPending
+	case retired:
+		c.Status = EventRetired
 	default:
 		c.Status = EventComplete
 	}
@@ -267,4 +282,29 @@ func NormalizeNames(names []string) []string {
 	out := slices.Clone(names)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// Retirement closes an event for a processor whose site was retired: see
+// FoldRetirement.
+type Retirement struct {
+	EventID string
+	Site    string // the processor (a site) retired
+	At      time.Time
+	// Reason says who retired the site, how and when; it is kept in the
+	// processor's record (ProcessorRecord.Reason), in the log.
+	Reason string
+}
+
+// FoldRetirement records r in c: the processor r.Site gets StatusRetired
+// when the event was routed to it and it has not reported. It reports
+// whether c changed; an event whose origin is not known yet, or that the
+// site has reported, is left as it is. Pure.
+func (c *Completion) FoldRetirement(r Retirement) bool {
+	if !slices.Contains(c.MissingProcessors(), r.Site) {
+		return false
+	}
+	at := r.At.UTC()
+	c.Processors[r.Site] = ProcessorRecord{Status: StatusRetired, Site: r.Site, ProcessedAt: at, ReceivedAt: at, Reason: r.Reason}
+	c.UpdatedAt = at
+	return true
 }

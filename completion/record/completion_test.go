@@ -35,6 +35,9 @@ func TestCompletion_Derive(t *testing.T) {
 		{"expired beats missing", Completion{PublishedAt: t0, Expected: []string{"a", "b"}, Processors: map[string]ProcessorRecord{"a": proc(receipt.StatusExpired, 0)}}, EventExpired, false, []string{"b"}, false},
 		{"dead beats expired", Completion{PublishedAt: t0, Expected: []string{"a", "b"}, Processors: map[string]ProcessorRecord{"a": proc(receipt.StatusExpired, 0), "b": proc(receipt.StatusDeadLettered, 0)}}, EventDeadLettered, false, nil, false},
 		{"recent", Completion{PublishedAt: t0.Add(time.Hour), Expected: []string{"a"}}, EventPending, false, []string{"a"}, false},
+		{"retired and processed", Completion{PublishedAt: t0, Expected: []string{"a", "b"}, Processors: map[string]ProcessorRecord{"a": proc(receipt.StatusProcessed, 0), "b": proc(StatusRetired, 0)}}, EventRetired, false, nil, false},
+		{"retired, one missing", Completion{PublishedAt: t0, Expected: []string{"a", "b"}, Processors: map[string]ProcessorRecord{"b": proc(StatusRetired, 0)}}, EventPending, false, []string{"a"}, true},
+		{"expired beats retired", Completion{PublishedAt: t0, Expected: []string{"a", "b"}, Processors: map[string]ProcessorRecord{"a": proc(receipt.StatusExpired, 0), "b": proc(StatusRetired, 0)}}, EventExpired, false, nil, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.c
@@ -63,5 +66,39 @@ func TestOrigin_Validate(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s: %v", want, err)
 		}
+	}
+}
+
+// A retirement closes only what the site has not reported, and a receipt
+// the site sent before it was retired replaces it without a conflict; a
+// retirement after its receipt changes nothing.
+func TestCompletion_FoldRetirement(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c := NewCompletion("ev")
+	c.FoldOrigin(Origin{EventID: "ev", Stream: "L1A", Seq: 1, PublishedAt: t0, Expected: []string{"a", "b"}}, t0)
+	if !c.FoldRetirement(Retirement{EventID: "ev", Site: "b", At: t0, Reason: "retired"}) {
+		t.Fatal("a missing processor was not retired")
+	}
+	if c.FoldRetirement(Retirement{EventID: "ev", Site: "b", At: t0}) || c.FoldRetirement(Retirement{EventID: "ev", Site: "z", At: t0}) {
+		t.Fatal("a retirement changed a processor that is not missing")
+	}
+	c.Derive()
+	if c.Status != EventPending || c.Processors["b"].Status != StatusRetired || c.Processors["b"].Reason != "retired" {
+		t.Fatalf("after the retirement: %s %+v", c.Status, c.Processors["b"])
+	}
+	late := receipt.New("ev", "L1A", "b", "b", receipt.StatusProcessed, t0)
+	if out, err := c.FoldReceipt(late, t0.Add(time.Minute), true); err != nil || out != Applied {
+		t.Fatalf("a receipt sent before the retirement: %v %v", out, err)
+	}
+	a := receipt.New("ev", "L1A", "a", "a", receipt.StatusProcessed, t0)
+	if _, err := c.FoldReceipt(a, t0, true); err != nil {
+		t.Fatal(err)
+	}
+	c.Derive()
+	if c.Status != EventComplete || c.Conflict || c.Processors["b"].Status != receipt.StatusProcessed {
+		t.Fatalf("the late receipt did not replace the retirement: %s conflict %v %+v", c.Status, c.Conflict, c.Processors["b"])
+	}
+	if c.FoldRetirement(Retirement{EventID: "ev", Site: "b", At: t0}) {
+		t.Fatal("a retirement after the site's receipt changed the record")
 	}
 }

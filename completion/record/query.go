@@ -243,6 +243,10 @@ type Summary struct {
 	Expired  int64 `json:"expired"`
 	Conflict int64 `json:"conflict"`
 	Overdue  int64 `json:"overdue"`
+	// Retired counts the events closed because a site they were routed
+	// to was retired before it reported (EventRetired): terminal, not
+	// complete.
+	Retired int64 `json:"retired,omitempty"`
 	// PendingOriginUnknown counts pending events whose origin message has
 	// not been seen (receipts arrived first, or origin tracking is off),
 	// events of status origin_unknown included; Pending includes them all.
@@ -273,6 +277,7 @@ type SiteSummary struct {
 	DeadLettered  int64       `json:"dead_lettered"`
 	Expired       int64       `json:"expired"`
 	Conflict      int64       `json:"conflict"`
+	Retired       int64       `json:"retired,omitempty"`
 	OldestPending *PendingAge `json:"oldest_pending,omitempty"`
 }
 

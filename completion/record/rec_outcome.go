@@ -32,25 +32,28 @@ func merge(c *Completion, r receipt.Receipt, receivedAt time.Time) Outcome {
 	pr, ok := c.Processors[r.Processor]
 	switch {
 	case !ok:
-		c.Processors[r.Processor] = ProcessorRecord{
-			Status:      r.Status,
-			Site:        r.Site,
-			ReceiptID:   r.ReceiptID,
-			ProcessedAt: r.ProcessedAt.UTC(),
-			ReceivedAt:  receivedAt.UTC(),
-			Reason:      r.Reason,
-			Verified:    r.Verified,
-		}
+		c.Processors[r.Processor] = processorRecord(r, receivedAt)
 		return Applied
 	case pr.Status == r.Status:
 		pr.Duplicates++
 		c.Processors[r.Processor] = pr
 		return Duplicate
+	case pr.Status == StatusRetired:
+		// Sent before its site was retired: what it says replaces the
+		// retirement.
+		c.Processors[r.Processor] = processorRecord(r, receivedAt)
+		return Applied
 	default:
 		pr.Conflicts++
 		c.Processors[r.Processor] = pr
 		return Conflict
 	}
+}
+
+// processorRecord is what r, received at L1 at receivedAt, records.
+func processorRecord(r receipt.Receipt, receivedAt time.Time) ProcessorRecord {
+	return ProcessorRecord{Status: r.Status, Site: r.Site, ReceiptID: r.ReceiptID, ProcessedAt: r.ProcessedAt.UTC(),
+		ReceivedAt: receivedAt.UTC(), Reason: r.Reason, Verified: r.Verified}
 }
 
 // MaxAll bounds the number of records All returns.

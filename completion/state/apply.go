@@ -25,16 +25,19 @@ type request struct {
 	ctx      context.Context
 	receipts []record.BatchItem
 	origins  []record.Origin
+	retire   []record.Retirement
 	now      time.Time
 	drop     *record.Completion
 
 	rres    []record.BatchResult
 	ores    []record.OriginResult
+	retired int   // of retire, how many changed a record
+	err     error // why the group failed (retire's result)
 	dropped bool
 	done    chan struct{}
 }
 
-func (r *request) size() int { return len(r.receipts) + len(r.origins) + 1 }
+func (r *request) size() int { return len(r.receipts) + len(r.origins) + len(r.retire) + 1 }
 
 // fail sets err on every result of r.
 func (r *request) fail(err error) {
@@ -44,7 +47,7 @@ func (r *request) fail(err error) {
 	for i := range r.ores {
 		r.ores[i] = record.OriginResult{Err: err}
 	}
-	r.dropped = false
+	r.dropped, r.retired, r.err = false, 0, err
 }
 
 // submit hands r to the applier and waits for it. If ctx ends first the
@@ -104,6 +107,39 @@ func (s *State) ApplyOriginBatch(ctx context.Context, origins []record.Origin, n
 		return out
 	}
 	return r.ores
+}
+
+// Retire closes, for site, every event pending for it whose origin is
+// known (record.FoldRetirement), as of at and with reason, in log entries
+// of up to MaxListLimit events, and returns how many it closed. An event
+// whose origin arrives later, routed to site by a topology that still
+// had it, is closed by a later call.
+func (s *State) Retire(ctx context.Context, site string, at time.Time, reason string) (int, error) {
+	total := 0
+	for {
+		page, _, err := s.List(ctx, record.ListQuery{Status: record.ListPending, Site: site, Limit: record.MaxListLimit})
+		if err != nil {
+			return total, err
+		}
+		var rts []record.Retirement
+		for _, c := range page {
+			rts = append(rts, record.Retirement{EventID: c.EventID, Site: site, At: at, Reason: reason})
+		}
+		if len(rts) == 0 {
+			return total, nil
+		}
+		r := &request{retire: rts}
+		if err := s.submit(ctx, r); err != nil {
+			return total, err
+		}
+		if r.err != nil {
+			return total, r.err
+		}
+		if r.retired == 0 {
+			return total, nil
+		}
+		total += r.retired
+	}
 }
 
 // DropHeld removes c's record if it is still origin_unknown and unchanged
@@ -302,6 +338,13 @@ func (d *decision) fold(r *request) {
 		r.ores[i] = record.OriginResult{Outcome: out, Held: hr}
 		if out != record.OriginKnown {
 			sl.changed, sl.live = true, true
+		}
+	}
+	for _, rt := range r.retire {
+		sl := d.load(rt.EventID)
+		if sl.err == nil && sl.live && sl.cur.FoldRetirement(rt) {
+			sl.changed = true
+			r.retired++
 		}
 	}
 	if c := r.drop; c != nil {

@@ -59,6 +59,7 @@ const (
 	kindDead     = 'd'
 	kindConflict = 'c'
 	kindExpired  = 'x'
+	kindRetired  = 'r'
 	kindEvents   = 'e'
 	kindUnknown  = 'u'
 	kindOverdue  = 'o'
@@ -175,6 +176,8 @@ func factsOf(c *record.Completion) []fact {
 		out = append(out, fact{kindDead, ""})
 	case record.EventExpired:
 		out = append(out, fact{kindExpired, ""})
+	case record.EventRetired:
+		out = append(out, fact{kindRetired, ""})
 	}
 	if c.Conflict {
 		out = append(out, fact{kindConflict, ""})
@@ -188,6 +191,9 @@ func factsOf(c *record.Completion) []fact {
 		}
 		if p.Status == receipt.StatusExpired {
 			out = append(out, fact{kindExpired, name})
+		}
+		if p.Status == record.StatusRetired {
+			out = append(out, fact{kindRetired, name})
 		}
 		if p.Conflicts > 0 {
 			out = append(out, fact{kindConflict, name})

@@ -120,8 +120,8 @@ func (s *State) Summary(ctx context.Context) (record.Summary, error) {
 		}
 		sum.Events = get(kindEvents, "")
 		sum.Pending, sum.DeadLettered, sum.Conflict = get(kindPending, ""), get(kindDead, ""), get(kindConflict, "")
-		sum.Expired = get(kindExpired, "")
-		sum.Complete = max(0, sum.Events-sum.Pending-sum.DeadLettered-sum.Expired)
+		sum.Expired, sum.Retired = get(kindExpired, ""), get(kindRetired, "")
+		sum.Complete = max(0, sum.Events-sum.Pending-sum.DeadLettered-sum.Expired-sum.Retired)
 		sum.PendingOriginUnknown = get(kindUnknown, "")
 		sum.Overdue = overdueOf("")
 		sum.OldestPending = oldest(idx, "", now)
@@ -129,6 +129,7 @@ func (s *State) Summary(ctx context.Context) (record.Summary, error) {
 			sum.Sites = append(sum.Sites, record.SiteSummary{
 				Site: site, Pending: get(kindPending, site), Overdue: overdueOf(site),
 				DeadLettered: get(kindDead, site), Expired: get(kindExpired, site), Conflict: get(kindConflict, site),
+				Retired: get(kindRetired, site),
 				OldestPending: oldest(idx, site, now),
 			})
 		}
@@ -152,7 +153,7 @@ func (s *State) sites(cnt *bolt.Bucket) []string {
 	}
 	c := cnt.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		if len(k) > 1 && (k[0] == kindPending || k[0] == kindDead || k[0] == kindExpired || k[0] == kindConflict) {
+		if len(k) > 1 && (k[0] == kindPending || k[0] == kindDead || k[0] == kindExpired || k[0] == kindConflict || k[0] == kindRetired) {
 			set[string(k[1:])] = true
 		}
 	}
