@@ -50,6 +50,14 @@ type App struct {
 	// failed for lack of space (storeFailed) to monitor.
 	noSpace chan string
 
+	// reloads carries Reload's requests to the running life; next is the
+	// one a restart takes, and reloaded answers it once the box runs on
+	// it (reload.go). auth is the running server's link authentication.
+	reloads  chan reload
+	next     *reload
+	reloaded chan error
+	auth     *linkAuth
+
 	opsLn     net.Listener
 	opsFailed atomic.Value                  // error: the ops server failed
 	opsSrv    atomic.Pointer[server.Server] // the current server, for the ops handlers
@@ -57,8 +65,11 @@ type App struct {
 	readyOnce sync.Once
 	isReady   atomic.Bool
 	notReady  atomic.Value // string: why the box is not ready
-	crashed   atomic.Bool  // Crash was called
-	closed    sync.Once
+	// streamFull names a full stream of the box's (updateStreamGauges),
+	// "" when none is.
+	streamFull atomic.Value
+	crashed    atomic.Bool // Crash was called
+	closed     sync.Once
 }
 
 // New checks the configuration and prepares an App whose site has role.
@@ -88,6 +99,7 @@ func New(cfg *topology.Config, log *slog.Logger, role Role, opts ...Option) (*Ap
 		role:    role,
 		ready:   make(chan struct{}),
 		noSpace: make(chan string, 1),
+		reloads: make(chan reload),
 	}
 	for _, o := range opts {
 		o(&a.opts)
@@ -198,6 +210,16 @@ func (a *App) Run(ctx context.Context) error {
 			err = ferr
 		}
 		a.isReady.Store(false)
+		if ctx.Err() == nil && errors.Is(err, errRestart) {
+			a.teardown()
+			r := a.next
+			a.cfg, a.site, a.next, a.reloaded = r.cfg, r.site, nil, r.done
+			continue
+		}
+		if a.reloaded != nil {
+			a.reloaded <- fmt.Errorf("box: reload: the box did not start on the new configuration: %w", err)
+			a.reloaded = nil
+		}
 		if ctx.Err() == nil && errors.Is(err, errNotWritable) {
 			a.teardown()
 			if err := a.waitWritable(lctx, err); err != nil {
@@ -239,15 +261,36 @@ func (a *App) life(ctx context.Context) error {
 	if err := dirsync.Tree(a.cfg.DataDir); err != nil {
 		return fmt.Errorf("data dir %s: sync its directories: %w", a.cfg.DataDir, err)
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	a.startLoops(gctx, g)
-	a.isReady.Store(true)
-	a.notReady.Store("")
-	a.metrics.storageFull.Set(0)
-	a.metrics.storageWritable.Set(1)
-	a.readyOnce.Do(func() { close(a.ready) })
-	a.log.Info("leafline ready", "nats", a.ClientURL(), "ops", a.OpsAddr(), "domain", a.site.Domain)
-	return g.Wait()
+	for {
+		lctx, cancel := context.WithCancel(ctx)
+		g, gctx := errgroup.WithContext(lctx)
+		a.startLoops(gctx, g)
+		a.isReady.Store(true)
+		a.notReady.Store("")
+		a.metrics.storageFull.Set(0)
+		a.metrics.storageWritable.Set(1)
+		a.readyOnce.Do(func() { close(a.ready) })
+		a.log.Info("leafline ready", "nats", a.ClientURL(), "ops", a.OpsAddr(), "domain", a.site.Domain)
+		if a.reloaded != nil {
+			a.reloaded <- nil
+			a.reloaded = nil
+		}
+		ended := make(chan error, 1)
+		go func() { ended <- g.Wait() }()
+		select {
+		case err := <-ended:
+			cancel()
+			return err
+		case r := <-a.reloads:
+			a.isReady.Store(false)
+			a.notReady.Store("reloading its configuration")
+			err := a.takeReload(ctx, r, cancel, ended)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+	}
 }
 
 func (a *App) start(ctx context.Context) error {
@@ -276,6 +319,7 @@ func (a *App) start(ctx context.Context) error {
 	}
 	violation := a.metrics.violationHook(a.log)
 	onError := func(msg string) { violation(msg); a.storeFailed(msg) }
+	a.auth, _ = opts.CustomClientAuthentication.(*linkAuth)
 	if a.srv, err = startServerWith(opts, a.log, onError); err != nil {
 		return err
 	}
@@ -288,7 +332,7 @@ func (a *App) start(ctx context.Context) error {
 	if a.js, err = jetstream.New(a.nc); err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	p := jsplan.SitePlan(cfg, a.site)
 	if a.held, err = holdSwitchedSources(rctx, a.js, cfg, a.site, &p); err != nil {
@@ -297,11 +341,18 @@ func (a *App) start(ctx context.Context) error {
 	if err := jsplan.Reconcile(rctx, a.js, p); err != nil {
 		return a.storageLimitsError(ctx, err)
 	}
+	if err := a.prune(rctx); err != nil {
+		return err
+	}
 	if a.plans, err = a.trimPlans(rctx); err != nil {
 		return a.storageLimitsError(ctx, err)
 	}
 	return a.storageLimitsError(ctx, a.role.Start(rctx))
 }
+
+// setupTimeout bounds the setup of a start or a reload (the site's
+// streams and consumers, the role's start).
+const setupTimeout = 30 * time.Second
 
 func (a *App) startLoops(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { return a.monitor(ctx) })
@@ -345,7 +396,7 @@ func (a *App) monitor(ctx context.Context) error {
 			up = 1
 		}
 		a.metrics.UpstreamConnected.Set(up)
-		a.updateSourceGauges(ctx)
+		a.updateStreamGauges(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -358,22 +409,39 @@ func (a *App) monitor(ctx context.Context) error {
 	}
 }
 
-func (a *App) updateSourceGauges(ctx context.Context) {
+// updateStreamGauges exports what each stream of the site's plan holds
+// against its limit, and its sources' lag, and keeps the first stream
+// that is full for /readyz.
+func (a *App) updateStreamGauges(ctx context.Context) {
+	full := ""
 	for _, sc := range jsplan.SitePlan(a.cfg, a.site).Streams {
-		if len(sc.Sources) == 0 {
-			continue
-		}
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		s, err := a.js.Stream(ictx, sc.Name)
 		cancel()
 		if err != nil {
 			continue
 		}
-		for _, src := range s.CachedInfo().Sources {
+		info := s.CachedInfo()
+		a.metrics.streamBytes.WithLabelValues(sc.Name).Set(float64(info.State.Bytes))
+		a.metrics.streamMsgs.WithLabelValues(sc.Name).Set(float64(info.State.Msgs))
+		a.metrics.streamMaxBytes.WithLabelValues(sc.Name).Set(float64(info.Config.MaxBytes))
+		if full == "" && streamFull(info.State.Bytes, info.Config.MaxBytes) {
+			full = fmt.Sprintf("stream %s is full (%s of its %s limit, jetstream.max_stream_bytes): it refuses what is published or relayed into it",
+				sc.Name, byteSize(int64(info.State.Bytes)), byteSize(info.Config.MaxBytes))
+		}
+		for _, src := range info.Sources {
 			a.metrics.sourceLag.WithLabelValues(sc.Name, src.Name).Set(float64(src.Lag))
 			a.metrics.sourceActive.WithLabelValues(sc.Name, src.Name).Set(src.Active.Seconds())
 		}
 	}
+	a.streamFull.Store(full)
+}
+
+// streamFull reports whether a stream holding bytes of its limit max
+// (<= 0: none) takes no more than a few messages: within 1% (at most
+// 1 MiB) of it.
+func streamFull(bytes uint64, max int64) bool {
+	return max > 0 && int64(bytes) >= max-min(max/100, 1<<20)
 }
 
 // UpstreamConnected reports whether the box's upstream leafnode is up.

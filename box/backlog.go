@@ -39,6 +39,17 @@ func (a *App) trimPlans(ctx context.Context) ([]jsplan.TrimPlan, error) {
 	return plans, nil
 }
 
+// prune deletes the consumers of edges that are no longer the site's
+// (jsplan.Prune), logging each.
+func (a *App) prune(ctx context.Context) error {
+	gone, err := jsplan.Prune(ctx, a.js, a.cfg, a.site)
+	for _, name := range gone {
+		a.log.Warn("deleted the consumer of an edge that is no longer this hub's (retired, moved or removed): the hub holds nothing more for it",
+			"stream", a.cfg.Topology.Events.HubStream, "consumer", name)
+	}
+	return err
+}
+
 // Backlogs returns what the box's streams held for each site with a
 // backlog budget (a hub's edges) at the last trim pass, by site.
 func (a *App) Backlogs() map[string]jsplan.Backlog {

@@ -54,6 +54,9 @@ func (a *App) startOnCluster(ctx context.Context) error {
 	if err := jsplan.Reconcile(rctx, a.js, a.clusterPlan()); err != nil {
 		return err
 	}
+	if err := a.prune(rctx); err != nil {
+		return err
+	}
 	if a.plans, err = a.trimPlans(rctx); err != nil {
 		return err
 	}

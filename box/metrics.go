@@ -14,6 +14,9 @@ type Metrics struct {
 
 	UpstreamConnected prometheus.Gauge
 	sourceLag         *prometheus.GaugeVec
+	streamBytes       *prometheus.GaugeVec
+	streamMsgs        *prometheus.GaugeVec
+	streamMaxBytes    *prometheus.GaugeVec
 	sourceActive      *prometheus.GaugeVec
 	trimmed           *prometheus.CounterVec
 	natsErrors        *prometheus.CounterVec
@@ -37,6 +40,9 @@ func NewMetrics(site, role string) *Metrics {
 	m.links.bytes = newLinkBytes()
 	m.UpstreamConnected = f.gauge("upstream_connected", "1 when the upstream leafnode link is connected.")
 	m.sourceLag = f.gaugeVec("source_lag", "Messages the sourced stream is behind its source.", "stream", "source")
+	m.streamBytes = f.gaugeVec("stream_bytes", "Bytes the box's stream holds now (its streams of the topology).", "stream")
+	m.streamMsgs = f.gaugeVec("stream_messages", "Messages the box's stream holds now.", "stream")
+	m.streamMaxBytes = f.gaugeVec("stream_max_bytes", "The stream's byte limit (jetstream.max_stream_bytes): a stream that reaches it refuses what is published or relayed into it, and /readyz says so.", "stream")
 	m.trimmed = f.counterVec("stream_trimmed_messages_total", "Messages deleted from a stream after every consumer that takes them had them.", "stream")
 	m.natsErrors = f.counterVec("nats_client_errors_total", "Asynchronous errors of the box's own NATS connections, by kind: slow_consumer (messages the client dropped; the server delivers them again after their AckWait) or other. Each is logged with the connection's name.", "kind")
 	m.upstreamChanges = f.counterVec("link_upstream_changes_total", "Times a relay link found that its upstream stream was not the one its stored messages came from, and took it again from an earlier sequence: kind replaced (the stream was created again: its box replaced, its data dir lost) or rolled_back (it no longer holds what the link stored last: its box restored from an older copy).", "link", "kind")

@@ -58,6 +58,9 @@ func (a *App) readiness() Readiness {
 	if !r.Ready {
 		r.Reason, _ = a.notReady.Load().(string)
 	}
+	if full, _ := a.streamFull.Load().(string); r.Ready && full != "" {
+		r.Ready, r.Reason = false, full
+	}
 	a.role.Readiness(&r)
 	if srv := a.opsSrv.Load(); a.site.Upstream != "" && srv != nil {
 		up := UpstreamConnected(srv)

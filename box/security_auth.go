@@ -30,15 +30,24 @@ import (
 // replaces the nkey instead of checking it); there, each link's identity
 // is its nkey, and the certificate proves only membership of the CA.
 type linkAuth struct {
-	srv   atomic.Pointer[server.Server] // for the global account
-	log   atomic.Pointer[slog.Logger]
-	nkeys map[string]linkUser // by public nkey
-	users map[string]linkUser // by user name (bcrypt password)
+	srv atomic.Pointer[server.Server] // for the global account
+	log atomic.Pointer[slog.Logger]
+	// link are the link users; a reload swaps them (take).
+	link atomic.Pointer[linkUsers]
 	// clientUser and clientPass, when set (nats.auth), are what every
 	// client presents, except the box's own connections inside the
 	// process (clientSecurity).
 	clientUser, clientPass string
 }
+
+// linkUsers are the downstream sites' leafnode users.
+type linkUsers struct {
+	nkeys map[string]linkUser // by public nkey
+	users map[string]linkUser // by user name (bcrypt password)
+}
+
+// take makes a authenticate the link users of n from now on (a reload).
+func (a *linkAuth) take(n *linkAuth) { a.link.Store(n.link.Load()) }
 
 // linkUser is one downstream site's leafnode user.
 type linkUser struct {
@@ -50,16 +59,21 @@ type linkUser struct {
 // bindLinkAuth makes linkAuth authenticate opts' connections, from the
 // link users listenSecurity put in opts and their sites.
 func bindLinkAuth(opts *server.Options, sites map[string]string) {
-	a := &linkAuth{nkeys: map[string]linkUser{}, users: map[string]linkUser{}}
+	lu := &linkUsers{nkeys: map[string]linkUser{}, users: map[string]linkUser{}}
 	for _, u := range opts.Nkeys {
-		a.nkeys[u.Nkey] = linkUser{site: sites[u.Nkey], nkey: u}
+		lu.nkeys[u.Nkey] = linkUser{site: sites[u.Nkey], nkey: u}
 	}
 	for _, u := range opts.Users {
 		if u.Username != localUser {
-			a.users[u.Username] = linkUser{site: sites[u.Username], user: u}
+			lu.users[u.Username] = linkUser{site: sites[u.Username], user: u}
 		}
 	}
-	opts.CustomClientAuthentication = a
+	a, _ := opts.CustomClientAuthentication.(*linkAuth)
+	if a == nil {
+		a = &linkAuth{}
+		opts.CustomClientAuthentication = a
+	}
+	a.link.Store(lu)
 }
 
 // started gives linkAuth the running server and the box's logger.
@@ -79,7 +93,7 @@ func (a *linkAuth) Check(c server.ClientAuthentication) bool {
 		c.RegisterUser(&server.User{Username: localUser, Account: a.account()})
 		return true
 	case server.LEAF:
-		if len(a.nkeys) == 0 && len(a.users) == 0 {
+		if lu := a.link.Load(); lu == nil || len(lu.nkeys) == 0 && len(lu.users) == 0 {
 			// A listener without link users accepts leafnodes as they
 			// come (the topology's auth method "none", which the lint
 			// reports); only its clients authenticate.
@@ -143,8 +157,12 @@ func clientSecurity(opts *server.Options, cfg *topology.Config) error {
 // leafUser finds the link user a leafnode authenticates as: an nkey that
 // signed the connection's nonce, or a user name and password.
 func (a *linkAuth) leafUser(c server.ClientAuthentication, o *server.ClientOpts) (linkUser, bool) {
+	lu := a.link.Load()
+	if lu == nil {
+		return linkUser{}, false
+	}
 	if o.Nkey != "" {
-		u, ok := a.nkeys[o.Nkey]
+		u, ok := lu.nkeys[o.Nkey]
 		if !ok || o.Sig == "" {
 			return linkUser{}, false
 		}
@@ -160,7 +178,7 @@ func (a *linkAuth) leafUser(c server.ClientAuthentication, o *server.ClientOpts)
 		}
 		return u, true
 	}
-	u, ok := a.users[o.Username]
+	u, ok := lu.users[o.Username]
 	if !ok || o.Username == "" {
 		return linkUser{}, false
 	}

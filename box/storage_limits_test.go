@@ -16,8 +16,8 @@ func TestStorageFit_Explain(t *testing.T) {
 		limit int64
 		wants []string
 	}{
-		{"hub", 100 << 20, []string{"reserve 2 GiB up front (HA and RH: jetstream.max_stream_bytes = 1 GiB each)",
-			"lower jetstream.max_stream_bytes to at most 52428800 (50 MiB)"}},
+		{"hub", 100 << 20, []string{"reserve 2.0 GiB up front (HA and RH: jetstream.max_stream_bytes = 1 GiB each; KV_leafline_releases: 1 MiB, fixed)",
+			"lower jetstream.max_stream_bytes to at most 51380224 (49 MiB)"}},
 		{"edge1", 90 << 20, []string{"reserve 2 GiB up front (L2A and RE: jetstream.max_stream_bytes = 1 GiB each)",
 			"at most 47185920 (45 MiB)"}},
 		// L1's quarantine stream has a fixed limit: it is left out of the

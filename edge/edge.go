@@ -142,6 +142,8 @@ func (a *Role) Crash() {
 // Start checks the outbox and builds the sink runner: its consumer,
 // sink, and the two receipt publishers.
 func (a *Role) Start(ctx context.Context) error {
+	// The box's config, which a reload may have changed since Init.
+	a.cfg, a.site = a.b.Config(), a.b.Site()
 	a.nc, a.js = a.b.Conn(), a.b.JetStream()
 	cfg := a.cfg
 	ob := a.ob // opened first, by start

@@ -93,6 +93,7 @@ func (a *Role) Loops(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { return a.svc.Run(ctx) })
 	g.Go(func() error { a.guardDirectConsumers(ctx); return nil })
 	g.Go(func() error { return a.resendReleased(ctx) })
+	g.Go(func() error { return a.retireGone(ctx) })
 	if a.cleaner != nil {
 		g.Go(func() error { return a.cleaner.Run(ctx) })
 	}
@@ -147,6 +148,8 @@ func (a *Role) Stop() {
 // Start starts the completion service and what serves its state: the
 // status API (HTTP and micro), the metrics and the cleanup.
 func (a *Role) Start(ctx context.Context) error {
+	// The box's config, which a reload may have changed since Init.
+	a.cfg, a.site = a.b.Config(), a.b.Site()
 	a.nc, a.js = a.b.Conn(), a.b.JetStream()
 	t := a.cfg.Topology
 	filters := map[string]string{}

@@ -2,13 +2,19 @@ package systest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafline/leafline"
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/receipt"
@@ -160,4 +166,154 @@ func TestFleet_ParkedEdge(t *testing.T) {
 	if n := metricOf(t, ls.App("l1"), "leafline_completion_resent_total", map[string]string{"edge": "edge1"}); n != 0 {
 		t.Fatalf("L1 sent %v events again to the edge that kept up", n)
 	}
+}
+
+// withSites returns a copy of ls's config of box with a topology
+// changed by change (a clone of the system's).
+func withSites(t *testing.T, ls *System, box string, change func(*topology.Topology)) *topology.Config {
+	t.Helper()
+	c := *ls.Configs[box]
+	c.Topology = cloneTopology(t, ls.Topology)
+	change(c.Topology)
+	return &c
+}
+
+// withoutSite drops the named site from a topology.
+func withoutSite(name string) func(*topology.Topology) {
+	return func(tp *topology.Topology) {
+		tp.Sites = slices.DeleteFunc(tp.Sites, func(s topology.Site) bool { return s.Name == name })
+	}
+}
+
+// leafID is the id of the hub's leafnode connection from site (0: none).
+func leafID(t *testing.T, ls *System, site string) uint64 {
+	t.Helper()
+	lz, err := ls.App("hub").Server().Leafz(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lz.Leafs {
+		if l.Name == site {
+			return l.ID
+		}
+	}
+	return 0
+}
+
+// reloadBox makes the running box take cfg.
+func reloadBox(t *testing.T, ls *System, name string, cfg *topology.Config) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ls.App(name).Reload(ctx, cfg); err != nil {
+		t.Fatalf("reload %s: %v", name, err)
+	}
+	ls.Configs[name] = cfg
+}
+
+// An edge added to the topology of a running fleet: L1 and its hub take
+// the new topology without a restart, the hub's other edge keeps its
+// link, the new edge takes its first event within seconds of being
+// ready, and L1 expects it for every event published afterwards.
+func TestFleet_SiteAdded(t *testing.T) {
+	ls, err := NewWith(t.TempDir(), Options{Edges: 2, Logger: testLogger(t), Configure: withTransport(topology.TransportRelay, "")},
+		func(string) leafline.Options { return leafline.Options{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.Close)
+	full := map[string]*topology.Config{}
+	for _, name := range []string{"l1", "hub", "edge1"} {
+		full[name] = ls.Configs[name]
+		ls.Configs[name] = withSites(t, ls, name, withoutSite("edge2"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, name := range []string{"l1", "hub", "edge1"} {
+		if _, err := ls.Start(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
+	waitDone(t, ls, publishN(t, js, "before", 100), time.Minute, "edge1")
+	link := leafID(t, ls, "edge1")
+	reloadBox(t, ls, "l1", full["l1"])
+	reloadBox(t, ls, "hub", full["hub"])
+	if _, err := ls.Start(ctx, "edge2"); err != nil {
+		t.Fatal(err)
+	}
+	ready := time.Now()
+	after := publishN(t, js, "after", 100)
+	waitDone(t, ls, after[:1], 10*time.Second, "edge2")
+	t.Logf("edge2 completed its first event %s after its ready", time.Since(ready).Round(time.Millisecond))
+	waitDone(t, ls, after, time.Minute, "edge1", "edge2")
+	if now := leafID(t, ls, "edge1"); now != link {
+		t.Fatalf("edge1's link to the hub dropped during the reload (connection %d, now %d)", link, now)
+	}
+}
+
+// An edge retired from a running fleet: within seconds L1 closes every
+// event still pending for it with the status retired, its hub deletes
+// its consumers, and L1 no longer expects it for new events.
+func TestFleet_SiteRetired(t *testing.T) {
+	ls := relayFleet(t)
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
+	if err := ls.Stop("edge2"); err != nil {
+		t.Fatal(err)
+	}
+	held := publishN(t, js, "held", 100)
+	waitDone(t, ls, held, time.Minute, "edge1")
+	retire := func(tp *topology.Topology) {
+		s, _ := tp.Site("edge2")
+		s.Retired = true
+	}
+	link := leafID(t, ls, "edge1")
+	reloadBox(t, ls, "l1", withSites(t, ls, "l1", retire))
+	reloadBox(t, ls, "hub", withSites(t, ls, "hub", retire))
+	svc := leafline.Completions(ls.App("l1"))
+	check.For(t, 10*time.Second, 100*time.Millisecond, func() error {
+		for _, id := range held {
+			c, err := svc.State().Get(context.Background(), id)
+			if err != nil {
+				return err
+			}
+			if c.Status != record.EventRetired || c.Processors["edge2"].Status != record.StatusRetired {
+				return fmt.Errorf("event %q: %s, edge2 %+v", id, c.Status, c.Processors["edge2"])
+			}
+		}
+		return nil
+	})
+	hjs := jstest.ConnectURL(t, ls.App("hub").ClientURL())
+	if _, err := hjs.Consumer(context.Background(), "HA", topology.RelayConsumerName("edge2")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the hub still holds edge2's consumer: %v", err)
+	}
+	after := publishN(t, js, "after", 50)
+	waitDone(t, ls, after, time.Minute, "edge1")
+	c, err := svc.State().Get(context.Background(), after[0])
+	if err != nil || c.Status != record.EventComplete || slices.Contains(c.Expected, "edge2") {
+		t.Fatalf("an event published after the retirement: %+v, %v", c, err)
+	}
+	if now := leafID(t, ls, "edge1"); now != link {
+		t.Fatalf("edge1's link to the hub dropped during the reload (connection %d, now %d)", link, now)
+	}
+}
+
+// A reload that changes what a box's own server runs with (here a local
+// setting) starts the box again inside its process on the new config; a
+// reload that would move its data dir is refused, and the box runs on.
+func TestFleet_ReloadRestartsOrRefuses(t *testing.T) {
+	ls := relayFleet(t)
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
+	c := *ls.Configs["edge1"]
+	c.Delivery.BatchSize = 7
+	reloadBox(t, ls, "edge1", &c)
+	waitDone(t, ls, publishN(t, js, "after", 50), time.Minute, "edge1", "edge2")
+	bad := c
+	bad.DataDir += "-elsewhere"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ls.App("edge1").Reload(ctx, &bad); err == nil || !strings.Contains(err.Error(), "data_dir changes") {
+		t.Fatalf("a reload moving the data dir: %v", err)
+	}
+	waitDone(t, ls, publishN(t, js, "still", 50), time.Minute, "edge1", "edge2")
 }

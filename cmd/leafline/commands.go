@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -218,6 +219,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", "err", err)
 		return exitUsage
 	}
+	reloadOnSignal(ctx, app, *path, log, reloadSignals...)
 	if err := app.Run(ctx); err != nil {
 		log.Error("leafline exited", "err", err)
 		return exitFailure
@@ -442,6 +444,9 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 				err = fmt.Errorf("%w: no stream answered for %s: is L1 running at %s, with its origin stream %s?", err, subj, nc.ConnectedUrlRedacted(), cfg.Topology.Events.OriginStream)
 			}
+			if strings.Contains(err.Error(), "maximum bytes exceeded") {
+				err = fmt.Errorf("%w: %s", err, originFull(ctx, nc, cfg))
+			}
 			fmt.Fprintf(stderr, "leafline publish: %v\n", err)
 			if left := *count - done - len(evs); left > 0 {
 				fmt.Fprintf(stderr, "leafline publish: %d further events were not attempted\n", left)
@@ -545,4 +550,40 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	enc.SetIndent("", "  ")
 	enc.Encode(c)
 	return exitOK
+}
+
+// originFull says why the origin stream refused events for lack of room,
+// naming the sites that hold the most pending events there (L1's status
+// service): the origin stream keeps each event until every site expected
+// to process it has reported it (with completion.cleanup), or keeps
+// everything (without).
+func originFull(ctx context.Context, nc *nats.Conn, cfg *topology.Config) string {
+	stream := cfg.Topology.Events.OriginStream
+	msg := fmt.Sprintf("the origin stream %s is full (jetstream.max_stream_bytes %d)", stream, cfg.JetStream.MaxStreamBytes)
+	if !cfg.Completion.Cleanup.Enabled {
+		msg += "; completion.cleanup is off, so it keeps every event: enable it to delete the events that are done"
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	sum, err := status.NewStatusClient(nc, "").Summary(rctx)
+	if err != nil {
+		return msg + fmt.Sprintf(" (which sites hold it is unknown: %v)", err)
+	}
+	sites := slices.Clone(sum.Sites)
+	slices.SortFunc(sites, func(a, b record.SiteSummary) int { return cmp.Compare(b.Pending, a.Pending) })
+	var held []string
+	for _, s := range sites[:min(len(sites), 3)] {
+		if s.Pending == 0 {
+			break
+		}
+		h := fmt.Sprintf("%s holds %d pending events", s.Site, s.Pending)
+		if s.OldestPending != nil {
+			h += fmt.Sprintf(" (the oldest published %s ago)", time.Duration(s.OldestPending.AgeSeconds*float64(time.Second)).Round(time.Second))
+		}
+		held = append(held, h)
+	}
+	if len(held) == 0 {
+		return msg
+	}
+	return msg + "; " + strings.Join(held, ", ") + ": bring a site that is away back, or retire it for good (sites[].retired), which closes its pending events"
 }

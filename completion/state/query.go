@@ -129,7 +129,7 @@ func (s *State) Summary(ctx context.Context) (record.Summary, error) {
 			sum.Sites = append(sum.Sites, record.SiteSummary{
 				Site: site, Pending: get(kindPending, site), Overdue: overdueOf(site),
 				DeadLettered: get(kindDead, site), Expired: get(kindExpired, site), Conflict: get(kindConflict, site),
-				Retired: get(kindRetired, site),
+				Retired:       get(kindRetired, site),
 				OldestPending: oldest(idx, site, now),
 			})
 		}

@@ -126,6 +126,9 @@ type Link struct {
 	// and from it, as its hub last said (SiteLink); zero when unknown.
 	Down int64 `json:"bytes_down"`
 	Up   int64 `json:"bytes_up"`
+	// Hub is what the hub holds for the site, and how far it released it
+	// past its budget, as its hub last said (nil: unknown).
+	Hub *Backlog `json:"hub,omitempty"`
 }
 
 // link says what L1 knows of site's link through hub at now. A hub that
@@ -149,7 +152,7 @@ func (lt *linkTracker) link(site, hub string, now, start time.Time, offlineAfter
 		if l.Connected {
 			st = "online"
 		}
-		return Link{State: st, Since: l.Since, Via: hub, Down: l.BytesOut, Up: l.BytesIn}
+		return Link{State: st, Since: l.Since, Via: hub, Down: l.BytesOut, Up: l.BytesIn, Hub: l.Backlog}
 	}
 	if now.Sub(heard) > offlineAfter {
 		return Link{State: "unknown", Since: heard, Via: hub}

@@ -105,6 +105,8 @@ func SystemdUnit(t *topology.Topology, site string, cfg *topology.Config, o Syst
 	w("Group=%s", o.Group)
 	w("ExecStartPre=%s check --config %s", o.Binary, conf)
 	w("ExecStart=%s run --config %s", o.Binary, conf)
+	w("# systemctl reload: the box takes its config and topology again (sites added or retired) without a restart.")
+	w("ExecReload=/bin/kill -HUP $MAINPID")
 	w("Restart=on-failure")
 	w("RestartSec=5s")
 	w("# The box drains its consumers and flushes its outbox on SIGTERM.")
