@@ -45,7 +45,9 @@ phases (--only, comma-separated, by letter or name; default all of them):
      recorded at L1 (p50/p99/max), and flow-control stall warnings
   F  (fleet) fleet: one hub, --fleet-edges edges, --fleet-events each published
      while every edge link is cut for --fleet-cut; drain time, process
-     CPU per 1k receipts, disk flushes per receipt
+     CPU per 1k receipts, disk flushes per receipt; then the same with
+     one edge stopped (parked): fleet_parked_ratio, the drain all up over
+     the others' drain with one parked (1 or more: no slower)
   wire  bytes on the edge link per event down and per receipt up, with
      compression off, s2_fast and s2_best (--wire events each, on the
      first --transport)
@@ -60,6 +62,16 @@ phases (--only, comma-separated, by letter or name; default all of them):
      restore, with the class urgent and without classes: publish to
      complete at L1 (urgent_p99_ms, urgent_p99_ms_no_priority), and normal
      work's share while urgent events flow at 10% of the rate
+  park  two edges over the relay, the hub's streams --park-stream-mib:
+     --park-events events of --park-size bytes with both edges up, then as
+     many with edge2 stopped (past its backlog budget at the hub): edge1's
+     rate in each (park_ratio, parked over both), then edge2 started and
+     timed until it has caught up; every event complete once for both
+  replace  two edges over the relay: edge1 replaced (data dir wiped), the
+     hub replaced, edge1 rolled back, the hub rolled back (data dir
+     restored from a copy); --replace-before events before each change,
+     --replace-after after it, timed from the box's ready until complete
+     at L1 for both edges; every event complete once
   r  (rss) peak RSS of an edge run as a separate leafline process
   sinks  each sink side by side (--sinks, --events); only when named,
          or when --sinks is given without --only
@@ -89,6 +101,8 @@ type benchFlags struct {
 	backlog, size, file, naive, e2e, drain, prob int
 	rss, batch, backlogBatch, wire, expiry       int
 	priorityBacklog, urgent                      int
+	parkEvents, parkSize, parkStreamMiB          int
+	replaceBefore, replaceAfter                  int
 	l1Events, l1Tracked                          int
 	cuts, rate, fleetEdges, fleetEvents          int
 	cutFor, fleetCut, capWindow                  time.Duration
@@ -120,6 +134,11 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.priorityBacklog, "priority-backlog", 100_000, "normal events at the hub behind a cut link (priority)")
 	fs.IntVar(&f.urgent, "urgent", 20, "urgent events timed, one a second (priority)")
 	fs.DurationVar(&f.capWindow, "cap-window", time.Minute, "how long cap measures the capped link")
+	fs.IntVar(&f.parkEvents, "park-events", 20_000, "events published in each of park's two sets (park)")
+	fs.IntVar(&f.parkSize, "park-size", 8192, "payload `bytes` of park's events")
+	fs.IntVar(&f.parkStreamMiB, "park-stream-mib", 64, "the hub's jetstream.max_stream_bytes in `MiB` during park (each edge's backlog budget is 3/4 of it)")
+	fs.IntVar(&f.replaceBefore, "replace-before", 1000, "events completed before each box is replaced or rolled back (replace)")
+	fs.IntVar(&f.replaceAfter, "replace-after", 1000, "events published and timed once the box is back (replace)")
 	fs.IntVar(&f.l1Events, "l1-events", 100_000, "events L1 applies alone (l1)")
 	fs.IntVar(&f.l1Tracked, "l1-tracked", 1_000_000, "events tracked for l1's flat cost and summary")
 	fs.IntVar(&f.cuts, "cuts", 20, "link cuts (l)")
@@ -196,7 +215,8 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 		Phases: phases, Transports: list(f.transport),
 		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
 		Probe: f.prob, RSS: f.rss, Wire: f.wire, Expiry: f.expiry, PriorityBacklog: f.priorityBacklog, Urgent: f.urgent, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
-		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, CapWindow: f.capWindow, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
+		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, CapWindow: f.capWindow,
+		ParkEvents: f.parkEvents, ParkSize: f.parkSize, ParkStreamMiB: f.parkStreamMiB, ReplaceBefore: f.replaceBefore, ReplaceAfter: f.replaceAfter, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
 		Compression: f.compression, Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,
 	}

@@ -60,6 +60,9 @@ func TestBench_BadFlags(t *testing.T) {
 		{[]string{"--only", "cap", "--cap-window", "500ms"}, "cap-window must be at least 1s"},
 		{[]string{"--only", "cap", "--cap-window", "2h"}, "cap-window must be 0..1h"},
 		{[]string{"--only", "F", "--full", "--fleet-edges", "500"}, "fleet-edges must be 0..200"},
+		{[]string{"--only", "park", "--park-size", "8"}, "park-size must be 16..262144"},
+		{[]string{"--only", "park", "--park-stream-mib", "8"}, "park-stream-mib must be 16..65536"},
+		{[]string{"--only", "replace", "--replace-after", "-1"}, "replace-after must be 0..10000000"},
 	} {
 		var out, errb bytes.Buffer
 		if code := dispatch(context.Background(), append([]string{"bench"}, tc.args...), &out, &errb); code != exitUsage || !strings.Contains(errb.String(), tc.want) {
@@ -95,12 +98,12 @@ func TestBench_RestoreAndFleetPrintParsableLine(t *testing.T) {
 	for _, f := range figs {
 		got[f.Name] = true
 	}
-	for _, name := range []string{"restore_p50_ms", "restore_p99_ms", "restore_max_ms", "restore_stalls", "fleet_drain_s", "fleet_cpu_s_per_1k", "fleet_stalls"} {
+	for _, name := range []string{"restore_p50_ms", "restore_p99_ms", "restore_max_ms", "restore_stalls", "fleet_drain_s", "fleet_cpu_s_per_1k", "fleet_stalls", "fleet_parked_ratio"} {
 		if !got[name] {
 			t.Errorf("no %s in %q", name, lines[len(lines)-1])
 		}
 	}
-	for _, row := range []string{"\nl ", "\nF "} {
+	for _, row := range []string{"\nl ", "\nF ", "\nF_parked "} {
 		if !strings.Contains(out.String(), row) {
 			t.Errorf("no %q row:\n%s", strings.TrimSpace(row), out.String())
 		}

@@ -85,6 +85,19 @@ func newBenchEnvLog(b *tb, dir string, edges int, filters map[string]string, sin
 	return env
 }
 
+// validate checks the topology and every box config again, after a phase
+// changed them: systest validated them as it laid them out.
+func (env *benchEnv) validate() {
+	if err := env.ls.Topology.Validate(); err != nil {
+		env.b.Fatal(err)
+	}
+	for _, c := range env.ls.Configs {
+		if err := c.Validate(); err != nil {
+			env.b.Fatal(err)
+		}
+	}
+}
+
 func (env *benchEnv) startAll() {
 	for _, e := range env.ls.Topology.Edges() {
 		env.gates[e.Name] = make(chan struct{})
@@ -178,6 +191,16 @@ func (env *benchEnv) waitUntil(what string, d time.Duration, cond func() bool) {
 	if err := ctxsleep.Until(env.b.ctx, d, func() (bool, error) { return cond(), nil }); err != nil {
 		env.b.Fatalf("bench: waiting for %s: %v", what, err)
 	}
+}
+
+// waitFor is waitUntil that reports a timeout rather than ending the
+// run: false once d has passed without cond. A stopped run still ends.
+func (env *benchEnv) waitFor(d time.Duration, cond func() bool) bool {
+	err := ctxsleep.Until(env.b.ctx, d, func() (bool, error) { return cond(), nil })
+	if err != nil && env.b.ctx.Err() != nil {
+		env.b.Fatal("bench: stopped: ", context.Cause(env.b.ctx))
+	}
+	return err == nil
 }
 
 func (env *benchEnv) connected(site string) func() bool {

@@ -97,13 +97,18 @@ func (o Options) estimateLinked(relay bool) float64 {
 		if relay {
 			drain = 0.15
 		}
-		s += 5 + 0.1*float64(o.FleetEdges) + max(o.FleetCut.Seconds(), per(events, 0.4)) + per(events, drain)
+		cut := max(o.FleetCut.Seconds(), per(events, 0.4))
+		s += 5 + 0.1*float64(o.FleetEdges) + cut + per(events, drain)
+		if o.FleetEdges >= 2 {
+			// The same again with one edge parked: the others drain.
+			s += 1 + cut + per(events-o.FleetEvents, drain)
+		}
 	}
 	return s
 }
 
 // estimateFieldLinks is the seconds of the field-link phases: wire, cap,
-// expiry and priority.
+// expiry and priority; then park and replace.
 func (o Options) estimateFieldLinks() float64 {
 	var s float64
 	if o.on("wire") {
@@ -123,6 +128,15 @@ func (o Options) estimateFieldLinks() float64 {
 		// (and the urgent events a second apart), the first with a
 		// fifth of it again for the share.
 		s += 2*(6+max(per(o.PriorityBacklog, 0.15), float64(o.Urgent))) + 3 + per(o.PriorityBacklog/5, 0.2)
+	}
+	if o.on("park") {
+		// Two sets to edge1 and edge2's catch-up on the second, each
+		// event's cost in proportion to its size.
+		s += 6 + per(o.ParkEvents, 5.5*max(0.25, float64(o.ParkSize)/8192))
+	}
+	if o.on("replace") {
+		// Six restarts (two per rollback) and every event of four cases.
+		s += 3 + 6*1.5 + per(4*(o.ReplaceBefore+o.ReplaceAfter), 0.6)
 	}
 	return s
 }

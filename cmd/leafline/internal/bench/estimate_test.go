@@ -19,3 +19,20 @@ func TestEstimate_GrowsWithSizes(t *testing.T) {
 		t.Errorf("line %q", line)
 	}
 }
+
+// park and replace take longer with more events; F takes longer with a
+// parked run than without one (a fleet of one edge has none).
+func TestEstimate_ParkReplaceAndParkedFleet(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		small, more Options
+	}{
+		{"park", Options{Phases: []string{"park"}, ParkEvents: 2000}, Options{Phases: []string{"park"}}},
+		{"replace", Options{Phases: []string{"replace"}, ReplaceBefore: 100, ReplaceAfter: 100}, Options{Phases: []string{"replace"}}},
+		{"F", Options{Phases: []string{"F"}, FleetEdges: 1, FleetEvents: 2000}, Options{Phases: []string{"F"}, FleetEdges: 2, FleetEvents: 1000}},
+	} {
+		if s, m := c.small.Estimate(), c.more.Estimate(); s >= m {
+			t.Errorf("%s: estimates %v and %v: want increasing", c.name, s, m)
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 )
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
-var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "priority", "r"}
+var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "priority", "park", "replace", "r"}
 
 // PhaseNames name the phases that Phases calls by a letter: a name says
 // the same as its letter in Options.Phases (and `leafline bench --only`).
@@ -103,7 +103,11 @@ func SetTransport(t *topology.Topology, transport string) error {
 //
 //	F  FleetEvents events per edge published at L1 while every edge link
 //	   is cut for FleetCut; then every link is restored at once and the
-//	   drain is timed until every event is completed at L1.
+//	   drain is timed until every event is completed at L1. With 2 edges
+//	   or more, the same again on the same system with the last edge
+//	   stopped (parked) for the whole run (row F_parked): its events stay
+//	   at the hub, and the drain is timed until every other edge's events
+//	   are completed; a parked edge must not slow the others.
 //
 // Then, on the first transport, a system of l1, a hub and one edge per
 // compression (off, s2_fast, s2_best on every link):
@@ -141,6 +145,32 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	          system without classes). With the class, a fifth of the
 //	          backlog again, drained while urgent events flow at 10% of
 //	          the rate: normal work's share of the completions meanwhile.
+//
+// Then a system of l1, a hub and two edges over the relay (store sinks),
+// the hub box's jetstream.max_stream_bytes ParkStreamMiB MiB and the
+// origin stream's duplicate window parkDuplicateWindow:
+//
+//	park  ParkEvents events of ParkSize bytes published at L1 with both
+//	      edges up, timed until edge1 has completed each at L1; then
+//	      edge2 stopped and as many again, timed the same (at the
+//	      defaults 2.5 times the hub's stream limit: the hub releases
+//	      edge2's oldest events past its backlog budget rather than
+//	      fill); then edge2 started again, timed from its ready until it
+//	      has completed each event of the second set (L1 sends it what
+//	      the hub released). Every event must end complete for both
+//	      edges, each receipt applied once.
+//
+// Then a system of l1, a hub and two edges over the relay, L1's redrive
+// shortened (replaceRedriveAfter):
+//
+//	replace  four cases in turn: edge1 replaced (its data dir wiped), the
+//	         hub replaced, edge1 rolled back (its data dir restored from a
+//	         copy taken before ReplaceBefore events), the hub rolled back.
+//	         In each, ReplaceBefore events complete at L1 before the
+//	         change; once the box is ready again, ReplaceAfter events are
+//	         published and timed from its ready until each is complete at
+//	         L1 for both edges. Every event must end complete, each
+//	         receipt applied once.
 //
 // And last:
 //
@@ -183,6 +213,14 @@ type Options struct {
 	// (30s; the publish to the hub counts in it).
 	FleetEdges, FleetEvents int
 	FleetCut                time.Duration
+	// ParkEvents, ParkSize and ParkStreamMiB shape park: the events
+	// published in each of its two sets (20000), their payload bytes
+	// (8192), and the hub box's jetstream.max_stream_bytes in MiB (64),
+	// of which each edge's backlog budget is 3/4.
+	ParkEvents, ParkSize, ParkStreamMiB int
+	// ReplaceBefore and ReplaceAfter shape replace: the events published
+	// before each change (1000) and after the box is ready again (1000).
+	ReplaceBefore, ReplaceAfter int
 
 	// Compression is the leafnode compression of every link (a
 	// topology.CompressionModes name) in every phase but wire, which
@@ -246,6 +284,11 @@ func (o *Options) setDefaults() {
 	def(&o.Rate, 100)
 	def(&o.FleetEdges, 50)
 	def(&o.FleetEvents, 2000)
+	def(&o.ParkEvents, 20_000)
+	def(&o.ParkSize, 8192)
+	def(&o.ParkStreamMiB, 64)
+	def(&o.ReplaceBefore, 1000)
+	def(&o.ReplaceAfter, 1000)
 	if o.CutFor == 0 {
 		o.CutFor = 2 * time.Second
 	}
@@ -301,7 +344,8 @@ func (o *Options) Validate() error {
 	}{{"backlog", o.Backlog}, {"size", o.Size}, {"file", o.File}, {"naive", o.Naive}, {"e2e", o.E2E},
 		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"l1-events", o.L1Events}, {"l1-tracked", o.L1Tracked}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch},
 		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}, {"wire", o.Wire}, {"expiry", o.Expiry},
-		{"priority-backlog", o.PriorityBacklog}, {"urgent", o.Urgent}} {
+		{"priority-backlog", o.PriorityBacklog}, {"urgent", o.Urgent}, {"park-events", o.ParkEvents},
+		{"replace-before", o.ReplaceBefore}, {"replace-after", o.ReplaceAfter}} {
 		if s.v < 0 || s.v > 10_000_000 {
 			errs = append(errs, fmt.Sprintf("%s must be 0..10000000, got %d", s.name, s.v))
 		}
@@ -326,6 +370,12 @@ func (o *Options) Validate() error {
 	if o.Size > 0 && o.Size < 16 {
 		errs = append(errs, fmt.Sprintf("size must be at least 16 bytes, got %d", o.Size))
 	}
+	if o.ParkSize != 0 && (o.ParkSize < 16 || o.ParkSize > maxParkSize) {
+		errs = append(errs, fmt.Sprintf("park-size must be 16..%d bytes, got %d", maxParkSize, o.ParkSize))
+	}
+	if o.ParkStreamMiB != 0 && (o.ParkStreamMiB < 16 || o.ParkStreamMiB > 65536) {
+		errs = append(errs, fmt.Sprintf("park-stream-mib must be 16..65536, got %d", o.ParkStreamMiB))
+	}
 	if o.Compression != "" && !slices.Contains(topology.CompressionModes, o.Compression) {
 		errs = append(errs, fmt.Sprintf("compression %q: want one of %s", o.Compression, strings.Join(topology.CompressionModes, ", ")))
 	}
@@ -340,6 +390,10 @@ func (o *Options) Validate() error {
 	}
 	return nil
 }
+
+// maxParkSize bounds ParkSize: an event, its headers included, must stay
+// under the servers' max_payload (1 MiB).
+const maxParkSize = 256 << 10
 
 func (o *Options) on(phase string) bool {
 	return len(o.Phases) == 0 || slices.Contains(o.Phases, phase)

@@ -115,6 +115,8 @@ type run struct {
 	caps       []capRes
 	expiries   []expiryRes
 	priorities []priorityRes
+	parks      []parkRes
+	replaces   []replaceRes
 }
 
 // feRows are the drain and end-to-end rows of one transport.
@@ -248,6 +250,12 @@ func (r *run) phases() (figs []Figure, err error) {
 	if r.o.on("priority") {
 		r.priority()
 	}
+	if r.o.on("park") {
+		r.park()
+	}
+	if r.o.on("replace") {
+		r.replace()
+	}
 	if r.o.on("r") {
 		r.m.Phase("r edge process RSS")
 		row := benchRSSRun(r.tb, o.RSS, r.payload)
@@ -271,9 +279,9 @@ func loadavg() string {
 func (r *run) banner() {
 	o := r.o
 	fmt.Fprintf(r.out, "bench: leafline, GOMAXPROCS=%d, NumCPU=%d, loadavg at start %s\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), loadavg())
-	fmt.Fprintf(r.out, "bench: phases=%s transports=%s backlog=%d size=%dB file=%d naive=%d drain=%d e2e=%d probe=%d rss=%d cuts=%dx%v rate=%d/s fleet=%dx%d cut %v ids=%s; signed receipts=%t, mutual TLS links=%t, edge batch_size=%s backlog_batch_size=%s\n",
+	fmt.Fprintf(r.out, "bench: phases=%s transports=%s backlog=%d size=%dB file=%d naive=%d drain=%d e2e=%d probe=%d rss=%d cuts=%dx%v rate=%d/s fleet=%dx%d cut %v park=%dx%dB hub streams %dMiB replace=%d+%d ids=%s; signed receipts=%t, mutual TLS links=%t, edge batch_size=%s backlog_batch_size=%s\n",
 		strings.Join(o.Phases, ","), strings.Join(o.Transports, ","), o.Backlog, len(r.payload), o.File, o.Naive, o.Drain, o.E2E, o.Probe, o.RSS,
-		o.Cuts, o.CutFor, o.Rate, o.FleetEdges, o.FleetEvents, o.FleetCut,
+		o.Cuts, o.CutFor, o.Rate, o.FleetEdges, o.FleetEvents, o.FleetCut, o.ParkEvents, o.ParkSize, o.ParkStreamMiB, o.ReplaceBefore, o.ReplaceAfter,
 		o.IDs, !o.Unsigned, !o.Insecure, setting(o.Batch), setting(o.BacklogBatch))
 	fmt.Fprintln(r.out, o.estimateLine())
 }

@@ -33,10 +33,13 @@ func (r *run) report() []Figure {
 	figs = append(figs, r.l1Figures()...)
 	figs = append(figs, r.transportFigures()...)
 	figs = append(figs, r.restoreFigures()...)
+	figs = append(figs, r.fleetFigures()...)
 	figs = append(figs, r.wireFigures()...)
 	figs = append(figs, r.capFigures()...)
 	figs = append(figs, r.expiryFigures()...)
 	figs = append(figs, r.priorityFigures()...)
+	figs = append(figs, r.parkFigures()...)
+	figs = append(figs, r.replaceFigures()...)
 	if r.rss != nil {
 		fmt.Fprintf(out, "edge process peak RSS draining %d events: %.0f MiB\n", r.rss.n, float64(r.rss.rssKB)/1024)
 		figs = append(figs, Figure{"edge_rss_mib", float64(r.rss.rssKB) / 1024})

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,13 +49,6 @@ type restoreRes struct {
 	row       benchRow
 	stalls    int64
 	fromUp    []time.Duration // from the link being up again, not from the restore
-}
-
-// fleetRes is what F measured over one transport.
-type fleetRes struct {
-	transport string
-	row       benchRow
-	stalls    int64
 }
 
 // steady publishes one event every 1/rate at L1, each waiting for its
@@ -199,82 +191,11 @@ func (r *run) firstRecorded(env *benchEnv, store record.RecordReader, id func(in
 	return at
 }
 
-// fleet is F over one transport: one hub and FleetEdges edges, each
-// receiving FleetEvents events published while every edge link is cut.
-func (r *run) fleet(transport string) {
-	o := r.o
-	n, k := o.FleetEdges, o.FleetEvents
-	filters := map[string]string{}
-	for i := 1; i <= n; i++ {
-		filters[fmt.Sprintf("edge%d", i)] = fmt.Sprintf("events.F.edge%d.>", i)
-	}
-	r.m.Phase("F fleet [" + transport + "]")
-	log, stalls := newStallLogger()
-	t0 := time.Now()
-	env := newBenchEnvLog(r.tb, r.TempDir(), n, filters, nil, transport, log)
-	defer env.close()
-	for _, c := range env.ls.Configs {
-		c.JetStream.SyncInterval = "always"
-	}
-	env.startAll()
-	edges := env.ls.Topology.Edges()
-	r.m.Track("edges linked", "sites", int64(n+1), func() int64 {
-		var up int64
-		for _, s := range env.ls.Topology.Sites[1:] {
-			if env.connected(s.Name)() {
-				up++
-			}
-		}
-		return up
-	})
-	env.waitUntil("links", 10*time.Minute, func() bool {
-		for _, s := range env.ls.Topology.Sites[1:] {
-			if !env.connected(s.Name)() {
-				return false
-			}
-		}
-		return true
-	})
-	fmt.Fprintf(r.out, "bench: fleet [%s]: %d edges started and linked in %.1fs\n", transport, n, time.Since(t0).Seconds())
-	for _, e := range edges {
-		env.open(e.Name)
-		env.ls.Links[e.Name].Cut()
-	}
-	cut, total := time.Now(), n*k
-	base := env.applied()
-	r.m.Track("links cut, published to the hub", "events", int64(total), since(env.count("hub", "HA")))
-	if err := benchPublish(r.ctx, env.js["l1"], total, r.payload,
-		func(i int) string { return fmt.Sprintf("events.F.edge%d.%d", i%n+1, i%8) }, r.id("F"), nil); err != nil {
-		r.Fatal(err)
-	}
-	env.waitUntil("the hub holds the fleet's events", 30*time.Minute, func() bool { return env.count("hub", "HA")() >= uint64(total) })
-	held := time.Since(cut)
-	r.m.Waiting("links cut", o.FleetCut-held)
-	r.sleep(o.FleetCut - held)
-	var wg sync.WaitGroup
-	r.m.Track("links restored, drain", "events completed", int64(total), func() int64 { return int64(env.applied() - base) })
-	ph := r.begin("F_fleet")
-	for _, e := range edges {
-		wg.Go(env.ls.Links[e.Name].Restore)
-	}
-	wg.Wait()
-	env.waitUntil("the fleet's drain", 60*time.Minute, func() bool { return env.applied() >= base+uint64(total) })
-	row := ph.end("F", fmt.Sprintf("fleet: %d edges, common cut %s, restore -> all completed [%s]", n, max(o.FleetCut, held).Round(time.Second), transport), total, nil,
-		fmt.Sprintf("cpu_s/1k: the whole process (hub, edges, l1); %d stall warnings", stalls.Load()))
-	r.rows = append(r.rows, row)
-	r.fleets = append(r.fleets, fleetRes{transport: transport, row: row, stalls: stalls.Load()})
-}
-
-// restoreFigures are the figures of l and F per transport: plain names
-// with one transport, suffixed with _<transport> with several.
+// restoreFigures are the figures of l per transport: plain names with
+// one transport, suffixed with _<transport> with several.
 func (r *run) restoreFigures() []Figure {
 	var figs []Figure
-	suffix := func(t string) string {
-		if len(r.o.Transports) > 1 {
-			return "_" + t
-		}
-		return ""
-	}
+	suffix := r.transportSuffix
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	for _, x := range r.restore {
 		s := suffix(x.transport)
@@ -284,15 +205,6 @@ func (r *run) restoreFigures() []Figure {
 			Figure{"restore_from_up_p50_ms" + s, ms(benchPct(x.fromUp, 0.5))},
 			Figure{"restore_from_up_p99_ms" + s, ms(benchPct(x.fromUp, 0.99))},
 			Figure{"restore_stalls" + s, float64(x.stalls)})
-	}
-	for _, x := range r.fleets {
-		s := suffix(x.transport)
-		figs = append(figs, Figure{"fleet_drain_s" + s, x.row.dur.Seconds()},
-			Figure{"fleet_cpu_s_per_1k" + s, x.row.cpu.Seconds() / float64(x.row.n) * 1000})
-		if x.row.flushes >= 0 {
-			figs = append(figs, Figure{"fleet_flushes_per_receipt" + s, float64(x.row.flushes) / float64(x.row.n)})
-		}
-		figs = append(figs, Figure{"fleet_stalls" + s, float64(x.stalls)})
 	}
 	return figs
 }
