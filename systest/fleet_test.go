@@ -1,11 +1,11 @@
 package systest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline"
+	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
@@ -66,24 +67,6 @@ func wipe(t *testing.T) func(string) {
 	}
 }
 
-// copyDir copies a stopped box's data dir to dst.
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
-		t.Fatalf("copy %s: %v: %s", src, err, out)
-	}
-}
-
-// restoreFrom replaces a data dir with a copy taken earlier: a box rolled back.
-func restoreFrom(t *testing.T, copy string) func(string) {
-	return func(dir string) {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Fatal(err)
-		}
-		copyDir(t, copy, dir)
-	}
-}
-
 func relayFleet(t *testing.T) *System {
 	return testSystem(t, Options{Edges: 2, Configure: withTransport(topology.TransportRelay, "")}, nil)
 }
@@ -108,18 +91,31 @@ func TestFleet_Replaced(t *testing.T) {
 }
 
 // A box rolled back to a copy of its data dir taken earlier: every event
-// published after it is back completes at L1.
+// published after it is back completes at L1. For L1 itself (restored
+// from a backup), the events published between the copy and the restore
+// are gone with its origin stream; what is published after completes.
 func TestFleet_RolledBack(t *testing.T) {
-	for _, site := range []string{"edge1", "hub"} {
+	for _, site := range []string{"edge1", "hub", "l1"} {
 		t.Run(site, func(t *testing.T) {
 			ls := relayFleet(t)
-			js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
-			waitDone(t, ls, publishN(t, js, "first", 100), time.Minute, "edge1", "edge2")
-			copy := t.TempDir() + "/copy"
-			restart(t, ls, site, func(dir string) { copyDir(t, dir, copy) })
-			waitDone(t, ls, publishN(t, js, "second", 300), time.Minute, "edge1", "edge2")
-			restart(t, ls, site, restoreFrom(t, copy))
-			waitDone(t, ls, publishN(t, js, "third", 200), time.Minute, "edge1", "edge2")
+			l1 := func() jetstream.JetStream { return jstest.ConnectURL(t, ls.App("l1").ClientURL()) }
+			waitDone(t, ls, publishN(t, l1(), "first", 100), time.Minute, "edge1", "edge2")
+			// The copy is a backup (leafline backup), the rollback its
+			// restore into a blank data dir (leafline restore).
+			var archive bytes.Buffer
+			restart(t, ls, site, func(string) {
+				if _, err := box.Backup(ls.Configs[site], &archive); err != nil {
+					t.Fatal(err)
+				}
+			})
+			waitDone(t, ls, publishN(t, l1(), "second", 300), time.Minute, "edge1", "edge2")
+			restart(t, ls, site, func(dir string) {
+				wipe(t)(dir)
+				if _, err := box.Restore(ls.Configs[site], &archive); err != nil {
+					t.Fatal(err)
+				}
+			})
+			waitDone(t, ls, publishN(t, l1(), "third", 200), time.Minute, "edge1", "edge2")
 		})
 	}
 }

@@ -63,6 +63,8 @@ func init() {
 		{"provision", "--config FILE [--server URL] [--creds FILE] [--lint-only] [--server-config FILE]", "create a site's streams and consumers on a stock nats-server, then lint them live (and its configuration file)", cmdProvision},
 		{"trim", "--config FILE [--server URL] [--creds FILE] [--every INTERVAL]", "delete from a stock nats-server site's streams what their takers have ACKed (a box does it itself)", cmdTrim},
 		{"bench", "[--only PHASES] [--transport LIST] [--backlog N] [--e2e N] [--drain N] [--sinks LIST]", "measure leafline on this machine: the runner, end to end, the drain after a cut, each sink; prints a table and a bench line", cmdBench},
+		{"backup", "--config FILE --out ARCHIVE", "copy a stopped box's data dir (streams, consumers, outbox or completion state) into one archive", cmdBackup},
+		{"restore", "--config FILE --from ARCHIVE", "fill a stopped box's empty data dir from a backup of its site; its links then take it from where the copy was taken", cmdRestore},
 		{"outbox", "check|inspect --config FILE [--json]", "verify the edge's outbox file, or count pending and published receipts (box stopped)", cmdOutbox},
 		{"version", "", "print the version, the commit it was built from, and the Go and nats-server versions (also --version)", cmdVersion},
 	}
