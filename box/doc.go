@@ -58,6 +58,14 @@
 //     consumer reset, reply with sequences it had skipped, and trimming
 //     then deleted them (jsplan.ServerVersionWarning names such a stock server).
 //
+// HA is bounded per edge as well (backlog.go, jsplan.Budget): a hub keeps
+// for each edge at most its backlog budget (topology Backlog), and past it
+// releases the edge's oldest events, recording how far in its releases
+// bucket (release.go) before the purge deletes anything; its link beats
+// carry the release to L1, which sends those events again to that edge
+// alone. A hub also deletes, at its start and at each reload, the
+// consumers on HA of edges that are no longer its own (jsplan.Prune).
+//
 // A consumer has taken everything up to its ACK floor and, if filtered,
 // up to the next message of its subjects in the stream. Nothing else of
 // what nats-server reports about a consumer is trusted: it counts a stored
@@ -69,6 +77,16 @@
 // waited for. The streams keep limits retention: a purge by sequence drops
 // whole blocks, where work-queue retention deletes one message per ACK
 // (measured: it halved the runner's rate under a backlog).
+//
+// # A new config without a restart
+//
+// Reload (on SIGHUP in `leafline run`) makes a running box take a new
+// config, its topology changed: in place, with the server and its links
+// up, when the server runs with the same settings; else by starting again
+// inside the process (reload.go). A box restored from a copy of its data
+// dir, or replaced with a blank one, is found out by its neighbours'
+// relay links (package hop), and Backup and Restore make and take such a
+// copy of a stopped box (backup.go).
 //
 // # A full disk
 //

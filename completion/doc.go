@@ -98,6 +98,28 @@
 // a receipt in a lane as it binds any other (its site and status, with
 // the class token after them).
 //
+// # Sending an event again to one edge
+//
+// With ServiceConfig.Address, what L1 publishes again goes to the one edge
+// that misses it: the redrive publishes one copy per missing processor,
+// and Resend sends a released edge's pending events (its hub released
+// them past its backlog budget; package jsplan's Release) on the subject
+// Address gives (topology.AddressedSubject). Only that edge's consumer at
+// its hub takes such a copy, and its runner hands it to the sink on the
+// event's own subject. Every copy carries the event's headers (its
+// Nats-Msg-Id, so its event_id) and RedriveHeader; Resend sends an event
+// only once it is older than the origin stream's duplicate window
+// (OriginDuplicates), which would otherwise drop the copy, publishes in
+// atomic batches, and waits for their PubAck.
+//
+// # Retired sites
+//
+// Retire closes, for a site retired or removed from the topology, every
+// event pending for it: the processor gets record.StatusRetired, with who
+// closed it and why, in one log entry per batch, so the log audits it. A
+// receipt the site sent before it was retired replaces the retirement
+// (record.FoldReceipt). The state of the previous layout cannot retire.
+//
 // # Clusters
 //
 // The Service needs only a JetStream context: it runs the same against the

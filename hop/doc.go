@@ -176,7 +176,11 @@
 //     one id) is stored one message at a time instead; the server drops the
 //     duplicate as sourcing would.
 //   - The upstream owner must not delete unACKed messages of the link (the
-//     trim never does): the lookup would then skip them.
+//     trim never does, but for an edge past its backlog budget, whose
+//     released messages its upstream sends again by other means): the
+//     lookup would then skip them. A deleted tip that the upstream had not
+//     recorded as ACKed reads as a rolled-back upstream: the link takes
+//     it again from its ACK floor, a repeat and never a loss.
 //   - Two relays must not run on one link at once.
 //   - A cap holds one relay, in one direction. Both directions of a
 //     leafnode link are capped by the relay at each end, each on its own.

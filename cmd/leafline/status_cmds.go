@@ -152,6 +152,9 @@ func cmdSummary(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func writeSummaryTable(w io.Writer, s record.Summary) {
 	fmt.Fprintf(w, "events %d: pending %d, complete %d, dead_lettered %d, expired %d, conflict %d, overdue %d (pending longer than %s)\n",
 		s.Events, s.Pending, s.Complete, s.DeadLettered, s.Expired, s.Conflict, s.Overdue, s.OverdueAfter)
+	if s.Retired > 0 {
+		fmt.Fprintf(w, "retired %d: closed because a site they were routed to was retired before it reported them\n", s.Retired)
+	}
 	if s.PendingOriginUnknown > 0 {
 		fmt.Fprintf(w, "pending without a seen origin message: %d\n", s.PendingOriginUnknown)
 	}
@@ -168,13 +171,13 @@ func writeSummaryTable(w io.Writer, s record.Summary) {
 	if len(s.Sites) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SITE\tPENDING\tOVERDUE\tDEAD_LETTERED\tEXPIRED\tCONFLICT\tOLDEST_PENDING")
+		fmt.Fprintln(tw, "SITE\tPENDING\tOVERDUE\tDEAD_LETTERED\tEXPIRED\tCONFLICT\tRETIRED\tOLDEST_PENDING")
 		for _, r := range s.Sites {
 			oldest := "-"
 			if r.OldestPending != nil {
 				oldest = statusAge(r.OldestPending.AgeSeconds)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Site, r.Pending, r.Overdue, r.DeadLettered, r.Expired, r.Conflict, oldest)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Site, r.Pending, r.Overdue, r.DeadLettered, r.Expired, r.Conflict, r.Retired, oldest)
 		}
 		tw.Flush()
 	}
