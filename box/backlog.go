@@ -115,3 +115,30 @@ func (m *Metrics) initBacklog() {
 		released: f.counterVec("edge_backlog_released_messages_total", "Messages of the hub's events stream released past the edge's floor because its backlog passed its budget: not lost, L1 sends the edge's events among them again to it alone.", "edge"),
 	}
 }
+
+// upstreamChanged counts what the relay link name (of sp) found of its
+// upstream. A hub whose events stream is new (it was replaced with a
+// blank disk) releases every edge through what the old hub had taken
+// from L1: L1 then sends each edge its events the old hub held and did
+// not pass on.
+func (a *App) upstreamChanged(ctx context.Context, sp jsplan.TakenLink, name string, c hop.UpstreamChange) {
+	a.metrics.upstreamChanges.WithLabelValues(name, c.Kind).Inc()
+	if c.Kind != hop.DownstreamNew || a.releases == nil || sp.LocalStream != a.cfg.Topology.Events.HubStream || c.Start < 2 {
+		return
+	}
+	origin := c.Start - 1
+	for _, e := range a.cfg.Topology.Downstream(a.site.Name) {
+		prev := a.releases.Released(e.Name)
+		if e.Direct() || prev.Origin >= origin {
+			continue
+		}
+		rel := prev
+		rel.Site, rel.Origin, rel.At = e.Name, origin, time.Now()
+		if err := a.releases.Release(ctx, rel); err != nil {
+			a.log.Warn("new events stream: could not record the release of an edge; L1's redrive repairs its events instead", "edge", e.Name, "err", err)
+			continue
+		}
+		a.log.Warn("this hub's events stream is new (a blank disk): released its edge through what the old hub had taken; L1 sends it again what it had not passed on",
+			"edge", e.Name, "through_origin_seq", origin)
+	}
+}

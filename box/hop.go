@@ -77,7 +77,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 			Name: name, Upstream: up, Stream: sp.Stream, Consumer: sp.Consumer, Skip: skip,
 			Local: local, LocalStream: sp.LocalStream, Subject: sp.Subject, Marks: sp.Marks,
 			Batch: jsplan.RelayBatch, Cap: caps[key], Rank: sp.Rank, LinkUp: watch.next, IdleExpiry: relayIdleExpiry,
-			Changed: func(c hop.UpstreamChange) { a.metrics.upstreamChanges.WithLabelValues(name, c.Kind).Inc() },
+			Changed: func(c hop.UpstreamChange) { a.upstreamChanged(ctx, sp, name, c) },
 			Log:     a.log.With("component", "hop-relay", "link", name),
 		})
 		if err != nil {

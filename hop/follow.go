@@ -32,12 +32,20 @@ const (
 	// longer holds what the link stored last at that sequence (its box
 	// restored from an older copy of its data dir).
 	UpstreamRolledBack = "rolled_back"
+	// DownstreamNew: this end of the link holds nothing of it while the
+	// upstream records that the link took messages (this box replaced
+	// with a blank disk): the link takes the upstream after what it
+	// recorded as taken, not from the stream's start, and what the old
+	// box had taken and not passed on is for the repair upstream of the
+	// link (a release, or L1's redrive) to send again.
+	DownstreamNew = "new_downstream"
 )
 
 // UpstreamChange is what a relay found when its upstream stream was not
-// the one its stored messages came from (Link.Changed).
+// the one its stored messages came from, or when it holds nothing of an
+// upstream that records what it took (Link.Changed).
 type UpstreamChange struct {
-	Kind string // UpstreamReplaced or UpstreamRolledBack
+	Kind string // UpstreamReplaced, UpstreamRolledBack or DownstreamNew
 	// Was and Now are the upstream stream's identities, as stored with
 	// the link's tip and as the upstream reports it ("" when unknown).
 	Was, Now string
@@ -84,7 +92,16 @@ func (r *Mover) check(ctx context.Context) error {
 		// Nothing to check the upstream's history against (nothing
 		// stored, or the upstream has since recorded the link's ACK of
 		// the tip: it trims only what every taker has ACKed).
-		now, err := r.reset(ctx, max(r.stored+1, first))
+		start := max(r.stored+1, first)
+		fresh := t == nil && r.stored == 0 && floor > 0
+		if fresh {
+			// This end holds nothing of the link, and the upstream
+			// recorded that it took up to floor: a new box in place
+			// of one that did (a blank disk).
+			start = max(floor+1, first)
+			r.stored, r.mark = start-1, start-1
+		}
+		now, err := r.reset(ctx, start)
 		if err != nil {
 			return err
 		}
@@ -92,6 +109,11 @@ func (r *Mover) check(ctx context.Context) error {
 			return r.restart(ctx, UpstreamChange{Kind: UpstreamReplaced, Was: r.upstream, Now: now, Mark: r.stored, Start: first})
 		}
 		r.upstream = cmp.Or(now, r.upstream)
+		if fresh && r.l.Skip == nil && r.l.Changed != nil {
+			// A link that skips another's messages may have stored
+			// none of its own: not a new box.
+			r.l.Changed(UpstreamChange{Kind: DownstreamNew, Now: now, Start: start})
+		}
 		return nil
 	}
 	now, err := r.reset(ctx, t.seq)

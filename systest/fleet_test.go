@@ -17,6 +17,7 @@ import (
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/internal/jstest"
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/topology"
@@ -312,4 +313,42 @@ func TestFleet_ReloadRestartsOrRefuses(t *testing.T) {
 		t.Fatalf("a reload moving the data dir: %v", err)
 	}
 	waitDone(t, ls, publishN(t, js, "still", 50), time.Minute, "edge1", "edge2")
+}
+
+// A hub replaced with a blank disk while an edge is away: the new hub
+// takes L1's stream after what the old one had taken (not from its start),
+// and releases its edges through there, so L1 sends the away edge the
+// events the old hub held for it, and every event completes once.
+func TestFleet_HubReplacedWhileAnEdgeIsAway(t *testing.T) {
+	ls := testSystem(t, Options{Edges: 2, Configure: func(c *topology.Config) {
+		withTransport(topology.TransportRelay, "")(c)
+		c.Topology.Events.DuplicateWindow = topology.Duration(time.Second)
+	}}, nil)
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
+	waitDone(t, ls, publishN(t, js, "first", 100), time.Minute, "edge1", "edge2")
+	if err := ls.Stop("edge2"); err != nil {
+		t.Fatal(err)
+	}
+	held := publishN(t, js, "held", 200)
+	waitDone(t, ls, held, time.Minute, "edge1")
+	restart(t, ls, "hub", wipe(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := ls.Start(ctx, "edge2"); err != nil {
+		t.Fatal(err)
+	}
+	after := publishN(t, js, "after", 100)
+	waitDone(t, ls, slices.Concat(held, after), time.Minute, "edge1", "edge2")
+	if got, want := leafline.Completions(ls.App("l1")).Stats().Applied, uint64(2*(100+200+100)); got != want {
+		t.Fatalf("L1 applied %d receipts for %d (event, edge) pairs", got, want)
+	}
+	if n := metricOf(t, ls.App("hub"), "leafline_link_upstream_changes_total", map[string]string{"kind": "new_downstream"}); n != 1 {
+		t.Fatalf("the new hub's link to L1 reported %v new downstreams, want 1", n)
+	}
+	// The new HA took the events published after it and the 200 sent
+	// again to edge2, not L1's whole stream again (400).
+	hjs := jstest.ConnectURL(t, ls.App("hub").ClientURL())
+	if last := localsys.StreamState(context.Background(), hjs, "HA").LastSeq; last > 300 {
+		t.Fatalf("the new hub's events stream took %d messages: it replayed what the old hub had taken", last)
+	}
 }
