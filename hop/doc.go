@@ -65,7 +65,6 @@
 //     histories agree: the link takes it again from there
 //     (UpstreamRolledBack). An upstream that has recorded that ACK holds
 //     the tip's history (it trims only what every taker has ACKed).
-//
 //   - A link that holds nothing downstream while its upstream consumer
 //     records that it took messages (a box replaced with a blank disk
 //     under its old name) takes the upstream after that ACK floor, not
@@ -75,9 +74,10 @@
 //     whole upstream would repeat its history to every box below.
 //
 // Both changes of the upstream are logged at WARN with both identities,
-// and each of the three is counted (Link.Changed). Nothing is skipped: what the link takes again from the
-// earlier sequence includes what it had stored before the fork, which
-// every taker absorbs as it absorbs any redelivery. A first delivery at
+// and each of the three is counted (Link.Changed). Nothing is skipped:
+// what the link takes again from the earlier sequence includes what it
+// had stored before the fork, which every taker absorbs as it absorbs any
+// redelivery. A first delivery at
 // or below the mark, which only a changed upstream can give once the
 // consumer was positioned, is not ACKed: the relay looks again first.
 //

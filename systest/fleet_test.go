@@ -17,8 +17,8 @@ import (
 	"github.com/leafline/leafline/box"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
-	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/internal/jstest"
+	"github.com/leafline/leafline/internal/localsys"
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/topology"
 )
