@@ -52,6 +52,15 @@ func Lint(c *Config) []Warning {
 	if c.Topology != nil {
 		site, isSite = c.Topology.Site(c.Site)
 	}
+	if isSite && site.Role == RoleHub {
+		for _, e := range c.Topology.Downstream(site.Name) {
+			if b, _ := c.Topology.SiteBacklog(e, c.JetStream.MaxStreamBytes); !e.Direct() && b >= c.JetStream.MaxStreamBytes {
+				out = append(out, Warning{"jetstream.max_stream_bytes", fmt.Sprintf(
+					"%d is not above edge %s's backlog budget (%d, topology backlog.max_bytes): while %s is away its events can fill this hub's events stream, which then takes nothing more for its other edges; give the edge a budget below the stream's limit",
+					c.JetStream.MaxStreamBytes, e.Name, b, e.Name)})
+			}
+		}
+	}
 	if isSite && site.Role == RoleEdge {
 		if w, need := c.Topology.Receipts.DuplicateWindow.D(), c.Outbox.PublishTimeout.D()+RelayMinAge; w < need {
 			out = append(out, Warning{"receipts.duplicate_window", fmt.Sprintf(

@@ -2,8 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/internal/check"
 )
 
 // TestPublishCommand publishes through `leafline publish` to a real L1A:
@@ -31,4 +37,33 @@ func TestPublishCommand(t *testing.T) {
 	if code, _, errOut := runStatusCmd(cmdPublish, "--config", env.cfg, "--batch", "0"); code != exitUsage || !strings.Contains(errOut, "--batch must be") {
 		t.Fatalf("--batch 0: code %d %s", code, errOut)
 	}
+}
+
+// A publish that the full origin stream refuses says why, and names the
+// sites that hold the most pending events there.
+func TestPublishCommand_OriginFull(t *testing.T) {
+	env := startStatusEnv(t)
+	ctx := context.Background()
+	st, err := env.js.Stream(ctx, "L1A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.CachedInfo().Config
+	c.MaxBytes, c.Discard = 4096, jetstream.DiscardNew
+	if _, err := env.js.UpdateStream(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runStatusCmd(cmdPublish, "--config", env.cfg, "--count", "200", "--batch", "1"); code != exitFailure {
+		t.Fatalf("200 events into 4 KiB: code %d %s", code, errOut)
+	}
+	// Once L1 has tracked what the stream holds, the refusal names who
+	// holds it.
+	check.For(t, 10*time.Second, 100*time.Millisecond, func() error {
+		code, out, errOut := runStatusCmd(cmdPublish, "--config", env.cfg)
+		if code != exitFailure || !strings.Contains(errOut, "the origin stream L1A is full") ||
+			!strings.Contains(errOut, "pending events") || !strings.Contains(errOut, "edge1 holds") {
+			return fmt.Errorf("publish into a full origin stream: code %d\n%s\n%s", code, out, errOut)
+		}
+		return nil
+	})
 }
