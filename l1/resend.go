@@ -144,7 +144,9 @@ func (a *Role) resendTo(ctx context.Context, r *resender, w resendWork) {
 	p.cursor, p.sent, p.sentAt = next, p.sent+n, time.Now()
 	if next == "" {
 		p.done = true
-		a.log.Info("resend: sent every released event again", "edge", w.site, "events", p.sent, "released_through_origin_seq", p.through)
+		if p.sent > 0 {
+			a.log.Info("resend: sent every released event again", "edge", w.site, "events", p.sent, "released_through_origin_seq", p.through)
+		}
 	}
 	a.metrics.resent.WithLabelValues(w.site).Add(float64(n))
 }

@@ -241,7 +241,7 @@ func TestFleet_SiteAdded(t *testing.T) {
 	}
 	ready := time.Now()
 	after := publishN(t, js, "after", 100)
-	waitDone(t, ls, after[:1], 10*time.Second, "edge2")
+	waitDone(t, ls, after[:1], time.Minute, "edge2")
 	t.Logf("edge2 completed its first event %s after its ready", time.Since(ready).Round(time.Millisecond))
 	waitDone(t, ls, after, time.Minute, "edge1", "edge2")
 	if now := leafID(t, ls, "edge1"); now != link {
@@ -268,7 +268,7 @@ func TestFleet_SiteRetired(t *testing.T) {
 	reloadBox(t, ls, "l1", withSites(t, ls, "l1", retire))
 	reloadBox(t, ls, "hub", withSites(t, ls, "hub", retire))
 	svc := leafline.Completions(ls.App("l1"))
-	check.For(t, 10*time.Second, 100*time.Millisecond, func() error {
+	check.For(t, time.Minute, 100*time.Millisecond, func() error {
 		for _, id := range held {
 			c, err := svc.State().Get(context.Background(), id)
 			if err != nil {

@@ -138,6 +138,10 @@ func (o Options) estimateFieldLinks() float64 {
 		// Six restarts (two per rollback) and every event of four cases.
 		s += 3 + 6*1.5 + per(4*(o.ReplaceBefore+o.ReplaceAfter), 0.6)
 	}
+	if o.on("sites") {
+		// Four boxes started, four reloads, the pending events.
+		s += 8 + per(o.SitesPending, 0.6)
+	}
 	return s
 }
 

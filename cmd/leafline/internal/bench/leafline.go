@@ -13,7 +13,7 @@ import (
 )
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
-var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "priority", "park", "replace", "r"}
+var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "priority", "park", "replace", "sites", "r"}
 
 // PhaseNames name the phases that Phases calls by a letter: a name says
 // the same as its letter in Options.Phases (and `leafline bench --only`).
@@ -172,6 +172,17 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	         L1 for both edges. Every event must end complete, each
 //	         receipt applied once.
 //
+// Then a system of l1, a hub and two edges over the relay, started
+// without edge2 in the topology:
+//
+//	sites  edge2 added: L1 and the hub reload the topology that has it,
+//	       edge2 starts, and the time from its ready until L1 records
+//	       its first completion is taken, events published at Rate a
+//	       second; then edge2 stopped, SitesPending events published,
+//	       and edge2 retired: L1 and the hub reload, and the time until
+//	       L1 has closed each of those events is taken. The hub's link
+//	       to edge1 must stay up, and the hub keep no consumer of edge2.
+//
 // And last:
 //
 //	r  peak RSS of an edge run as a separate `leafline run` process
@@ -221,6 +232,9 @@ type Options struct {
 	// ReplaceBefore and ReplaceAfter shape replace: the events published
 	// before each change (1000) and after the box is ready again (1000).
 	ReplaceBefore, ReplaceAfter int
+	// SitesPending shapes sites: the events pending for the edge it
+	// retires (500).
+	SitesPending int
 
 	// Compression is the leafnode compression of every link (a
 	// topology.CompressionModes name) in every phase but wire, which
@@ -289,6 +303,7 @@ func (o *Options) setDefaults() {
 	def(&o.ParkStreamMiB, 64)
 	def(&o.ReplaceBefore, 1000)
 	def(&o.ReplaceAfter, 1000)
+	def(&o.SitesPending, 500)
 	if o.CutFor == 0 {
 		o.CutFor = 2 * time.Second
 	}
@@ -345,7 +360,7 @@ func (o *Options) Validate() error {
 		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"l1-events", o.L1Events}, {"l1-tracked", o.L1Tracked}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch},
 		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}, {"wire", o.Wire}, {"expiry", o.Expiry},
 		{"priority-backlog", o.PriorityBacklog}, {"urgent", o.Urgent}, {"park-events", o.ParkEvents},
-		{"replace-before", o.ReplaceBefore}, {"replace-after", o.ReplaceAfter}} {
+		{"replace-before", o.ReplaceBefore}, {"replace-after", o.ReplaceAfter}, {"sites-pending", o.SitesPending}} {
 		if s.v < 0 || s.v > 10_000_000 {
 			errs = append(errs, fmt.Sprintf("%s must be 0..10000000, got %d", s.name, s.v))
 		}

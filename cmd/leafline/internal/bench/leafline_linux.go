@@ -117,6 +117,7 @@ type run struct {
 	priorities []priorityRes
 	parks      []parkRes
 	replaces   []replaceRes
+	siteRuns   []sitesRes
 }
 
 // feRows are the drain and end-to-end rows of one transport.
@@ -255,6 +256,9 @@ func (r *run) phases() (figs []Figure, err error) {
 	}
 	if r.o.on("replace") {
 		r.replace()
+	}
+	if r.o.on("sites") {
+		r.sites()
 	}
 	if r.o.on("r") {
 		r.m.Phase("r edge process RSS")
