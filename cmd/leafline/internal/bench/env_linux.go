@@ -107,6 +107,24 @@ func (env *benchEnv) startAll() {
 	env.startSites(names...)
 }
 
+// startOpen checks the configs again, starts every box, waits until
+// every link is up and opens every edge's runner.
+func (env *benchEnv) startOpen() {
+	env.validate()
+	env.startAll()
+	env.waitUntil("links", time.Minute, func() bool {
+		for _, s := range env.ls.Topology.Sites {
+			if s.Upstream != "" && !env.connected(s.Name)() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, e := range env.ls.Topology.Edges() {
+		env.open(e.Name)
+	}
+}
+
 // startSites starts the named boxes, in order, each edge's runner gated
 // (open), and connects to each.
 func (env *benchEnv) startSites(names ...string) {

@@ -65,13 +65,7 @@ func (r *run) park() {
 			c.JetStream.MaxStreamBytes = max(c.JetStream.MaxStreamBytes, room)
 		}
 	}
-	env.validate()
-	env.startAll()
-	env.waitUntil("links", time.Minute, func() bool {
-		return env.connected("hub")() && env.connected("edge1")() && env.connected("edge2")()
-	})
-	env.open("edge1")
-	env.open("edge2")
+	env.startOpen()
 	hub, l1 := env.ls.App("hub"), env.ls.App("l1")
 	released := func() float64 {
 		return benchMetric(hub, "leafline_edge_backlog_released_messages_total", map[string]string{"edge": "edge2"})

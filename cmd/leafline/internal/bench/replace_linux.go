@@ -89,13 +89,7 @@ func (r *run) replace() {
 	}
 	co := &env.ls.Configs["l1"].Completion
 	co.OverdueAfter, co.RedriveAfter = topology.Duration(replaceOverdueAfter), topology.Duration(replaceRedriveAfter)
-	env.validate()
-	env.startAll()
-	env.waitUntil("links", time.Minute, func() bool {
-		return env.connected("hub")() && env.connected("edge1")() && env.connected("edge2")()
-	})
-	env.open("edge1")
-	env.open("edge2")
+	env.startOpen()
 	res := replaceRes{after: map[string]time.Duration{}}
 	tally := &changeTally{last: map[string]float64{}}
 	base := env.applied()
