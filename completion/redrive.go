@@ -178,12 +178,20 @@ func (s *Service) RedriveOnce(ctx context.Context, now time.Time) (int, error) {
 }
 
 // redriveOne publishes copies of c's origin message with RedriveHeader:
-// with Address, one to each processor missing it, else one on its
-// subject.
+// one to each processor missing it that Address addresses, and one on its
+// subject for the others.
 func (s *Service) redriveOne(ctx context.Context, stream jetstream.Stream, c *record.Completion, num int) error {
-	to := []string{""}
-	if s.cfg.Address != nil {
-		to = c.Missing
+	var to []string
+	unaddressed := false
+	for _, p := range c.Missing {
+		if s.address(p, c.Subject) != "" {
+			to = append(to, p)
+		} else {
+			unaddressed = true
+		}
+	}
+	if unaddressed || len(c.Missing) == 0 {
+		to = append(to, "")
 	}
 	msgs, err := s.copies(ctx, stream, c, strconv.Itoa(num), to...)
 	for _, m := range msgs {
@@ -192,6 +200,15 @@ func (s *Service) redriveOne(ctx context.Context, stream jetstream.Stream, c *re
 		}
 	}
 	return err
+}
+
+// address is the subject of a copy of an event of subject to site alone,
+// or "" when Address does not address it.
+func (s *Service) address(site, subject string) string {
+	if s.cfg.Address == nil || site == "" {
+		return ""
+	}
+	return s.cfg.Address(site, subject)
 }
 
 // copies returns copies of c's origin message with RedriveHeader set to
@@ -218,7 +235,7 @@ func (s *Service) copies(ctx context.Context, stream jetstream.Stream, c *record
 	for _, site := range to {
 		subject := raw.Subject
 		if site != "" {
-			subject = s.cfg.Address(site, raw.Subject)
+			subject = s.address(site, raw.Subject)
 		}
 		m := nats.NewMsg(subject)
 		m.Data = raw.Data

@@ -48,8 +48,8 @@ const errDuplicateInBatch jetstream.ErrorCode = 10201
 // redelivery.
 func (s *Service) Resend(ctx context.Context, site string, through uint64, after string, maxBytes int64) (next string, n int, bytes int64, err error) {
 	next = after
-	if s.cfg.Address == nil || s.cfg.OriginStream == "" {
-		return "", 0, 0, fmt.Errorf("completion: Resend needs ServiceConfig.Address and OriginStream")
+	if s.cfg.OriginStream == "" || s.address(site, "x") == "" {
+		return after, 0, 0, fmt.Errorf("completion: Resend needs ServiceConfig.OriginStream, and Address for site %s", site)
 	}
 	st := s.State()
 	if st == nil {

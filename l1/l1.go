@@ -45,6 +45,9 @@ type Role struct {
 	state   *state.State // the completion state (the Service records in it)
 	micro   micro.Service
 	cleaner *cleanup.Cleaner // with completion.cleanup enabled
+	// resend sends released edges their events again, and says which
+	// edges L1 can send to alone (resend.go).
+	resend *resender
 
 	// What the ops handlers serve from, replaced at each start (a new
 	// service after a restart on a full disk).
@@ -81,6 +84,7 @@ func New(opts ...Option) *Role {
 func (a *Role) Init(b *box.App) error {
 	a.b, a.cfg, a.site, a.log = b, b.Config(), b.Site(), b.Log()
 	a.metrics = newMetrics(b.Metrics())
+	a.resend = newResender(func() *completion.Service { return a.svc })
 	return nil
 }
 
@@ -213,10 +217,18 @@ func (a *Role) serviceConfig(sites []string, filters map[string]string) completi
 		OriginStream:  t.Events.OriginStream,
 		OriginEventID: eventid.Extractor(cfg.EventID.JSONField, cfg.EventID.Header, cfg.EventID.MaxLength),
 		Expected:      completion.ExpectedByFilter(filters),
-		// What L1 sends again goes to the one edge missing it.
-		Address:      topology.AddressedSubject,
-		OverdueAfter: cfg.Completion.OverdueAfter.D(),
-		RedriveAfter: cfg.Completion.RedriveAfter.D(),
+		// What L1 sends again goes to the one edge missing it, where
+		// that edge's hub takes it so, once the origin stream would not
+		// drop the copy as a duplicate.
+		Address: func(site, subject string) string {
+			if !a.resend.addressable(site) {
+				return ""
+			}
+			return topology.AddressedSubject(site, subject)
+		},
+		OriginDuplicates: t.Events.DuplicateWindow.D(),
+		OverdueAfter:     cfg.Completion.OverdueAfter.D(),
+		RedriveAfter:     cfg.Completion.RedriveAfter.D(),
 		// A receipt for an event L1 has not seen is held: for hold_for at
 		// most, and within the bounds of its site.
 		HoldFor:             cfg.Completion.HoldFor.D(),

@@ -55,10 +55,33 @@ type resender struct {
 	prog  map[string]*resendProgress
 }
 
+// newResender is a resender with no beat heard yet.
+func newResender(svc func() *completion.Service) *resender {
+	return &resender{svc: svc, beats: map[string]console.LinkBeat{}, heard: map[string]time.Time{}, prog: map[string]*resendProgress{}}
+}
+
+// addressable reports whether L1 can send an event to site alone: the
+// latest beat of its hub says what it holds for site, which a hub does
+// only when its consumer for site takes what is addressed to it
+// (topology.AddressFilter). An event for another site is sent again on
+// its own subject, to every edge it matches (a hub of an earlier
+// version, a hub on a cluster, which sends no beats, a direct-mode edge).
+func (r *resender) addressable(site string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.beats {
+		for _, l := range b.Sites {
+			if l.Site == site {
+				return l.Backlog != nil
+			}
+		}
+	}
+	return false
+}
+
 // resendReleased runs the resender until ctx ends.
 func (a *Role) resendReleased(ctx context.Context) error {
-	r := &resender{svc: func() *completion.Service { return a.svc }, beats: map[string]console.LinkBeat{},
-		heard: map[string]time.Time{}, prog: map[string]*resendProgress{}}
+	r := a.resend
 	sub, err := a.nc.Subscribe(console.LinkSubjectPrefix+".*", func(m *nats.Msg) {
 		var b console.LinkBeat
 		if json.Unmarshal(m.Data, &b) != nil || console.LinkSubject(b.Hub) != m.Subject {
