@@ -21,6 +21,11 @@ func (a *App) trimPlans(ctx context.Context) ([]jsplan.TrimPlan, error) {
 		if len(p.Budgets) == 0 {
 			continue
 		}
+		for _, b := range p.Budgets {
+			// Every edge's series exist from the start.
+			a.metrics.backlog.released.WithLabelValues(b.Site)
+			a.metrics.backlog.maxBytes.WithLabelValues(b.Site).Set(float64(b.MaxBytes))
+		}
 		if a.releases == nil {
 			rel, err := openReleases(ctx, a.js, a.replicas())
 			if err != nil {

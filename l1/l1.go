@@ -174,6 +174,10 @@ func (a *Role) Start(ctx context.Context) error {
 	a.metrics.watchCompletions(svc.Stats)
 	a.metrics.watchRefusals(svc.Refusals)
 	a.metrics.watchHeld(svc.HeldBySite, sites)
+	for _, site := range sites {
+		a.metrics.resent.WithLabelValues(site)
+		a.metrics.retiredEvents.WithLabelValues(site)
+	}
 	a.metrics.watchUnidentified(svc.UnidentifiedCount)
 	if err := a.startCleanup(svc); err != nil {
 		return err
