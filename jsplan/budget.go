@@ -172,12 +172,15 @@ func releasePoint(ctx context.Context, s jetstream.Stream, bl Backlog, st jetstr
 
 // release records that b's site is released through r, before anything
 // it releases is deleted, and returns the record.
-func (p TrimPlan) release(ctx context.Context, s jetstream.Stream, b Budget, prev Release, floor, r uint64, now time.Time) (Release, error) {
+func (p TrimPlan) release(ctx context.Context, s jetstream.Stream, b Budget, prev Release, st jetstream.StreamState, floor, r uint64, now time.Time) (Release, error) {
 	m, err := s.GetMsg(ctx, r)
 	if err != nil {
 		return prev, fmt.Errorf("message %d: %w", r, err)
 	}
-	rel := Release{Site: b.Site, Through: r, Origin: prev.Origin, Msgs: prev.Msgs + (r - floor), At: now}
+	// The messages released now: those the stream holds after floor,
+	// through r.
+	n := r + 1 - max(floor+1, st.FirstSeq)
+	rel := Release{Site: b.Site, Through: r, Origin: prev.Origin, Msgs: prev.Msgs + n, At: now}
 	if p.Origin != nil {
 		if o, ok := p.Origin(m.Header); ok {
 			rel.Origin = max(rel.Origin, o)
@@ -213,7 +216,7 @@ func (p TrimPlan) budgetBound(ctx context.Context, s jetstream.Stream, infos map
 				return 0, nil, false, err
 			}
 			if r > floor {
-				if rel, err = p.release(ctx, s, b, rel, floor, r, now); err != nil {
+				if rel, err = p.release(ctx, s, b, rel, st, floor, r, now); err != nil {
 					return 0, nil, false, err
 				}
 				floor = r
