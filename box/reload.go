@@ -137,8 +137,11 @@ func (a *App) softReload(ctx context.Context, r reload) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	p := jsplan.SitePlan(a.cfg, a.site)
-	if a.srv != nil {
+	var p jsplan.Plan
+	if a.cfg.Cluster.Enabled() {
+		p = a.clusterPlan()
+	} else {
+		p = jsplan.SitePlan(a.cfg, a.site)
 		held, err := holdSwitchedSources(rctx, a.js, a.cfg, a.site, &p)
 		if err != nil {
 			return err
