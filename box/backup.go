@@ -28,11 +28,14 @@ import (
 //   - its links check which incarnation of each stream they follow
 //     (package hop): the other boxes take what the restored box stores
 //     from then on, and it takes from them what it holds no more;
-//   - what it had acknowledged after the copy is gone with it: an edge
-//     restored from an older copy gets the events it processed since
-//     again (absorbed by event_id); events published at an L1 after the
-//     copy are lost to it, and L1 keeps taking every receipt and every
-//     event published after the restore.
+//   - what it had stored after the copy is gone with it: an edge
+//     restored from an older copy gets again what its hub still holds
+//     (absorbed by event_id), while the events it had processed and
+//     reported since stay complete at L1, and what its sink wrote of them
+//     into the data dir (a store sink's records, a file sink's files
+//     there) is gone; events published at an L1 after the copy are lost
+//     to it, and L1 keeps taking every receipt and every event published
+//     after the restore.
 //
 // Backup takes the data dir's lock, so it refuses a data dir whose box is
 // running: a copy of a running box's files is not consistent.

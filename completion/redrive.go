@@ -49,6 +49,10 @@ type redriver struct {
 	seen     map[string]progress  // processor -> its latest reported event
 	redriven map[string]time.Time // event_id -> last redrive
 	count    map[string]int
+	// copied is when this process last published a copy of an event
+	// (a redrive or a resend): the origin stream drops another within
+	// its duplicate window (same Nats-Msg-Id), so none is sent then.
+	copied map[string]time.Time
 }
 
 // progress is the highest origin sequence a processor reported, and when.
@@ -102,15 +106,40 @@ func (r *redriver) done(id string, now time.Time) {
 	r.count[id]++
 }
 
+// copy records that a copy of the event id was published at now.
+func (r *redriver) copy(id string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.copied == nil {
+		r.copied = map[string]time.Time{}
+	}
+	r.copied[id] = now
+}
+
+// copiedWithin reports whether a copy of the event id was published less
+// than d before now.
+func (r *redriver) copiedWithin(id string, d time.Duration, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.copied[id]
+	return ok && now.Sub(t) <= d
+}
+
 // forget drops the redrive state of events last redriven more than keep
-// ago: an event is redriven at most maxRedrives times per keep.
-func (r *redriver) forget(keep time.Duration, now time.Time) {
+// ago (an event is redriven at most maxRedrives times per keep), and the
+// copies published more than copies ago.
+func (r *redriver) forget(keep, copies time.Duration, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, t := range r.redriven {
 		if now.Sub(t) > keep {
 			delete(r.redriven, id)
 			delete(r.count, id)
+		}
+	}
+	for id, t := range r.copied {
+		if now.Sub(t) > copies {
+			delete(r.copied, id)
 		}
 	}
 }
@@ -133,7 +162,7 @@ func (s *Service) redriveLoop(ctx context.Context) {
 		case n > 0:
 			s.log.Warn("receipts: redrove overdue events (published again on the origin stream): a hop lost them or their receipts", "events", n)
 		}
-		s.redrive.forget(4*s.cfg.RedriveAfter, time.Now())
+		s.redrive.forget(4*s.cfg.RedriveAfter, s.cfg.OriginDuplicates, time.Now())
 	}
 }
 
@@ -157,13 +186,14 @@ func (s *Service) RedriveOnce(ctx context.Context, now time.Time) (int, error) {
 		for i := range page {
 			c := &page[i]
 			num, ok := s.redrive.due(c, s.cfg.RedriveAfter, now)
-			if !ok {
-				continue
+			if !ok || s.redrive.copiedWithin(c.EventID, s.cfg.OriginDuplicates, now) {
+				continue // a copy sent just now: the next round
 			}
 			if err := s.redriveOne(ctx, stream, c, num); err != nil {
 				return n, err
 			}
 			s.redrive.done(c.EventID, now)
+			s.redrive.copy(c.EventID, now)
 			s.redriven.Add(1)
 			if n++; n >= s.cfg.RedriveMax {
 				break
@@ -177,23 +207,16 @@ func (s *Service) RedriveOnce(ctx context.Context, now time.Time) (int, error) {
 	return n, nil
 }
 
-// redriveOne publishes copies of c's origin message with RedriveHeader:
-// one to each processor missing it that Address addresses, and one on its
-// subject for the others.
+// redriveOne publishes a copy of c's origin message with RedriveHeader:
+// to the one processor missing it when Address addresses it, else on its
+// subject, to every edge it matches. One copy: a second one of the same
+// event would be a duplicate for the origin stream.
 func (s *Service) redriveOne(ctx context.Context, stream jetstream.Stream, c *record.Completion, num int) error {
-	var to []string
-	unaddressed := false
-	for _, p := range c.Missing {
-		if s.address(p, c.Subject) != "" {
-			to = append(to, p)
-		} else {
-			unaddressed = true
-		}
+	to := ""
+	if len(c.Missing) == 1 && s.address(c.Missing[0], c.Subject) != "" {
+		to = c.Missing[0]
 	}
-	if unaddressed || len(c.Missing) == 0 {
-		to = append(to, "")
-	}
-	msgs, err := s.copies(ctx, stream, c, strconv.Itoa(num), to...)
+	msgs, err := s.copies(ctx, stream, c, strconv.Itoa(num), to)
 	for _, m := range msgs {
 		if _, err := s.cfg.JS.PublishMsg(ctx, m); err != nil {
 			return err
@@ -212,7 +235,8 @@ func (s *Service) address(site, subject string) string {
 }
 
 // copies returns copies of c's origin message with RedriveHeader set to
-// mark, one addressed to each site of to ("" for the origin subject). It
+// mark, one addressed to each site of to ("" for the origin subject),
+// without the headers of the publish that stored it (jsmsg.Replayed). It
 // returns none, and no error, for an event whose origin message is gone
 // from the origin stream or is another event.
 func (s *Service) copies(ctx context.Context, stream jetstream.Stream, c *record.Completion, mark string, to ...string) ([]*nats.Msg, error) {
@@ -239,9 +263,7 @@ func (s *Service) copies(ctx context.Context, stream jetstream.Stream, c *record
 		}
 		m := nats.NewMsg(subject)
 		m.Data = raw.Data
-		for k, v := range raw.Header {
-			m.Header[k] = v
-		}
+		m.Header = jsmsg.Replayed(raw.Header)
 		m.Header.Set(receipt.RedriveHeader, mark)
 		out = append(out, m)
 	}

@@ -99,7 +99,7 @@ func (s *Service) Resend(ctx context.Context, site string, through uint64, after
 				young = true
 				break
 			}
-			if t, ok := s.RedrivenAt(c.EventID); ok && now.Sub(t) <= s.cfg.OriginDuplicates {
+			if s.redrive.copiedWithin(c.EventID, s.cfg.OriginDuplicates, now) {
 				continue // a copy sent just now is on its way
 			}
 			msgs, err := s.copies(ctx, stream, c, ResendMark, site)
@@ -111,7 +111,9 @@ func (s *Service) Resend(ctx context.Context, site string, through uint64, after
 				n++
 				bytes += int64(len(m.Data))
 			}
-			s.redrive.done(c.EventID, now)
+			// A copy, not a redrive: it takes nothing of the event's
+			// redrives, which may still be owed to another edge.
+			s.redrive.copy(c.EventID, now)
 			if len(batch) >= resendBatch {
 				if err := flush(); err != nil {
 					return next, n, bytes, err

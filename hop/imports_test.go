@@ -9,5 +9,5 @@ import (
 // TestImports: relay imports the standard library and the NATS client
 // libraries only; no other leafline package.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "internal/ctxsleep", "github.com/nats-io/nats.go", "github.com/synadia-io/orbit.go/jetstreamext")
+	importcheck.Only(t, "internal/ctxsleep", "internal/jsmsg", "github.com/nats-io/nats.go", "github.com/synadia-io/orbit.go/jetstreamext")
 }

@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/leafline/leafline/internal/ctxsleep"
+	"github.com/leafline/leafline/internal/jsmsg"
 )
 
 // Headers the relay adds to every message it stores.
@@ -621,30 +621,12 @@ func (r *Mover) holdsAllPending(ctx context.Context, n int) (bool, error) {
 	return info.NumAckPending == n, nil
 }
 
-// batchHeader reports headers that must not be replayed downstream: the
-// upstream publish's atomic batch and expectations, and the headers the
-// server sets itself or acts on at store time (a sourced message's origin,
-// rollups, TTLs and markers), which a publish may not carry or would turn
-// into an action on the downstream stream.
-func batchHeader(k string) bool {
-	switch k {
-	case headerStreamSource, "Nats-Rollup", "Nats-TTL", "Nats-Marker-Reason":
-		return true
-	}
-	return strings.HasPrefix(k, "Nats-Batch-") || strings.HasPrefix(k, "Nats-Expected-") ||
-		strings.HasPrefix(k, "Nats-Schedule")
-}
-
 func (r *Mover) store(ctx context.Context, ds []delivery) error {
 	out := make([]*nats.Msg, 0, len(ds))
 	for _, d := range ds {
 		m := nats.NewMsg(r.l.Subject(d.m.Subject()))
 		m.Data = d.m.Data()
-		for k, v := range d.m.Headers() {
-			if !batchHeader(k) {
-				m.Header[k] = slices.Clone(v)
-			}
-		}
+		m.Header = jsmsg.Replayed(d.m.Headers())
 		m.Header.Set(HeaderLink, r.l.Name)
 		m.Header.Set(HeaderSeq, strconv.FormatUint(d.meta.Sequence.Stream, 10))
 		m.Header.Del(HeaderUpstream)

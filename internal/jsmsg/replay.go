@@ -1,0 +1,34 @@
+package jsmsg
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Replayed is a copy of a stored message's headers without those that
+// must not be published again: those of the publish that stored it (an
+// atomic batch's, whose commit header would end another batch, and its
+// expectations) and those the server sets itself or acts on at store
+// time (a sourced message's origin, rollups, TTLs, markers, schedules),
+// which a publish may not carry or would turn into an action on the
+// stream it goes to.
+func Replayed(h nats.Header) nats.Header {
+	out := make(nats.Header, len(h))
+	for k, v := range h {
+		if replayable(k) {
+			out[k] = slices.Clone(v)
+		}
+	}
+	return out
+}
+
+func replayable(k string) bool {
+	switch k {
+	case "Nats-Stream-Source", "Nats-Rollup", "Nats-TTL", "Nats-Marker-Reason":
+		return false
+	}
+	return !strings.HasPrefix(k, "Nats-Batch-") && !strings.HasPrefix(k, "Nats-Expected-") &&
+		!strings.HasPrefix(k, "Nats-Schedule")
+}
