@@ -44,6 +44,9 @@ type box struct {
 	recovering bool
 	starts     int    // processes started
 	note       string // why the box may die now (e.g. "disk full"); recorded with an exit
+	// sinkGone are the file sink's files (by name) that a replace or a
+	// rollback destroyed with the data dir (see wipeDataDir).
+	sinkGone map[string]bool
 }
 
 // proc is one OS process of a box.

@@ -5,8 +5,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,9 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/check"
+	"github.com/leafline/leafline/cmd/leafline-chaos/internal/faultlog"
 	"github.com/leafline/leafline/cmd/leafline-chaos/internal/receiver"
+	"github.com/leafline/leafline/completion/kvstore"
+	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/forgetfs"
 	"github.com/leafline/leafline/outbox"
+	"github.com/leafline/leafline/receipt"
 )
 
 // TestMain lets the test binary serve as the netns forwarder, like the
@@ -146,6 +155,38 @@ func TestChaos_ShortHTTP(t *testing.T) {
 	}
 	if !strings.Contains(res.FinalLine, " lost=0 duplicate_completions=0 phantoms=0 ") {
 		t.Fatalf("final line %q", res.FinalLine)
+	}
+}
+
+// TestChaos_Lifecycle is the short run of the lifecycle faults, every
+// link by the relay: an edge parked past its backlog budget (the hub must
+// release its events, and L1 send them again), edges and the hub wiped
+// (replace) and restored from an older backup (rollback). edge2's file
+// sink loses files with its data dir, which the checker counts apart.
+func TestChaos_Lifecycle(t *testing.T) {
+	res, out := runChaos(t, options{
+		Duration:     40 * time.Second,
+		Seed:         6,
+		Edges:        2,
+		Transport:    "relay",
+		Faults:       map[string]bool{faultPark: true, faultReplace: true, faultRollback: true},
+		FaultEvery:   3 * time.Second,
+		ParkFor:      15 * time.Second,
+		RedriveAfter: 24 * time.Second,
+		DrainTimeout: 90 * time.Second,
+	})
+	if res.violation() {
+		t.Fatalf("checker failed: %s", res.FinalLine)
+	}
+	if len(res.Findings) > 0 {
+		t.Fatalf("fault checks failed: %q", res.Findings)
+	}
+	if res.Parks < 1 || res.Released == 0 || res.Replaces < 1 || res.Rollbacks < 1 {
+		t.Fatalf("too few lifecycle faults to mean anything: %d parks (%.0f events released), %d replaces, %d rollbacks",
+			res.Parks, res.Released, res.Replaces, res.Rollbacks)
+	}
+	if !strings.Contains(out, "park: the hub released") || !strings.Contains(res.FinalLine, " lost=0 duplicate_completions=0 phantoms=0 ") {
+		t.Fatalf("report or final line %q", res.FinalLine)
 	}
 }
 
@@ -298,3 +339,89 @@ func TestResult_ExpiredConflictIsViolation(t *testing.T) {
 		t.Error("an expired event with another status is not a violation")
 	}
 }
+
+// replace and rollback need the relay on every link; the default fault
+// list leaves them out with a sourcing link instead of refusing.
+func TestOptions_RelayOnlyFaults(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--transport", "mixed", "--faults", "kill,replace"}, false},
+		{[]string{"--transport", "sourcing", "--faults", "all"}, false},
+		{[]string{"--transport", "sourcing", "--faults", "rollback"}, false},
+		{[]string{"--transport", "relay", "--faults", "replace,rollback,park"}, true},
+		{[]string{"--faults", "replace,rollback"}, true},
+	} {
+		o := options{Transport: c.args[1], Faults: parseFaults(c.args[len(c.args)-1])}
+		if c.args[0] != "--transport" {
+			o = options{Faults: parseFaults(c.args[1])}
+		}
+		o.defaults()
+		err := o.validate()
+		if (err == nil) != c.ok {
+			t.Errorf("%q: validate = %v", c.args, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "only relay links survive") {
+			t.Errorf("%q: the error does not say why: %v", c.args, err)
+		}
+	}
+	for _, tr := range []string{"sourcing", "mixed"} {
+		f := parseFaults(defaultFaults(options{Transport: tr}))
+		if f[faultReplace] || f[faultRollback] || !f[faultKill] || !f[faultPark] {
+			t.Errorf("default faults with --transport %s: %s", tr, faultList(f))
+		}
+	}
+	if f := parseFaults(defaultFaults(options{})); !f[faultReplace] || !f[faultRollback] {
+		t.Errorf("default faults: %s", faultList(f))
+	}
+}
+
+// A file sink's file that a replace or a rollback destroyed with the
+// edge's data dir is counted as gone, not missing; a file missing that no
+// wipe took is still missing.
+func TestCheckHeld_Wiped(t *testing.T) {
+	obs := check.NewObserver([]string{"edge2"})
+	for n := range 3 {
+		obs.Observe(processedBy(t, uint64(n+1), check.EventID(n), "edge2"))
+	}
+	held := map[string]bool{check.EventID(0): true}
+	wiped := map[string]bool{check.EventID(1): true}
+	dir := t.TempDir()
+	rec := faultlog.New(io.Discard, false, filepath.Join(dir, "chaos.log"))
+	defer rec.Close()
+	checked, missing, gone := checkHeld("edge2's file sink", "edge2",
+		func(id string) (bool, error) { return held[id], nil }, func(id string) bool { return wiped[id] }, obs, rec)
+	if checked != 2 || missing != 1 || gone != 1 {
+		t.Fatalf("checked=%d missing=%d gone=%d, want 2, 1, 1", checked, missing, gone)
+	}
+	if f := rec.Findings(); len(f) != 1 || !strings.Contains(f[0], check.EventID(2)) {
+		t.Fatalf("findings %q, want one naming %s", f, check.EventID(2))
+	}
+}
+
+// processedBy is a completion record of id, processed by edge.
+func processedBy(t *testing.T, rev uint64, id, edge string) kvEntry {
+	t.Helper()
+	b, err := json.Marshal(record.Completion{EventID: id, OriginStream: "L1A", Processors: map[string]record.ProcessorRecord{
+		edge: {Status: receipt.StatusProcessed, Site: edge, ReceiptID: "r-" + id, ReceivedAt: time.Unix(1, 0)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kvEntry{key: kvstore.KVKey(id), val: b, rev: rev}
+}
+
+// kvEntry is a put of a completion record, as the Observer reads one.
+type kvEntry struct {
+	key string
+	val []byte
+	rev uint64
+}
+
+func (e kvEntry) Bucket() string                  { return "test" }
+func (e kvEntry) Key() string                     { return e.key }
+func (e kvEntry) Value() []byte                   { return e.val }
+func (e kvEntry) Revision() uint64                { return e.rev }
+func (e kvEntry) Created() time.Time              { return time.Time{} }
+func (e kvEntry) Delta() uint64                   { return 0 }
+func (e kvEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }

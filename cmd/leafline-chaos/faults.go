@@ -48,12 +48,18 @@ type injector struct {
 	nCorrDone atomic.Int32 // corrupt faults run (numbering of the copies)
 	// noOutboxCmd: the binary has no `outbox` command; checks run in-process.
 	noOutboxCmd atomic.Bool
+	end         time.Time // the end of the fault phase
+	released    *releases // the hub's releases of its edges' events (park)
+	nBackups    atomic.Int32
+	lcMu        sync.Mutex
+	rollingBack map[*box]bool // boxes between a rollback's copy and its restore
 }
 
 // regular returns the enabled faults that the scheduler mixes at random,
 // each repeated by its weight.
 func (in *injector) regular() []string {
-	weights := map[string]int{faultKill: 4, faultFailpoint: 3, faultLinkCut: 3, faultPause: 1, faultNetns: 1, faultPowerCut: 3}
+	weights := map[string]int{faultKill: 4, faultFailpoint: 3, faultLinkCut: 3, faultPause: 1, faultNetns: 1, faultPowerCut: 3,
+		faultReplace: 1, faultRollback: 1}
 	var out []string
 	for _, f := range allFaults {
 		if !in.o.Faults[f] || weights[f] == 0 || (f == faultNetns && in.c.ns == nil) || (f == faultPowerCut && len(in.c.power) == 0) {
@@ -69,7 +75,7 @@ func (in *injector) regular() []string {
 // schedule is when the next fault of each kind that runs on a schedule
 // (rather than at random) is due.
 type schedule struct {
-	long, disk, corrupt time.Time
+	long, disk, corrupt, park time.Time
 }
 
 // run schedules faults until ctx is done, then waits for every fault to
@@ -79,10 +85,14 @@ func (in *injector) run(ctx context.Context) {
 	o := in.o
 	start := time.Now()
 	end := start.Add(o.Duration)
+	in.end = end
 	never := end.Add(time.Hour)
-	next := schedule{long: never, disk: never, corrupt: never}
+	next := schedule{long: never, disk: never, corrupt: never, park: never}
 	if o.Faults[faultLinkCut] && o.LongCutEvery > 0 && o.Duration >= o.LongCut+time.Minute {
 		next.long = start.Add(min(o.Duration/10, time.Minute))
+	}
+	if o.Faults[faultPark] && o.Duration >= o.ParkFor+10*time.Second {
+		next.park = start.Add(min(o.Duration/10, time.Minute))
 	}
 	if o.Faults[faultDisk] && in.c.disk != nil {
 		next.disk = start.Add(max(o.Duration/5, 15*time.Second))
@@ -128,6 +138,15 @@ func (in *injector) scheduled(ctx context.Context, next *schedule, left time.Dur
 			hold := 20*time.Second + time.Duration(in.rng.IntN(10))*time.Second
 			in.spawn(func() { in.diskFull(ctx, e1, hold) })
 			next.disk = next.disk.Add(o.DiskEvery)
+		}
+	}
+	if now.After(next.park) {
+		if left < o.ParkFor+10*time.Second {
+			next.park = never
+		} else if b := in.lockBox(in.pickEdge); b != nil {
+			kill := in.rng.IntN(2) == 0
+			in.spawn(func() { in.park(ctx, b, o.ParkFor, kill) })
+			next.park = next.park.Add(o.ParkEvery)
 		}
 	}
 	if now.After(next.corrupt) {
@@ -209,6 +228,8 @@ func (in *injector) random(ctx context.Context, kind string) {
 		if in.c.ns.busy.CompareAndSwap(false, true) {
 			in.spawn(func() { in.nsCut(ctx, d) })
 		}
+	case faultReplace, faultRollback:
+		in.randomLifecycle(ctx, kind)
 	}
 }
 
@@ -229,6 +250,12 @@ func (in *injector) lockBox(pick func() *box) *box {
 		}
 	}
 	return nil
+}
+
+// pickEdge chooses an edge.
+func (in *injector) pickEdge() *box {
+	edges := in.c.edges()
+	return edges[in.rng.IntN(len(edges))]
 }
 
 // pickBox chooses a box: an edge 60% of the time, else the hub or (when

@@ -5,13 +5,20 @@
 // It runs L1, a hub and one or two edges as real `leafline run` OS
 // processes on loopback, publishes events at L1 at a steady rate while it
 // injects faults (SIGKILLs, kills at named failpoints, link cuts, pauses, a
-// full disk, a corrupted outbox, power cuts), heals everything, waits for
-// the drain and checks the completion records at L1 against its own
-// publish history:
+// full disk, a corrupted outbox, power cuts, an edge parked past its
+// backlog budget at the hub, a box's data dir wiped or rolled back to an
+// earlier backup), heals everything, waits for the drain and checks the
+// completion records at L1 against its own publish history:
 //
 //	go run ./cmd/leafline-chaos --duration 90s --seed 1
 //	go run ./cmd/leafline-chaos --duration 30m --seed 7 --edges 2
 //	go run ./cmd/leafline-chaos --negative-control --duration 30s
+//	go run ./cmd/leafline-chaos --duration 120s --edges 2 --transport relay --faults kill,linkcut,park,replace,rollback
+//
+// The faults replace and rollback need the relay on every link: a link by
+// nats-server's durable sourcing cannot follow an upstream stream that was
+// created again or restored from an older copy, so --transport sourcing
+// or mixed refuses them (and leaves them out of the default --faults).
 //
 // The last line of its output is
 //
@@ -23,7 +30,9 @@
 // expired and also with another status); 2 usage; 3 no history
 // violation, but a fault's own check failed (a box crashed outside a fault,
 // a full disk was not reported or not recovered from, a corrupt outbox was
-// accepted); 4 the driver could not run the system. See README.md.
+// accepted, parks that made the hub release nothing, a backup or restore
+// of a stopped box that failed); 4 the driver could not run the system.
+// See README.md.
 package main
 
 import (
@@ -63,9 +72,19 @@ const (
 	faultCorrupt   = "corrupt"
 	faultNetns     = "netns"
 	faultPowerCut  = "powercut"
+	faultPark      = "park"     // an edge stopped past its backlog budget at the hub
+	faultReplace   = "replace"  // a box's data dir wiped (a blank disk, same site)
+	faultRollback  = "rollback" // a box's data dir restored from an earlier backup
 )
 
-var allFaults = []string{faultKill, faultFailpoint, faultLinkCut, faultPause, faultDisk, faultCorrupt, faultNetns, faultPowerCut}
+var allFaults = []string{faultKill, faultFailpoint, faultLinkCut, faultPause, faultDisk, faultCorrupt, faultNetns, faultPowerCut,
+	faultPark, faultReplace, faultRollback}
+
+// relayOnlyFaults need the relay on every link: nats-server 2.15.3's
+// durable sourcing cannot follow an upstream stream that was created again
+// or rolled back (its flow-control replies acknowledge messages it
+// ignored), so a sourcing link skips what the new stream stores.
+var relayOnlyFaults = []string{faultReplace, faultRollback}
 
 // negativeControlEnv makes every edge ACK each message as soon as it is
 // fetched and die, now and then, before anything is durable.
@@ -106,6 +125,8 @@ type options struct {
 	LongCutEvery  time.Duration // one long cut per this much fault time; 0: none
 	DiskEvery     time.Duration
 	CorruptEvery  time.Duration
+	ParkFor       time.Duration // how long the park fault keeps an edge stopped
+	ParkEvery     time.Duration // one park per this much fault time
 	AckWait       time.Duration // the edges' delivery.ack_wait
 	DiskSize      int64         // tmpfs size for the disk fault; 0: sized from duration and rate
 	DrainTimeout  time.Duration
@@ -126,6 +147,7 @@ var defaultOptions = options{
 	Duration: 90 * time.Second, Rate: 200, Edges: 2, Sink: "store",
 	FaultEvery: 4 * time.Second, LongCut: 150 * time.Second, LongCutEvery: 5 * time.Minute,
 	DiskEvery: 4 * time.Minute, CorruptEvery: 3 * time.Minute, AckWait: 5 * time.Second,
+	ParkFor: 60 * time.Second, ParkEvery: 4 * time.Minute,
 	DrainTimeout: 3 * time.Minute, DrainStall: 60 * time.Second, RedriveAfter: 45 * time.Second,
 	progressEvery: 10 * time.Second,
 }
@@ -135,6 +157,7 @@ func (o *options) defaults() {
 	o.Duration, o.Rate, o.Edges, o.Sink = cmp.Or(o.Duration, d.Duration), cmp.Or(o.Rate, d.Rate), cmp.Or(o.Edges, d.Edges), cmp.Or(o.Sink, d.Sink)
 	o.FaultEvery, o.LongCut = cmp.Or(o.FaultEvery, d.FaultEvery), cmp.Or(o.LongCut, d.LongCut)
 	o.DiskEvery, o.CorruptEvery, o.AckWait = cmp.Or(o.DiskEvery, d.DiskEvery), cmp.Or(o.CorruptEvery, d.CorruptEvery), cmp.Or(o.AckWait, d.AckWait)
+	o.ParkFor, o.ParkEvery = cmp.Or(o.ParkFor, d.ParkFor), cmp.Or(o.ParkEvery, d.ParkEvery)
 	o.DrainTimeout, o.DrainStall = cmp.Or(o.DrainTimeout, d.DrainTimeout), cmp.Or(o.DrainStall, d.DrainStall)
 	o.RedriveAfter, o.progressEvery = cmp.Or(o.RedriveAfter, d.RedriveAfter), cmp.Or(o.progressEvery, d.progressEvery)
 	if o.Faults == nil {
@@ -158,6 +181,18 @@ func (o *options) validate() error {
 	}
 	if o.Priority && (o.Transport == "sourcing" || o.Transport == "mixed") {
 		errs = append(errs, fmt.Errorf("--priority needs the relay on the edges' links, not --transport %s", o.Transport))
+	}
+	if hasSourcing(o.Transport) {
+		for _, f := range relayOnlyFaults {
+			if o.Faults[f] {
+				errs = append(errs, fmt.Errorf("--faults %s needs --transport relay, not %s: only relay links survive a box replaced or rolled back "+
+					"(nats-server 2.15.3's durable sourcing acknowledges, in its flow-control replies, messages it ignored, so a sourcing link "+
+					"skips what a wiped or restored upstream stream stores again)", f, o.Transport))
+			}
+		}
+	}
+	if o.Faults[faultPark] && (o.ParkFor < 10*time.Second || o.ParkEvery < o.ParkFor) {
+		errs = append(errs, errors.New("--park must be at least 10s, and --park-every at least --park"))
 	}
 	if o.Edges < 1 || o.Edges > 2 {
 		errs = append(errs, errors.New("--edges must be 1 or 2"))
@@ -198,6 +233,25 @@ func (o *options) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasSourcing reports whether --transport puts a link on nats-server's
+// durable sourcing.
+func hasSourcing(transport string) bool { return transport == "sourcing" || transport == "mixed" }
+
+// defaultFaults is --faults when the flag is not given: none for the
+// negative control, powercut for its controls, every fault but the
+// relay-only ones with a sourcing link, else every fault.
+func defaultFaults(o options) string {
+	switch {
+	case o.NegativeControl:
+		return "none"
+	case o.UnsafeSync || o.FileNoDirSync:
+		return faultPowerCut
+	case hasSourcing(o.Transport):
+		return strings.Join(slices.DeleteFunc(slices.Clone(allFaults), func(f string) bool { return slices.Contains(relayOnlyFaults, f) }), ",")
+	}
+	return strings.Join(allFaults, ",")
 }
 
 func parseFaults(s string) map[string]bool {
@@ -256,7 +310,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Sink, "sink", d.Sink, "edge1's sink: store, or http (a receiver process that the kill fault kills too, checked to hold every event L1 records)")
 	fs.StringVar(&o.Transport, "transport", "", "hop transport of the links: relay, sourcing, or mixed (hub↔L1 and edge2 relay, edge1 sourcing); empty: the topology default")
 	fs.BoolVar(&o.Priority, "priority", false, "give the topology the priority class urgent (events.chaos.0, one event in eight); needs the relay")
-	fs.StringVar(&faults, "faults", strings.Join(allFaults, ","), "comma-separated faults: "+strings.Join(allFaults, ",")+", all or none")
+	fs.StringVar(&faults, "faults", strings.Join(allFaults, ","), "comma-separated faults: "+strings.Join(allFaults, ",")+", all or none (the default leaves out "+strings.Join(relayOnlyFaults, " and ")+" with --transport sourcing or mixed)")
 	fs.BoolVar(&o.NegativeControl, "negative-control", false, "run the edges with LEAFLINE_FAILPOINTS="+negativeControlEnv+" (ACK before anything is durable): the checker must report loss; --faults defaults to none")
 	fs.BoolVar(&o.UnsafeSync, "unsafe-sync", false, "run the boxes on forgetfs with jetstream.sync_interval 2m (nats-server's default) instead of always, and L1's redrive off: the powercut fault's negative control, which must report loss; --faults defaults to powercut")
 	fs.BoolVar(&o.PowerCutPOSIX, "powercut-posix", false, "model the power cut by POSIX to the letter: a new, renamed or removed name is durable only once its own directory is fsynced (default: as ext4 and XFS, once anything is fsynced)")
@@ -266,6 +320,8 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.LongCutEvery, "long-cut-every", d.LongCutEvery, "one long link cut per this much fault time (0: none; none in runs shorter than --long-cut + 1m)")
 	fs.DurationVar(&o.DiskEvery, "disk-every", d.DiskEvery, "one full-disk fault per this much fault time")
 	fs.DurationVar(&o.CorruptEvery, "corrupt-every", d.CorruptEvery, "one corrupt-outbox fault per this much fault time")
+	fs.DurationVar(&o.ParkFor, "park", d.ParkFor, "how long the park fault keeps an edge stopped (the edges' backlog budget at the hub is sized from it and --rate so that a park passes it)")
+	fs.DurationVar(&o.ParkEvery, "park-every", d.ParkEvery, "one park per this much fault time (none in runs shorter than --park + 10s)")
 	fs.DurationVar(&o.AckWait, "ack-wait", d.AckWait, "the edges' delivery.ack_wait (pauses last 1.2x to 3x this)")
 	var diskMiB int64
 	fs.Int64Var(&diskMiB, "disk-mib", 0, "size of edge1's tmpfs data dir for the disk fault, MiB (0: sized from --duration and --rate, at least 64)")
@@ -290,11 +346,8 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	faultsSet := false
 	fs.Visit(func(f *flag.Flag) { faultsSet = faultsSet || f.Name == "faults" })
-	if o.NegativeControl && !faultsSet {
-		faults = "none"
-	}
-	if (o.UnsafeSync || o.FileNoDirSync) && !faultsSet {
-		faults = faultPowerCut
+	if !faultsSet {
+		faults = defaultFaults(o)
 	}
 	if o.FileNoDirSync {
 		o.PowerCutPOSIX = true // ext4's journal would commit the names with the outbox's fsync

@@ -53,7 +53,16 @@ type result struct {
 	// that their sink's directory was checked for; FilesMissing, how many
 	// files are not there: work lost behind a receipt.
 	FilesChecked, FilesMissing int
-	FinalLine                  string
+	// FilesGone is how many of those files a replace or a rollback of
+	// their edge destroyed with its data dir (not counted as missing).
+	FilesGone int
+	FinalLine string
+	// Released is the most the hub's counter of released events showed
+	// (by edge, summed); Resent what L1 sent again to released edges;
+	// UpstreamChanges the replaced or rolled-back upstream streams the
+	// relay links took again (both summed over restarts, lower bounds).
+	Released, Resent, UpstreamChanges float64
+	Parks, Replaces, Rollbacks        int
 	// Redrives: overdue events L1 published again (a hop lost them or
 	// their receipts); -1 when unknown (a recheck).
 	Redrives int
@@ -163,6 +172,10 @@ type session struct {
 	l1acc *counterAcc
 	hist  *history
 	stop  context.CancelFunc // stops the watch and the counters
+	// released follows the hub's releases (park); links, the upstream
+	// changes seen by the hub's and the edges' links (replace, rollback).
+	released *releases
+	links    []*counterAcc
 }
 
 // watchL1 connects to L1, waits for its completion log and every link, and
@@ -193,9 +206,21 @@ func watchL1(ctx context.Context, c *system, rec *faultlog.Log) (*session, error
 	var watchCtx context.Context
 	watchCtx, s.stop = context.WithCancel(ctx)
 	go s.obs.Watch(watchCtx, s.js, rec.Debug)
-	s.l1acc = newCounterAcc(l1, "leafline_completion_applied_total", "leafline_completion_duplicates_total", "leafline_completion_redriven_total")
+	s.l1acc = newCounterAcc(l1, "leafline_completion_applied_total", "leafline_completion_duplicates_total", "leafline_completion_redriven_total",
+		"leafline_completion_resent_total", upstreamChangesMetric)
 	go s.l1acc.run(watchCtx, time.Second)
 	l1.beforeStop = s.l1acc.scrapeNow
+	s.released = newReleases(c.boxes["hub"])
+	if c.o.Faults[faultPark] {
+		go s.released.run(watchCtx, 2*time.Second)
+	}
+	if c.o.Faults[faultReplace] || c.o.Faults[faultRollback] {
+		for _, n := range c.order[1:] {
+			a := newCounterAcc(c.boxes[n], upstreamChangesMetric)
+			s.links = append(s.links, a)
+			go a.run(watchCtx, 2*time.Second)
+		}
+	}
 	return s, nil
 }
 
@@ -213,7 +238,7 @@ func (s *session) faultPhase(ctx context.Context) error {
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- pub.run(pubCtx) }()
 
-	in := &injector{c: s.c, o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x1eaf)), rec: rec, l1acc: s.l1acc}
+	in := &injector{c: s.c, o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x1eaf)), rec: rec, l1acc: s.l1acc, released: s.released}
 	faultCtx, stopFaults := context.WithTimeout(ctx, o.Duration)
 	injDone := make(chan struct{})
 	go func() { in.run(faultCtx); close(injDone) }()
@@ -237,6 +262,7 @@ phase:
 	}
 	stopFaults()
 	<-injDone
+	in.checkParks()
 	stopPub()
 	if err := <-pubDone; err != nil && runErr == nil {
 		runErr = fmt.Errorf("publisher: %w", err)
@@ -288,11 +314,13 @@ func (s *session) conclude(ctx context.Context, states []byte, drainS float64, c
 	if c.recv != nil {
 		targetChecked, targetMissing = checkReceiver(c.recv, s.obs, rec)
 	}
-	filesChecked, filesMissing := checkFileSinks(c, s.obs, rec)
+	filesChecked, filesMissing, filesGone := checkFileSinks(c, s.obs, rec)
 
 	res := resultOf(o, v, c.dir)
 	res.MaxDrainS, res.DrainComplete = drainS, complete
 	res.TargetChecked, res.TargetMissing, res.FilesChecked, res.FilesMissing = targetChecked, targetMissing, filesChecked, filesMissing
+	res.FilesGone = filesGone
+	s.lifecycleFigures(res)
 	applied := int(math.Round(s.l1acc.total("leafline_completion_applied_total")))
 	res.DupMetric = max(0, applied-v.TerminalRecords)
 	res.DuplicateCompletions = max(res.DupKV, res.DupMetric)
@@ -312,6 +340,19 @@ func (s *session) conclude(ctx context.Context, states []byte, drainS float64, c
 	res.Redrives = int(math.Round(s.l1acc.total("leafline_completion_redriven_total")))
 	report(o.Stdout, o, rec, res, v, applied, s.l1acc.total("leafline_completion_duplicates_total"), n, s.obs.Revisions())
 	return res, runErr
+}
+
+// lifecycleFigures adds the hub's releases, L1's resends and the links'
+// upstream changes to res.
+func (s *session) lifecycleFigures(res *result) {
+	res.Parks, res.Replaces, res.Rollbacks = s.rec.Count(faultPark), s.rec.Count(faultReplace), s.rec.Count(faultRollback)
+	res.Released = s.released.total()
+	res.Resent = s.l1acc.total("leafline_completion_resent_total")
+	res.UpstreamChanges = s.l1acc.total(upstreamChangesMetric)
+	for _, a := range s.links {
+		a.scrapeNow()
+		res.UpstreamChanges += a.total(upstreamChangesMetric)
+	}
 }
 
 // checkCleanup checks that every message L1's cleanup deleted has an
@@ -431,7 +472,11 @@ func report(w io.Writer, o options, rec *faultlog.Log, res *result, v check.Verd
 		fmt.Fprintf(w, "http target: holds %d of the %d events L1 records as processed by edge1\n", res.TargetChecked-res.TargetMissing, res.TargetChecked)
 	}
 	if res.FilesChecked > 0 {
-		fmt.Fprintf(w, "file sinks: hold %d of the %d events L1 records as processed by their edges\n", res.FilesChecked-res.FilesMissing, res.FilesChecked)
+		fmt.Fprintf(w, "file sinks: hold %d of the %d events L1 records as processed by their edges", res.FilesChecked-res.FilesMissing, res.FilesChecked)
+		if res.FilesGone > 0 {
+			fmt.Fprintf(w, " (and %d more whose files a replace or a rollback destroyed with the edge's data dir, not checked)", res.FilesGone)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "duplicates absorbed: %d (sum of the records' duplicates), %.0f (L1 metric leafline_completion_duplicates_total, summed over L1 restarts)\n",
 		v.DuplicatesAbsorbed, dupMetric)
@@ -445,6 +490,7 @@ func report(w io.Writer, o options, rec *faultlog.Log, res *result, v check.Verd
 	if res.Redrives >= 0 {
 		fmt.Fprintf(w, "redrives: %d (L1 metric leafline_completion_redriven_total, summed over L1 restarts: events L1 published again because the edge had reported later ones; a hop lost them or their receipts, or they were retried behind later ones)\n", res.Redrives)
 	}
+	reportLifecycle(w, o, res)
 	fmt.Fprintf(w, "drain: %.1fs (%s)\n", res.MaxDrainS, map[bool]string{true: "complete", false: "INCOMPLETE"}[res.DrainComplete])
 	section := func(title string, lines []string) {
 		if len(lines) == 0 {
@@ -484,6 +530,19 @@ func report(w io.Writer, o options, rec *faultlog.Log, res *result, v check.Verd
 		}
 	}
 	fmt.Fprintln(w, res.FinalLine)
+}
+
+// reportLifecycle says what the park, replace and rollback faults made
+// the system do.
+func reportLifecycle(w io.Writer, o options, res *result) {
+	if o.Faults[faultPark] {
+		fmt.Fprintf(w, "park: the hub released %.0f events of its edges past their backlog budget of %s (%s, largest seen); L1 sent %.0f again to them alone (leafline_completion_resent_total, summed over L1 restarts)\n",
+			res.Released, fmtBytes(parkBudget(o)), releasedMetric, res.Resent)
+	}
+	if o.Faults[faultReplace] || o.Faults[faultRollback] {
+		fmt.Fprintf(w, "replace/rollback: the relay links took a replaced or rolled-back upstream stream again %.0f times (%s, summed over boxes and restarts)\n",
+			res.UpstreamChanges, upstreamChangesMetric)
+	}
 }
 
 // trimmedStreams are the streams each role's box trims (the default names

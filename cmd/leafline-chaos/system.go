@@ -136,8 +136,27 @@ func writeTopology(o options, dir string, edges []string, l1Leaf, hubLeaf string
 	if o.Priority {
 		events["priorities"] = []map[string]any{{"name": "urgent", "subjects": []string{"events.chaos.0"}}}
 	}
-	return writeJSON(filepath.Join(dir, "topology.json"), map[string]any{"sites": sites,
-		"events": events, "receipts": map[string]any{"duplicate_window": window}})
+	topo := map[string]any{"sites": sites, "events": events, "receipts": map[string]any{"duplicate_window": window}}
+	if o.Faults[faultPark] {
+		// Small enough that a park passes it: the hub releases the
+		// parked edge's oldest events, and L1 sends them again.
+		topo["backlog"] = map[string]any{"max_bytes": fmt.Sprintf("%dKiB", parkBudget(o)>>10)}
+	}
+	return writeJSON(filepath.Join(dir, "topology.json"), topo)
+}
+
+// hubEventBytes is about what one chaos event takes in the hub's events
+// stream (its payload, subject and headers, with the relay's), for the
+// backlog budget.
+const hubEventBytes = 256
+
+// parkBudget is each edge's backlog budget at the hub with the park fault:
+// what the hub stores for an edge in a third of a park at --rate, so that
+// a park passes it even when part of it the hub gets no events (its link
+// cut, L1 down), and a link cut shorter than that does not.
+func parkBudget(o options) int64 {
+	b := int64(o.Rate) * int64(o.ParkFor/time.Second/3) * hubEventBytes
+	return max(b, 64<<10)
 }
 
 // openLinks puts a proxy that the driver cuts on each leafnode link
