@@ -103,7 +103,7 @@ func TestBench_RestoreAndFleetPrintParsableLine(t *testing.T) {
 			t.Errorf("no %s in %q", name, lines[len(lines)-1])
 		}
 	}
-	for _, row := range []string{"\nl ", "\nF ", "\nF_parked "} {
+	for _, row := range []string{"\nl ", "\nF ", "\nF_parked ", "\nF_again "} {
 		if !strings.Contains(out.String(), row) {
 			t.Errorf("no %q row:\n%s", strings.TrimSpace(row), out.String())
 		}

@@ -100,8 +100,10 @@ func (o Options) estimateLinked(relay bool) float64 {
 		cut := max(o.FleetCut.Seconds(), per(events, 0.4))
 		s += 5 + 0.1*float64(o.FleetEdges) + cut + per(events, drain)
 		if o.FleetEdges >= 2 {
-			// The same again with one edge parked: the others drain.
+			// The same again with one edge parked: the others drain;
+			// then it catches up, and the first drain once more.
 			s += 1 + cut + per(events-o.FleetEvents, drain)
+			s += per(o.FleetEvents, drain) + cut + per(events, drain)
 		}
 	}
 	return s

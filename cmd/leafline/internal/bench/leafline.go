@@ -107,7 +107,10 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	   or more, the same again on the same system with the last edge
 //	   stopped (parked) for the whole run (row F_parked): its events stay
 //	   at the hub, and the drain is timed until every other edge's events
-//	   are completed; a parked edge must not slow the others.
+//	   are completed; then, the parked edge back and caught up, the first
+//	   drain once more (row F_again). A parked edge must not slow the
+//	   others: fleet_parked_ratio is the mean of F and F_again over
+//	   F_parked.
 //
 // Then, on the first transport, a system of l1, a hub and one edge per
 // compression (off, s2_fast, s2_best on every link):
