@@ -25,7 +25,10 @@ import (
 // message is stored twice, none is skipped, also when a box crashes during
 // the switch. The downstream stream's newest message on the link's
 // subjects says how far the link got (its mark: package hop), whichever
-// transport stored it; the trim never removes it (jsplan.KeepRelayMarks).
+// transport stored it. The trim keeps it while it is the stream's last
+// message or younger than jsplan.TipKeep; past that, the upstream has
+// long recorded the ACK of it, and its consumer's ACK floor holds the
+// same place.
 //
 //   - The upstream end creates the new transport's consumer, starting after
 //     the old consumer's ACK floor when that one exists, and then deletes

@@ -33,7 +33,10 @@
 //
 // On start the mark is read back from the downstream stream: the newest
 // message on the link's subjects (Link.Marks), its tip. The trim of a relayed
-// stream therefore keeps the newest message of each link (see KeepNewest).
+// stream therefore keeps the newest message of each link while the link may
+// need it (jsplan.TipKeep): once the upstream has recorded the ACK of the
+// tip, its ACK floor says as much, and a link that finds no tip but an
+// upstream that records what it took takes the upstream after that floor.
 // A message that stream sourcing stored there, before the link moved to
 // the relay, gives the mark by its Nats-Stream-Source header.
 //

@@ -32,9 +32,9 @@ const (
 	// longer holds what the link stored last at that sequence (its box
 	// restored from an older copy of its data dir).
 	UpstreamRolledBack = "rolled_back"
-	// DownstreamNew: this end of the link holds nothing of it while the
-	// upstream records that the link took messages (this box replaced
-	// with a blank disk): the link takes the upstream after what it
+	// DownstreamNew: this end of the link has never stored a message
+	// while the upstream records that the link took messages (this box
+	// replaced with a blank disk): the link takes the upstream after what it
 	// recorded as taken, not from the stream's start, and what the old
 	// box had taken and not passed on is for the repair upstream of the
 	// link (a release, or L1's redrive) to send again.
@@ -109,9 +109,11 @@ func (r *Mover) check(ctx context.Context) error {
 			return r.restart(ctx, UpstreamChange{Kind: UpstreamReplaced, Was: r.upstream, Now: now, Mark: r.stored, Start: first})
 		}
 		r.upstream = cmp.Or(now, r.upstream)
-		if fresh && r.l.Skip == nil && r.l.Changed != nil {
+		if fresh && r.l.Skip == nil && r.l.Changed != nil && r.blank(ctx) {
 			// A link that skips another's messages may have stored
-			// none of its own: not a new box.
+			// none of its own, and a stream that once held messages
+			// may have had the link's tip trimmed (jsplan.TipKeep):
+			// neither is a new box.
 			r.l.Changed(UpstreamChange{Kind: DownstreamNew, Now: now, Start: start})
 		}
 		return nil
@@ -141,6 +143,13 @@ func (r *Mover) check(ctx context.Context) error {
 	// it: its history forked after its ACK floor, which is where its
 	// history and the link's last agree.
 	return r.restart(ctx, UpstreamChange{Kind: UpstreamRolledBack, Was: r.upstream, Now: now, Mark: t.seq, Start: floor + 1})
+}
+
+// blank reports whether the downstream stream has never stored a
+// message (false when that cannot be read).
+func (r *Mover) blank(ctx context.Context) bool {
+	s, err := r.l.Local.Stream(ctx, r.l.LocalStream)
+	return err == nil && s.CachedInfo().State.LastSeq == 0
 }
 
 // replaced reports whether now, the upstream stream's identity, is

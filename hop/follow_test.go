@@ -218,3 +218,45 @@ func TestRelay_UpstreamRestartedIsTheSame(t *testing.T) {
 	exactlyOnce(t, p.settled(t, 400), 400)
 	wantChanges(t, &ch)
 }
+
+// A relay whose tip the trim removed (jsplan.TipKeep: a link quiet for a
+// while) finds no mark downstream, but the upstream's ACK floor holds its
+// place: it takes the upstream after it, stores nothing twice, and does
+// not take its stream for a new box's.
+func TestRelay_TipTrimmed(t *testing.T) {
+	p := startPair(t, time.Minute)
+	var ch changes
+	l := p.link()
+	l.Changed = ch.add
+	r, err := hop.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	p.publish(t, 0, 200)
+	p.settled(t, 200)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	down, err := p.downJS.Stream(context.Background(), "DOWN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := down.Purge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := hop.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.run(t, r2)
+	p.publish(t, 200, 100)
+	msgs := p.settled(t, 100)
+	if len(msgs) != 100 || msgs[0].Header.Get(jetstream.MsgIDHeader) != "id-200" {
+		t.Fatalf("downstream holds %d messages from %q, want the 100 new ones", len(msgs), msgs[0].Header.Get(jetstream.MsgIDHeader))
+	}
+	wantChanges(t, &ch)
+}

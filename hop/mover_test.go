@@ -169,7 +169,8 @@ func (p *pair) settled(t *testing.T, want int) []*jetstream.RawStreamMsg {
 	})
 	s, _ := p.downJS.Stream(ctx, "DOWN")
 	var out []*jetstream.RawStreamMsg
-	for seq := uint64(1); seq <= s.CachedInfo().State.LastSeq; seq++ {
+	st := s.CachedInfo().State
+	for seq := max(st.FirstSeq, 1); seq <= st.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatal(err)

@@ -225,6 +225,12 @@ func receiptLinks(normal TakenLink, t *topology.Topology, from *topology.Site, e
 		for _, e := range edges {
 			marks = append(marks, receipt.ClassSubject(t.ReceiptSubject(e.Name, "*"), class))
 		}
+		if len(marks) == 0 {
+			// A hub with no edge left (each moved or retired) may still
+			// hold their receipts. Every site's subjects hold no tip of
+			// this link's: it takes its upstream after the ACK floor.
+			marks = append(marks, receipt.ClassSubject(t.ReceiptSubject("*", "*"), class))
+		}
 		return marks
 	}
 	normal.Marks = lane("")
@@ -253,25 +259,40 @@ func KeepRelayMarks(cfg *topology.Config, site *topology.Site, plans []TrimPlan)
 	for _, sp := range TakenLinks(cfg, site) {
 		for i := range plans {
 			if plans[i].Stream == sp.LocalStream {
-				plans[i].Keep = append(plans[i].Keep, sp.Marks...)
+				plans[i].Keep = append(plans[i].Keep, sp.Marks)
 			}
 		}
 	}
 	return plans
 }
 
-// keepNewest lowers bound below the newest message on each keep subject.
-// A quiet relay link thereby holds back the trim of a stream that other
-// links fill, above its own newest message.
-func keepNewest(ctx context.Context, s jetstream.Stream, keep []string, bound uint64) (uint64, error) {
-	for _, subj := range keep {
-		m, err := s.GetLastMsgForSubject(ctx, subj)
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-		case err != nil:
-			return 0, fmt.Errorf("newest message on %s: %w", subj, err)
-		default:
-			bound = min(bound, m.Sequence-1)
+// TipKeep is how long the trim keeps a link's newest message once it is
+// no longer the stream's last: far longer than a relay takes to have its
+// upstream record the ACK of what it stored. Past that, the upstream's
+// ACK floor holds the link's place (a relay link that finds no tip takes
+// its upstream after that floor, package hop), and a quiet link, such as
+// the receipts link of a parked edge, no longer holds back the trim of a
+// stream that other links fill.
+const TipKeep = time.Minute
+
+// keepNewest lowers bound below each link's newest message on its mark
+// subjects (the newest of them all, as the link reads its tip) while that
+// message is the stream's last (last) or younger than TipKeep.
+func keepNewest(ctx context.Context, s jetstream.Stream, keep [][]string, bound, last uint64, now time.Time) (uint64, error) {
+	for _, marks := range keep {
+		var newest *jetstream.RawStreamMsg
+		for _, subj := range marks {
+			m, err := s.GetLastMsgForSubject(ctx, subj)
+			switch {
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+			case err != nil:
+				return 0, fmt.Errorf("newest message on %s: %w", subj, err)
+			case newest == nil || m.Sequence > newest.Sequence:
+				newest = m
+			}
+		}
+		if newest != nil && (newest.Sequence >= last || now.Sub(newest.Time) < TipKeep) {
+			bound = min(bound, newest.Sequence-1)
 		}
 	}
 	return bound, nil

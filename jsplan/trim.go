@@ -28,10 +28,14 @@ const TrimEvery = time.Second
 type TrimPlan struct {
 	Stream    string
 	Consumers []string
-	// keep are subjects whose newest message is never trimmed: those of
-	// the links into the stream, whose newest message holds the link's
-	// high-water mark (package hop).
-	Keep []string
+	// Keep are the mark subjects of each link into the stream: a link's
+	// newest message on them holds its high-water mark (package hop),
+	// and is kept while the link may need it (keepNewest).
+	Keep [][]string
+	// Untaken: the stream has no taker (a hub left without an edge that
+	// takes its events stream): everything but what Keep keeps is
+	// trimmed, where a plan with no Consumers trims nothing.
+	Untaken bool
 	// Lanes: every consumer of a receipts class lane beside one of
 	// Consumers (receipt.ClassConsumer) bounds the trim too, also one
 	// whose class the topology no longer names: the lane's receipts that
@@ -77,7 +81,7 @@ func trimTakers(cfg *topology.Config, site *topology.Site) []TrimPlan {
 			}
 		}
 		return []TrimPlan{
-			{Stream: t.Events.HubStream, Consumers: edges, Budgets: budgets(cfg, site)},
+			{Stream: t.Events.HubStream, Consumers: edges, Budgets: budgets(cfg, site), Untaken: len(edges) == 0},
 			{Stream: t.Receipts.HubStream, Consumers: receiptTakers(t, site, up), Lanes: true},
 		}
 	case topology.RoleEdge:
@@ -117,6 +121,9 @@ func receiptTakers(t *topology.Topology, site, up *topology.Site) []string {
 // are returned.
 func trimBound(ctx context.Context, s jetstream.Stream, p TrimPlan, st jetstream.StreamState, now time.Time) (uint64, []Backlog, error) {
 	if len(p.Consumers) == 0 {
+		if p.Untaken {
+			return st.LastSeq, nil, nil
+		}
 		return 0, nil, nil
 	}
 	// One listing reads every consumer of the stream, pull (the box's
@@ -243,7 +250,7 @@ func TrimStreamAt(ctx context.Context, js jetstream.JetStream, p TrimPlan, now t
 	}
 	bound, backlogs, err := trimBound(ctx, s, p, st, now)
 	if err == nil {
-		bound, err = keepNewest(ctx, s, p.Keep, bound)
+		bound, err = keepNewest(ctx, s, p.Keep, bound, st.LastSeq, now)
 	}
 	if err != nil || st.Msgs == 0 || bound < st.FirstSeq {
 		return 0, backlogs, err

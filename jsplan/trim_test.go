@@ -249,3 +249,45 @@ func TestTrim_LaneConsumersBound(t *testing.T) {
 		t.Fatalf("trimmed %d, %v; want the other 9", n, err)
 	}
 }
+
+// The trim keeps a link's newest message on its mark subjects, the
+// newest of them all, while it is the stream's last message or younger
+// than TipKeep: a quiet link (edge b, parked) then no longer holds back
+// what the other links fill.
+func TestTrim_KeepsEachLinksTipAWhile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, s := trimmedStream(ctx, t)
+	// seqs 1..3: link 1's x, y, x; 4: link 2's b; 5..10: link 1's x.
+	for _, subj := range []string{"s.x", "s.y", "s.x", "s.b", "s.x", "s.x", "s.x", "s.x", "s.x", "s.x"} {
+		if _, err := js.Publish(ctx, subj, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "taker", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	takeN(t, c, 10, func(_ int, m jetstream.Msg) error { return m.DoubleAck(ctx) })
+	p := TrimPlan{Stream: "S", Consumers: []string{"taker"}, Keep: [][]string{{"s.x", "s.y"}, {"s.b"}}}
+	// Now: link 2's tip (4) is kept, and so are the messages after it.
+	if n, _, err := TrimStreamAt(ctx, js, p, time.Now()); err != nil || n != 3 {
+		t.Fatalf("trimmed %d, %v; want 3, below link 2's tip", n, err)
+	}
+	// Past TipKeep: link 2's tip goes; link 1's, the stream's last, stays.
+	if n, _, err := TrimStreamAt(ctx, js, p, time.Now().Add(TipKeep+time.Second)); err != nil || n != 6 {
+		t.Fatalf("trimmed %d, %v; want 6, all but the stream's last", n, err)
+	}
+	if st := localState(ctx, t, s); st.FirstSeq != 10 || st.Msgs != 1 {
+		t.Fatalf("stream holds %d from %d, want seq 10 alone", st.Msgs, st.FirstSeq)
+	}
+}
+
+func localState(ctx context.Context, t *testing.T, s jetstream.Stream) jetstream.StreamState {
+	t.Helper()
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State
+}

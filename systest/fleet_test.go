@@ -352,3 +352,73 @@ func TestFleet_HubReplacedWhileAnEdgeIsAway(t *testing.T) {
 		t.Fatalf("the new hub's events stream took %d messages: it replayed what the old hub had taken", last)
 	}
 }
+
+// An edge moved to another hub while it is away (a truck driven to
+// another region): L1 and both hubs take the new topology by a reload,
+// the edge starts on it, and the new hub's other edge keeps its link.
+// The events its old hub still held for it reach it through L1's redrive
+// by its new hub, every event published afterwards takes the new path,
+// and the old hub holds nothing more for it.
+func TestFleet_SiteMoved(t *testing.T) {
+	ls := testSystem(t, Options{Edges: 2, Hubs: 2, Configure: func(c *topology.Config) {
+		withTransport(topology.TransportRelay, "")(c)
+		c.Topology.Events.DuplicateWindow = topology.Duration(time.Second)
+		c.Topology.Receipts.DuplicateWindow = topology.Duration(time.Second)
+		c.Completion.OverdueAfter = topology.Duration(time.Second)
+		c.Completion.RedriveAfter = topology.Duration(3 * time.Second)
+	}}, nil)
+	if s, _ := ls.Topology.Site("edge2"); s.Upstream != "hub2" {
+		t.Fatalf("edge2's upstream is %q, want hub2", s.Upstream)
+	}
+	js := jstest.ConnectURL(t, ls.App("l1").ClientURL())
+	waitDone(t, ls, publishN(t, js, "before", 100), time.Minute, "edge1", "edge2")
+	if err := ls.Stop("edge2"); err != nil {
+		t.Fatal(err)
+	}
+	held := publishN(t, js, "held", 100)
+	waitDone(t, ls, held, time.Minute, "edge1")
+	// Long after, the new hub holds none of them: edge1 took them.
+	hubJS := jstest.ConnectURL(t, ls.App("hub").ClientURL())
+	check.For(t, time.Minute, 100*time.Millisecond, func() error {
+		if st := localsys.StreamState(context.Background(), hubJS, "HA"); st.Msgs > 1 {
+			return fmt.Errorf("the hub's HA still holds %d events", st.Msgs)
+		}
+		return nil
+	})
+
+	move := func(tp *topology.Topology) {
+		s, _ := tp.Site("edge2")
+		s.Upstream = "hub"
+	}
+	link := leafID(t, ls, "edge1")
+	reloadBox(t, ls, "l1", withSites(t, ls, "l1", move))
+	reloadBox(t, ls, "hub", withSites(t, ls, "hub", move))
+	c := withSites(t, ls, "edge2", move)
+	hub, _ := c.Topology.Site("hub")
+	c.Leafnode.UpstreamURL = "nats-leaf://" + hub.Leafnode.Listen
+	ls.Configs["edge2"] = c
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := ls.Start(ctx, "edge2"); err != nil {
+		t.Fatal(err)
+	}
+	reloadBox(t, ls, "hub2", withSites(t, ls, "hub2", move))
+
+	after := publishN(t, js, "after", 100)
+	waitDone(t, ls, slices.Concat(held, after), 2*time.Minute, "edge1", "edge2")
+	if now := leafID(t, ls, "edge1"); now != link {
+		t.Fatalf("edge1's link to the hub dropped during the move (connection %d, now %d)", link, now)
+	}
+	hjs := jstest.ConnectURL(t, ls.App("hub2").ClientURL())
+	if _, err := hjs.Consumer(context.Background(), "HA", topology.RelayConsumerName("edge2")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the old hub still holds edge2's consumer: %v", err)
+	}
+	// The old hub, left without an edge, keeps none of the events it
+	// still takes from L1.
+	check.For(t, time.Minute, 100*time.Millisecond, func() error {
+		if st := localsys.StreamState(context.Background(), hjs, "HA"); st.Msgs > 1 {
+			return fmt.Errorf("the old hub's HA holds %d events", st.Msgs)
+		}
+		return nil
+	})
+}

@@ -66,6 +66,9 @@ type runningApp[A Box] struct {
 type Options struct {
 	// Edges is the number of edge sites, named edge1, edge2, … Zero means 1.
 	Edges int
+	// Hubs is the number of hubs, named hub, hub2, hub3, …; edge i's
+	// upstream is hub number (i-1) mod Hubs + 1. Zero means 1.
+	Hubs int
 	// Configure, if set, adjusts each box's config before validation.
 	Configure func(*topology.Config)
 	Logger    *slog.Logger
@@ -86,16 +89,26 @@ func New[A Box](dir string, o Options, newBox func(cfg *topology.Config, log *sl
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	ports, err := loopback.FreePorts(2)
+	o.Hubs = max(o.Hubs, 1)
+	ports, err := loopback.FreePorts(1 + o.Hubs)
 	if err != nil {
 		return nil, err
 	}
 	t := &topology.Topology{Sites: []topology.Site{
 		{Name: "l1", Role: topology.RoleL1, Leafnode: topology.SiteLeafnode{Listen: fmt.Sprintf("127.0.0.1:%d", ports[0])}},
-		{Name: "hub", Role: topology.RoleHub, Upstream: "l1", Leafnode: topology.SiteLeafnode{Listen: fmt.Sprintf("127.0.0.1:%d", ports[1])}},
 	}}
+	hub := func(i int) string {
+		if i == 1 {
+			return "hub"
+		}
+		return fmt.Sprintf("hub%d", i)
+	}
+	for i := 1; i <= o.Hubs; i++ {
+		t.Sites = append(t.Sites, topology.Site{Name: hub(i), Role: topology.RoleHub, Upstream: "l1",
+			Leafnode: topology.SiteLeafnode{Listen: fmt.Sprintf("127.0.0.1:%d", ports[i])}})
+	}
 	for i := 1; i <= o.Edges; i++ {
-		t.Sites = append(t.Sites, topology.Site{Name: fmt.Sprintf("edge%d", i), Role: topology.RoleEdge, Upstream: "hub"})
+		t.Sites = append(t.Sites, topology.Site{Name: fmt.Sprintf("edge%d", i), Role: topology.RoleEdge, Upstream: hub((i-1)%o.Hubs + 1)})
 	}
 	var creds *pki.Credentials
 	if !o.Insecure {
