@@ -43,6 +43,7 @@ type App struct {
 	// of the edges it released past their budget, and backlogs what its
 	// events stream held for each at the last trim (backlog.go).
 	plans    []jsplan.TrimPlan
+	tips     *jsplan.Tips // where the relays' links stand in the plans' streams
 	releases *releases
 	backlogs atomic.Pointer[map[string]jsplan.Backlog]
 

@@ -11,13 +11,17 @@ import (
 	"github.com/leafline/leafline/jsplan"
 )
 
-// trimPlans returns the site's trim plans, each budgeted one (a hub's
+// trimPlans returns the site's trim plans, each reading where the relays'
+// links stand from a.tips (new with the plans), each budgeted one (a hub's
 // events stream) with the hub's releases and the mark of the link that
 // fills the stream, opening the releases bucket when there is one.
 func (a *App) trimPlans(ctx context.Context) ([]jsplan.TrimPlan, error) {
 	plans := jsplan.TrimPlans(a.cfg, a.site)
+	// The relays started next report where their links stand.
+	a.tips = &jsplan.Tips{}
 	for i := range plans {
 		p := &plans[i]
+		p.Tips = a.tips
 		if len(p.Budgets) == 0 {
 			continue
 		}

@@ -45,6 +45,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 	// take (key) and their class.
 	type classLink struct{ key, class string }
 	classes := map[classLink]*hop.Mover{}
+	tips := a.tips
 	for _, sp := range specs {
 		up, err := jetstream.NewWithDomain(nc, sp.From.Domain)
 		if err != nil {
@@ -78,6 +79,7 @@ func (a *App) startHopRelays(ctx context.Context, g *errgroup.Group) error {
 			Local: local, LocalStream: sp.LocalStream, Subject: sp.Subject, Marks: sp.Marks,
 			Batch: jsplan.RelayBatch, Cap: caps[key], Rank: sp.Rank, LinkUp: watch.next, IdleExpiry: relayIdleExpiry,
 			Changed: func(c hop.UpstreamChange) { a.upstreamChanged(ctx, sp, name, c) },
+			Stored:  func(at hop.Stored) { tips.Set(name, jsplan.Tip{Seq: at.Seq, Time: at.Time}) },
 			Log:     a.log.With("component", "hop-relay", "link", name),
 		})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,6 +24,15 @@ type tip struct {
 	relayed  bool   // stored by the relay, not by stream sourcing
 	id       string // its Nats-Msg-Id
 	data     []byte
+	// at is where it is stored downstream: its sequence and time there.
+	at Stored
+}
+
+// Stored is where a link's newest message stands in its downstream
+// stream (Link.Stored).
+type Stored struct {
+	Seq  uint64 // 0: the link has stored nothing there
+	Time time.Time
 }
 
 // same reports whether m, delivered from the upstream, is the message t
@@ -76,6 +86,7 @@ func readTip(ctx context.Context, s jetstream.Stream, link string, marks []strin
 		}
 		if ok && m.Sequence > newest {
 			t.id, t.data = m.Header.Get(jetstream.MsgIDHeader), m.Data
+			t.at = Stored{Seq: m.Sequence, Time: m.Time}
 			out, newest = t, m.Sequence
 		}
 	}

@@ -103,6 +103,11 @@ type Link struct {
 	// positioned the consumer to take it again (package doc, # An
 	// upstream replaced or rolled back).
 	Changed func(UpstreamChange)
+	// Stored, if set, is told where the link's newest message stands in
+	// the downstream stream: when the relay reads its tip there, and
+	// after each store. The trim of that stream keeps it by this
+	// (jsplan.Tips), without reading the stream.
+	Stored func(Stored)
 	// Log receives the relay's log lines (never payloads). Nil discards.
 	Log *slog.Logger
 }
@@ -330,8 +335,12 @@ func (r *Mover) step(ctx context.Context) error {
 			return fmt.Errorf("read mark: %w", err)
 		}
 		r.tip, r.stored, r.upstream, r.loaded = t, 0, "", true
+		at := Stored{}
 		if t != nil {
-			r.stored, r.upstream = t.seq, t.upstream
+			r.stored, r.upstream, at = t.seq, t.upstream, t.at
+		}
+		if r.l.Stored != nil {
+			r.l.Stored(at)
 		}
 		r.mark, r.refollow = r.stored, r.cons != nil
 	}
@@ -548,7 +557,8 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 		r.mark, r.prev = take[len(take)-1].meta.Sequence.Stream, prev
 	}
 	if len(store) > 0 {
-		if err := r.store(ctx, store); err != nil {
+		at, err := r.store(ctx, store)
+		if err != nil {
 			// The store may have happened: read the mark again first.
 			r.loaded, r.prev = false, nil
 			r.refused++
@@ -559,7 +569,10 @@ func (r *Mover) move(ctx context.Context, msgs []jetstream.Msg) error {
 		last := store[len(store)-1]
 		r.stored = last.meta.Sequence.Stream
 		r.tip = &tip{seq: r.stored, upstream: r.upstream, relayed: true,
-			id: last.m.Headers().Get(jetstream.MsgIDHeader), data: last.m.Data()}
+			id: last.m.Headers().Get(jetstream.MsgIDHeader), data: last.m.Data(), at: at}
+		if r.l.Stored != nil {
+			r.l.Stored(at)
+		}
 		if r.beforeAck != nil {
 			if err := r.beforeAck(); err != nil {
 				return &crashError{err}
@@ -621,7 +634,7 @@ func (r *Mover) holdsAllPending(ctx context.Context, n int) (bool, error) {
 	return info.NumAckPending == n, nil
 }
 
-func (r *Mover) store(ctx context.Context, ds []delivery) error {
+func (r *Mover) store(ctx context.Context, ds []delivery) (Stored, error) {
 	out := make([]*nats.Msg, 0, len(ds))
 	for _, d := range ds {
 		m := nats.NewMsg(r.l.Subject(d.m.Subject()))
@@ -645,38 +658,48 @@ func (r *Mover) store(ctx context.Context, ds []delivery) error {
 	if r.single || len(out) == 1 {
 		// One message is stored whole by a plain publish, without the
 		// server's staging of an atomic batch.
-		if err := r.storeEach(ctx, out); err != nil {
-			return err
+		at, err := r.storeEach(ctx, out)
+		if err != nil {
+			return at, err
 		}
 		r.single = false
-		return nil
+		return at, nil
 	}
 	// One round trip: the commit's answer reports any refusal.
-	_, err := jetstreamext.PublishMsgBatch(ctx, r.l.Local, out, jetstreamext.BatchFlowControl{})
+	ack, err := jetstreamext.PublishMsgBatch(ctx, r.l.Local, out, jetstreamext.BatchFlowControl{})
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInBatch {
 		// One of the ids is in the window: store one by one, in order,
 		// so the server drops the duplicate and the prefix still holds.
 		return r.storeEach(ctx, out)
 	}
-	if err != nil && ctx.Err() == nil {
-		// Nothing or all of the batch is stored. The caller reads the
-		// mark again, which tells which; what is not stored comes again
-		// and goes one message at a time.
-		r.single = true
+	if err != nil {
+		if ctx.Err() == nil {
+			// Nothing or all of the batch is stored. The caller reads the
+			// mark again, which tells which; what is not stored comes again
+			// and goes one message at a time.
+			r.single = true
+		}
+		return Stored{}, err
 	}
-	return err
+	return Stored{Seq: ack.Sequence, Time: time.Now()}, nil
 }
 
 // storeEach stores out one message at a time, in order, so that whatever
-// stops it leaves a prefix of the link stored, and the mark holds.
-func (r *Mover) storeEach(ctx context.Context, out []*nats.Msg) error {
+// stops it leaves a prefix of the link stored, and the mark holds. It
+// returns where the newest of them stands (a duplicate the server drops
+// answers with its first copy's sequence).
+func (r *Mover) storeEach(ctx context.Context, out []*nats.Msg) (Stored, error) {
+	var at Stored
 	for _, m := range out {
-		if _, err := r.l.Local.PublishMsg(ctx, m); err != nil {
-			return err
+		ack, err := r.l.Local.PublishMsg(ctx, m)
+		if err != nil {
+			return at, err
 		}
+		at.Seq = max(at.Seq, ack.Sequence)
 	}
-	return nil
+	at.Time = time.Now()
+	return at, nil
 }
 
 func nakAll(ds []delivery) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -259,7 +260,7 @@ func KeepRelayMarks(cfg *topology.Config, site *topology.Site, plans []TrimPlan)
 	for _, sp := range TakenLinks(cfg, site) {
 		for i := range plans {
 			if plans[i].Stream == sp.LocalStream {
-				plans[i].Keep = append(plans[i].Keep, sp.Marks)
+				plans[i].Keep = append(plans[i].Keep, KeepLink{Name: sp.LinkName(site), Marks: sp.Marks})
 			}
 		}
 	}
@@ -275,27 +276,83 @@ func KeepRelayMarks(cfg *topology.Config, site *topology.Site, plans []TrimPlan)
 // stream that other links fill.
 const TipKeep = time.Minute
 
+// KeepLink is a link into a stream, by its name (TakenLink.LinkName) and
+// the subjects that hold its messages there.
+type KeepLink struct {
+	Name  string
+	Marks []string
+}
+
+// Tips are where the newest message of each relay link stands in its
+// stream, as the box's relays report it, by link name. Safe for
+// concurrent use; the zero value is empty.
+type Tips struct {
+	mu sync.Mutex
+	m  map[string]Tip
+}
+
+// Tip is where a link's newest message stands: its sequence (0: none)
+// and when it was stored.
+type Tip struct {
+	Seq  uint64
+	Time time.Time
+}
+
+// Set records where link's newest message stands.
+func (t *Tips) Set(link string, at Tip) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string]Tip{}
+	}
+	t.m[link] = at
+}
+
+// Get returns where link's newest message stands, if its relay said.
+func (t *Tips) Get(link string) (Tip, bool) {
+	if t == nil {
+		return Tip{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.m[link]
+	return at, ok
+}
+
 // keepNewest lowers bound below each link's newest message on its mark
 // subjects (the newest of them all, as the link reads its tip) while that
-// message is the stream's last (last) or younger than TipKeep.
-func keepNewest(ctx context.Context, s jetstream.Stream, keep [][]string, bound, last uint64, now time.Time) (uint64, error) {
-	for _, marks := range keep {
-		var newest *jetstream.RawStreamMsg
-		for _, subj := range marks {
-			m, err := s.GetLastMsgForSubject(ctx, subj)
-			switch {
-			case errors.Is(err, jetstream.ErrMsgNotFound):
-			case err != nil:
-				return 0, fmt.Errorf("newest message on %s: %w", subj, err)
-			case newest == nil || m.Sequence > newest.Sequence:
-				newest = m
+// message is the stream's last (last) or younger than TipKeep. Where
+// tips knows a link's, it is not read from the stream.
+func keepNewest(ctx context.Context, s jetstream.Stream, keep []KeepLink, tips *Tips, bound, last uint64, now time.Time) (uint64, error) {
+	for _, k := range keep {
+		newest, ok := tips.Get(k.Name)
+		if !ok {
+			var err error
+			if newest, err = newestOn(ctx, s, k.Marks); err != nil {
+				return 0, err
 			}
 		}
-		if newest != nil && (newest.Sequence >= last || now.Sub(newest.Time) < TipKeep) {
-			bound = min(bound, newest.Sequence-1)
+		if newest.Seq > 0 && (newest.Seq >= last || now.Sub(newest.Time) < TipKeep) {
+			bound = min(bound, newest.Seq-1)
 		}
 	}
 	return bound, nil
+}
+
+// newestOn reads the stream's newest message on any of subjects.
+func newestOn(ctx context.Context, s jetstream.Stream, subjects []string) (Tip, error) {
+	var newest Tip
+	for _, subj := range subjects {
+		m, err := s.GetLastMsgForSubject(ctx, subj)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return Tip{}, fmt.Errorf("newest message on %s: %w", subj, err)
+		case m.Sequence > newest.Seq:
+			newest = Tip{Seq: m.Sequence, Time: m.Time}
+		}
+	}
+	return newest, nil
 }
 
 // StockServerTakes refuses to provision a site, for a server leafline does

@@ -90,7 +90,7 @@ func TestSitePlan_EdgeTakesItsClassByItsOwnLink(t *testing.T) {
 		t.Errorf("normal link %+v", normal)
 	}
 	if !slices.ContainsFunc(TrimPlans(cfg, edge), func(p TrimPlan) bool {
-		return p.Stream == "L2A_URGENT" && slices.Equal(p.Consumers, []string{cfg.Delivery.Consumer}) && slices.ContainsFunc(p.Keep, func(m []string) bool { return slices.Equal(m, []string{">"}) })
+		return p.Stream == "L2A_URGENT" && slices.Equal(p.Consumers, []string{cfg.Delivery.Consumer}) && slices.ContainsFunc(p.Keep, func(k KeepLink) bool { return slices.Equal(k.Marks, []string{">"}) })
 	}) {
 		t.Errorf("trim plans %+v: want L2A_URGENT trimmed by the runner, its link's mark kept", TrimPlans(cfg, edge))
 	}

@@ -28,10 +28,13 @@ const TrimEvery = time.Second
 type TrimPlan struct {
 	Stream    string
 	Consumers []string
-	// Keep are the mark subjects of each link into the stream: a link's
-	// newest message on them holds its high-water mark (package hop),
-	// and is kept while the link may need it (keepNewest).
-	Keep [][]string
+	// Keep are the links into the stream: a link's newest message on its
+	// mark subjects holds its high-water mark (package hop), and is kept
+	// while the link may need it (keepNewest).
+	Keep []KeepLink
+	// Tips, if set, tells where the links of Keep that report it stand
+	// (hop.Link.Stored): the trim then reads only the others' marks.
+	Tips *Tips
 	// Untaken: the stream has no taker (a hub left without an edge that
 	// takes its events stream): everything but what Keep keeps is
 	// trimmed, where a plan with no Consumers trims nothing.
@@ -250,7 +253,7 @@ func TrimStreamAt(ctx context.Context, js jetstream.JetStream, p TrimPlan, now t
 	}
 	bound, backlogs, err := trimBound(ctx, s, p, st, now)
 	if err == nil {
-		bound, err = keepNewest(ctx, s, p.Keep, bound, st.LastSeq, now)
+		bound, err = keepNewest(ctx, s, p.Keep, p.Tips, bound, st.LastSeq, now)
 	}
 	if err != nil || st.Msgs == 0 || bound < st.FirstSeq {
 		return 0, backlogs, err

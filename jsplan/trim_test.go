@@ -269,7 +269,7 @@ func TestTrim_KeepsEachLinksTipAWhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	takeN(t, c, 10, func(_ int, m jetstream.Msg) error { return m.DoubleAck(ctx) })
-	p := TrimPlan{Stream: "S", Consumers: []string{"taker"}, Keep: [][]string{{"s.x", "s.y"}, {"s.b"}}}
+	p := TrimPlan{Stream: "S", Consumers: []string{"taker"}, Keep: []KeepLink{{"1", []string{"s.x", "s.y"}}, {"2", []string{"s.b"}}}}
 	// Now: link 2's tip (4) is kept, and so are the messages after it.
 	if n, _, err := TrimStreamAt(ctx, js, p, time.Now()); err != nil || n != 3 {
 		t.Fatalf("trimmed %d, %v; want 3, below link 2's tip", n, err)
