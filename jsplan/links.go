@@ -228,8 +228,10 @@ func receiptLinks(normal TakenLink, t *topology.Topology, from *topology.Site, e
 		}
 		if len(marks) == 0 {
 			// A hub with no edge left (each moved or retired) may still
-			// hold their receipts. Every site's subjects hold no tip of
-			// this link's: it takes its upstream after the ACK floor.
+			// hold their receipts: the link's marks are then every
+			// site's subjects. Their newest message is its tip or, when
+			// another link's, none: it then takes its upstream after
+			// the upstream's ACK floor.
 			marks = append(marks, receipt.ClassSubject(t.ReceiptSubject("*", "*"), class))
 		}
 		return marks
