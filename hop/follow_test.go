@@ -76,6 +76,24 @@ func (p *pair) holdsIDs(t *testing.T, from, to int) {
 	})
 }
 
+// runWhile runs a relay on l while work runs, then stops it and fails if
+// it returned an error.
+func (p *pair) runWhile(t *testing.T, l hop.Link, work func()) {
+	t.Helper()
+	r, err := hop.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	work()
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // changes records what a relay reports of its upstream (Link.Changed).
 type changes struct {
 	mu  sync.Mutex
@@ -193,22 +211,13 @@ func TestRelay_UpstreamRestartedIsTheSame(t *testing.T) {
 	var ch changes
 	l := p.link()
 	l.Changed = ch.add
-	r, err := hop.New(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	p.publish(t, 0, 200)
-	p.holdsIDs(t, 0, 200)
-	p.restartUp(t, func(string) {})
-	p.publish(t, 200, 100)
-	p.holdsIDs(t, 200, 300)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	p.runWhile(t, l, func() {
+		p.publish(t, 0, 200)
+		p.holdsIDs(t, 0, 200)
+		p.restartUp(t, func(string) {})
+		p.publish(t, 200, 100)
+		p.holdsIDs(t, 200, 300)
+	})
 	r2, err := hop.New(l)
 	if err != nil {
 		t.Fatal(err)
@@ -228,19 +237,10 @@ func TestRelay_TipTrimmed(t *testing.T) {
 	var ch changes
 	l := p.link()
 	l.Changed = ch.add
-	r, err := hop.New(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	p.publish(t, 0, 200)
-	p.settled(t, 200)
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	p.runWhile(t, l, func() {
+		p.publish(t, 0, 200)
+		p.settled(t, 200)
+	})
 	down, err := p.downJS.Stream(context.Background(), "DOWN")
 	if err != nil {
 		t.Fatal(err)

@@ -378,13 +378,7 @@ func TestFleet_SiteMoved(t *testing.T) {
 	held := publishN(t, js, "held", 100)
 	waitDone(t, ls, held, time.Minute, "edge1")
 	// Long after, the new hub holds none of them: edge1 took them.
-	hubJS := jstest.ConnectURL(t, ls.App("hub").ClientURL())
-	check.For(t, time.Minute, 100*time.Millisecond, func() error {
-		if st := localsys.StreamState(context.Background(), hubJS, "HA"); st.Msgs > 1 {
-			return fmt.Errorf("the hub's HA still holds %d events", st.Msgs)
-		}
-		return nil
-	})
+	waitHATrimmed(t, ls, "hub")
 
 	move := func(tp *topology.Topology) {
 		s, _ := tp.Site("edge2")
@@ -415,9 +409,17 @@ func TestFleet_SiteMoved(t *testing.T) {
 	}
 	// The old hub, left without an edge, keeps none of the events it
 	// still takes from L1.
+	waitHATrimmed(t, ls, "hub2")
+}
+
+// waitHATrimmed waits until the hub's events stream holds at most its
+// last event (which the trim keeps: its link's mark).
+func waitHATrimmed(t *testing.T, ls *System, hub string) {
+	t.Helper()
+	js := jstest.ConnectURL(t, ls.App(hub).ClientURL())
 	check.For(t, time.Minute, 100*time.Millisecond, func() error {
-		if st := localsys.StreamState(context.Background(), hjs, "HA"); st.Msgs > 1 {
-			return fmt.Errorf("the old hub's HA holds %d events", st.Msgs)
+		if st := localsys.StreamState(context.Background(), js, "HA"); st.Msgs > 1 {
+			return fmt.Errorf("%s's HA still holds %d events", hub, st.Msgs)
 		}
 		return nil
 	})
