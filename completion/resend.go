@@ -35,9 +35,9 @@ const errDuplicateInBatch jetstream.ErrorCode = 10201
 // events in the order they were published, starting after the list
 // cursor after, and stops once it has published maxBytes of payload (one
 // event at least), at an event published within the origin stream's
-// duplicate window (OriginDuplicates: the stream would drop its copy), or
-// at the end of the list. It returns the cursor to go
-// on from ("" at the end), and how many events and bytes it published.
+// duplicate window (OriginDuplicates: the stream would drop its copy;
+// the next round starts from it again), or at the end of the list
+// (Resent.Done).
 //
 // Each copy is the origin message, with RedriveHeader ResendMark, on the
 // subject Address gives: only site's hub consumer for site takes it, and
@@ -46,18 +46,18 @@ const errDuplicateInBatch jetstream.ErrorCode = 10201
 // copy that reaches site twice (a Resend after a restart of this
 // process, the edge already holding the event) is absorbed like any
 // redelivery.
-func (s *Service) Resend(ctx context.Context, site string, through uint64, after string, maxBytes int64) (next string, n int, bytes int64, err error) {
-	next = after
+func (s *Service) Resend(ctx context.Context, site string, through uint64, after string, maxBytes int64) (Resent, error) {
+	out := Resent{Next: after}
 	if s.cfg.OriginStream == "" || s.address(site, "x") == "" {
-		return after, 0, 0, fmt.Errorf("completion: Resend needs ServiceConfig.OriginStream, and Address for site %s", site)
+		return out, fmt.Errorf("completion: Resend needs ServiceConfig.OriginStream, and Address for site %s", site)
 	}
 	st := s.State()
 	if st == nil {
-		return after, 0, 0, record.ErrNotReady
+		return out, record.ErrNotReady
 	}
 	stream, err := s.cfg.JS.Stream(ctx, s.cfg.OriginStream)
 	if err != nil {
-		return after, 0, 0, err
+		return out, err
 	}
 	var batch []*nats.Msg
 	flush := func() error {
@@ -80,12 +80,13 @@ func (s *Service) Resend(ctx context.Context, site string, through uint64, after
 		return err
 	}
 	now := time.Now()
-	for next = after; ; {
+	defer func() { s.resent.Add(uint64(out.Events)) }()
+	for {
 		// Pages of resendPage: a round overshoots maxBytes by one page
 		// at most.
-		page, cursor, err := st.List(ctx, record.ListQuery{Status: record.ListPending, Site: site, Limit: resendPage, After: next})
+		page, cursor, err := st.List(ctx, record.ListQuery{Status: record.ListPending, Site: site, Limit: resendPage, After: out.Next})
 		if err != nil {
-			return next, n, bytes, err
+			return out, err
 		}
 		young := false
 		for i := range page {
@@ -104,34 +105,46 @@ func (s *Service) Resend(ctx context.Context, site string, through uint64, after
 			}
 			msgs, err := s.copies(ctx, stream, c, ResendMark, site)
 			if err != nil {
-				return next, n, bytes, err
+				return out, err
 			}
 			for _, m := range msgs {
 				batch = append(batch, m)
-				n++
-				bytes += int64(len(m.Data))
+				out.Events++
+				out.Bytes += int64(len(m.Data))
 			}
 			// A copy, not a redrive: it takes nothing of the event's
 			// redrives, which may still be owed to another edge.
 			s.redrive.copy(c.EventID, now)
 			if len(batch) >= resendBatch {
 				if err := flush(); err != nil {
-					return next, n, bytes, err
+					return out, err
 				}
 			}
 		}
 		if err := flush(); err != nil {
-			return next, n, bytes, err
+			return out, err
 		}
 		if young {
 			// Next time from this page again: the cursor is a page's.
-			break
+			return out, nil
 		}
-		next = cursor
-		if next == "" || bytes >= maxBytes {
-			break
+		if out.Next = cursor; out.Next == "" {
+			out.Done = true
+			return out, nil
+		}
+		if out.Bytes >= maxBytes {
+			return out, nil
 		}
 	}
-	s.resent.Add(uint64(n))
-	return next, n, bytes, nil
+}
+
+// Resent is what one Resend round did.
+type Resent struct {
+	// Next is the list cursor the next round goes on from; Done is set
+	// once the round reached the end of the list.
+	Next string
+	Done bool
+	// Events and Bytes are the copies it published, and their payload.
+	Events int
+	Bytes  int64
 }

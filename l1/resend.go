@@ -151,7 +151,7 @@ func (a *Role) resendTo(ctx context.Context, r *resender, w resendWork) {
 	}
 	p := w.prog
 	room := w.backlog.MaxBytes/2 - w.backlog.Bytes
-	next, n, _, err := svc.Resend(ctx, w.site, p.through, p.cursor, room)
+	res, err := svc.Resend(ctx, w.site, p.through, p.cursor, room)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -160,12 +160,13 @@ func (a *Role) resendTo(ctx context.Context, r *resender, w resendWork) {
 		}
 		return
 	}
-	if p.cursor == "" && n > 0 {
+	n := res.Events
+	if p.sent == 0 && n > 0 {
 		a.log.Info("resend: edge is back after its hub released its oldest events: sending its pending events again, to it alone",
 			"edge", w.site, "released_through_origin_seq", p.through)
 	}
-	p.cursor, p.sent, p.sentAt = next, p.sent+n, time.Now()
-	if next == "" {
+	p.cursor, p.sent, p.sentAt = res.Next, p.sent+n, time.Now()
+	if res.Done {
 		p.done = true
 		if p.sent > 0 {
 			a.log.Info("resend: sent every released event again", "edge", w.site, "events", p.sent, "released_through_origin_seq", p.through)

@@ -127,12 +127,17 @@ func TestFleet_RolledBack(t *testing.T) {
 // edge is back, L1 sends it the released events, to it alone, and it
 // completes every event too, each once.
 func TestFleet_ParkedEdge(t *testing.T) {
-	const streamBytes = 4 << 20
+	const (
+		streamBytes  = 4 << 20
+		parkedWindow = 20 * time.Second
+	)
 	ls := testSystem(t, Options{Edges: 2, Configure: func(c *topology.Config) {
 		withTransport(topology.TransportRelay, "")(c)
 		// L1 sends an event again once the origin stream would not take
-		// the copy for a duplicate.
-		c.Topology.Events.DuplicateWindow = topology.Duration(time.Second)
+		// the copy for a duplicate. The parked edge is back well within
+		// this window: L1's first rounds find every released event too
+		// young, and it must go on once they are not.
+		c.Topology.Events.DuplicateWindow = topology.Duration(parkedWindow)
 		if c.Site == "hub" {
 			c.JetStream.MaxStreamBytes = streamBytes
 		}

@@ -39,6 +39,10 @@ func TestSystem_StreamsKeepOnlyWhatIsInFlight(t *testing.T) {
 			// Batches well below a stream's size: a receipt batch that
 			// does not fit waits for the runner's retry.
 			c.Delivery.BatchSize, c.Delivery.BacklogBatchSize = 64, 128
+			// A slow edge may pass its backlog budget at the hub while
+			// HA fills; L1 sends what the hub released once the origin
+			// stream takes a copy (past its duplicate window).
+			c.Topology.Events.DuplicateWindow = topology.Duration(5 * time.Second)
 		}})
 	if err != nil {
 		t.Fatal(err)
