@@ -49,10 +49,21 @@ type redriver struct {
 	seen     map[string]progress  // processor -> its latest reported event
 	redriven map[string]time.Time // event_id -> last redrive
 	count    map[string]int
-	// copied is when this process last published a copy of an event
-	// (a redrive or a resend): the origin stream drops another within
-	// its duplicate window (same Nats-Msg-Id), so none is sent then.
-	copied map[string]time.Time
+	// copied is this process's latest copy of each event (a redrive or
+	// a resend): the origin stream drops another within its duplicate
+	// window (same Nats-Msg-Id), so none is sent then; and a hub release
+	// through an origin sequence below the copy's did not release it.
+	copied map[string]copyOf
+}
+
+// copyOf is one copy of an event on the origin stream: when it was
+// published, the lowest origin sequence it can have, and the site it was
+// addressed to ("" when it went on the event's own subject, to every
+// edge the subject matches).
+type copyOf struct {
+	at   time.Time
+	seq  uint64
+	site string
 }
 
 // progress is the highest origin sequence a processor reported, and when.
@@ -106,14 +117,14 @@ func (r *redriver) done(id string, now time.Time) {
 	r.count[id]++
 }
 
-// copy records that a copy of the event id was published at now.
-func (r *redriver) copy(id string, now time.Time) {
+// copy records a copy of the event id published at now.
+func (r *redriver) copy(id string, c copyOf) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.copied == nil {
-		r.copied = map[string]time.Time{}
+		r.copied = map[string]copyOf{}
 	}
-	r.copied[id] = now
+	r.copied[id] = c
 }
 
 // copiedWithin reports whether a copy of the event id was published less
@@ -121,8 +132,18 @@ func (r *redriver) copy(id string, now time.Time) {
 func (r *redriver) copiedWithin(id string, d time.Duration, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t, ok := r.copied[id]
-	return ok && now.Sub(t) <= d
+	c, ok := r.copied[id]
+	return ok && now.Sub(c.at) <= d
+}
+
+// copiedAfter reports whether the latest copy of the event id reached
+// site at an origin sequence above through: a hub's release through
+// there did not release it.
+func (r *redriver) copiedAfter(id, site string, through uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.copied[id]
+	return ok && c.seq > through && (c.site == "" || c.site == site)
 }
 
 // forget drops the redrive state of events last redriven more than keep
@@ -137,8 +158,8 @@ func (r *redriver) forget(keep, copies time.Duration, now time.Time) {
 			delete(r.count, id)
 		}
 	}
-	for id, t := range r.copied {
-		if now.Sub(t) > copies {
+	for id, c := range r.copied {
+		if now.Sub(c.at) > copies {
 			delete(r.copied, id)
 		}
 	}
@@ -162,7 +183,7 @@ func (s *Service) redriveLoop(ctx context.Context) {
 		case n > 0:
 			s.log.Warn("receipts: redrove overdue events (published again on the origin stream): a hop lost them or their receipts", "events", n)
 		}
-		s.redrive.forget(4*s.cfg.RedriveAfter, s.cfg.OriginDuplicates, time.Now())
+		s.redrive.forget(4*s.cfg.RedriveAfter, s.copiesKeep(), time.Now())
 	}
 }
 
@@ -189,11 +210,13 @@ func (s *Service) RedriveOnce(ctx context.Context, now time.Time) (int, error) {
 			if !ok || s.redrive.copiedWithin(c.EventID, s.cfg.OriginDuplicates, now) {
 				continue // a copy sent just now: the next round
 			}
-			if err := s.redriveOne(ctx, stream, c, num); err != nil {
+			cp, err := s.redriveOne(ctx, stream, c, num)
+			if err != nil {
 				return n, err
 			}
+			cp.at = now
 			s.redrive.done(c.EventID, now)
-			s.redrive.copy(c.EventID, now)
+			s.redrive.copy(c.EventID, cp)
 			s.redriven.Add(1)
 			if n++; n >= s.cfg.RedriveMax {
 				break
@@ -210,20 +233,35 @@ func (s *Service) RedriveOnce(ctx context.Context, now time.Time) (int, error) {
 // redriveOne publishes a copy of c's origin message with RedriveHeader:
 // to the one processor missing it when Address addresses it, else on its
 // subject, to every edge it matches. One copy: a second one of the same
-// event would be a duplicate for the origin stream.
-func (s *Service) redriveOne(ctx context.Context, stream jetstream.Stream, c *record.Completion, num int) error {
+// event would be a duplicate for the origin stream. It returns the copy
+// it published (zero when the origin message is gone).
+func (s *Service) redriveOne(ctx context.Context, stream jetstream.Stream, c *record.Completion, num int) (copyOf, error) {
 	to := ""
 	if len(c.Missing) == 1 && s.address(c.Missing[0], c.Subject) != "" {
 		to = c.Missing[0]
 	}
 	msgs, err := s.copies(ctx, stream, c, strconv.Itoa(num), to)
+	cp := copyOf{site: to}
 	for _, m := range msgs {
-		if _, err := s.cfg.JS.PublishMsg(ctx, m); err != nil {
-			return err
+		ack, err := s.cfg.JS.PublishMsg(ctx, m)
+		if err != nil {
+			return cp, err
 		}
+		cp.seq = ack.Sequence
 	}
-	return err
+	return cp, err
 }
+
+// copiesKeep is how long the service remembers a copy it published: past
+// the origin stream's duplicate window, for as long as a hub's release
+// may still come after it (a link's backlog budget is hours, its
+// releases follow each other within minutes).
+func (s *Service) copiesKeep() time.Duration {
+	return max(s.cfg.OriginDuplicates, 4*s.cfg.RedriveAfter, minCopiesKeep)
+}
+
+// minCopiesKeep is the shortest copiesKeep.
+const minCopiesKeep = 15 * time.Minute
 
 // address is the subject of a copy of an event of subject to site alone,
 // or "" when Address does not address it.

@@ -37,7 +37,9 @@ const errDuplicateInBatch jetstream.ErrorCode = 10201
 // event at least), at an event published within the origin stream's
 // duplicate window (OriginDuplicates: the stream would drop its copy;
 // the next round starts from it again), or at the end of the list
-// (Resent.Done).
+// (Resent.Done). It skips an event whose latest copy from this process
+// reached site after through: a release through there did not release
+// that copy, so a new release sends only what it released again.
 //
 // Each copy is the origin message, with RedriveHeader ResendMark, on the
 // subject Address gives: only site's hub consumer for site takes it, and
@@ -59,28 +61,36 @@ func (s *Service) Resend(ctx context.Context, site string, through uint64, after
 	if err != nil {
 		return out, err
 	}
-	var batch []*nats.Msg
+	var (
+		batch []*nats.Msg
+		ids   []string // the events batch copies
+	)
+	now := time.Now()
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		defer func() { batch = batch[:0] }()
-		_, err := jetstreamext.PublishMsgBatch(ctx, s.cfg.JS, batch)
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == errDuplicateInBatch {
-			// A copy is still in the duplicate window (one sent before
-			// this process started): one by one, the server drops it.
-			for _, m := range batch {
-				if _, err := s.cfg.JS.PublishMsg(ctx, m); err != nil {
-					return err
-				}
-			}
-			return nil
+		defer func() { batch, ids = batch[:0], ids[:0] }()
+		// The copies land after the stream's last message: a release
+		// through an origin sequence below that did not release them.
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return err
 		}
-		return err
+		if err := s.publishCopies(ctx, batch); err != nil {
+			return err
+		}
+		for i, m := range batch {
+			out.Events++
+			out.Bytes += int64(len(m.Data))
+			// A copy, not a redrive: it takes nothing of the event's
+			// redrives, which may still be owed to another edge.
+			s.redrive.copy(ids[i], copyOf{at: now, seq: info.State.LastSeq + 1, site: site})
+		}
+		return nil
 	}
-	now := time.Now()
 	defer func() { s.resent.Add(uint64(out.Events)) }()
+	s.redrive.forget(4*s.cfg.RedriveAfter, s.copiesKeep(), now)
 	for {
 		// Pages of resendPage: a round overshoots maxBytes by one page
 		// at most.
@@ -100,21 +110,19 @@ func (s *Service) Resend(ctx context.Context, site string, through uint64, after
 				young = true
 				break
 			}
-			if s.redrive.copiedWithin(c.EventID, s.cfg.OriginDuplicates, now) {
-				continue // a copy sent just now is on its way
+			if s.redrive.copiedWithin(c.EventID, s.cfg.OriginDuplicates, now) ||
+				s.redrive.copiedAfter(c.EventID, site, through) {
+				// A copy sent just now is on its way, or one sent after
+				// what the hub released is still held for the edge.
+				continue
 			}
 			msgs, err := s.copies(ctx, stream, c, ResendMark, site)
 			if err != nil {
 				return out, err
 			}
 			for _, m := range msgs {
-				batch = append(batch, m)
-				out.Events++
-				out.Bytes += int64(len(m.Data))
+				batch, ids = append(batch, m), append(ids, c.EventID)
 			}
-			// A copy, not a redrive: it takes nothing of the event's
-			// redrives, which may still be owed to another edge.
-			s.redrive.copy(c.EventID, now)
 			if len(batch) >= resendBatch {
 				if err := flush(); err != nil {
 					return out, err
@@ -136,6 +144,23 @@ func (s *Service) Resend(ctx context.Context, site string, through uint64, after
 			return out, nil
 		}
 	}
+}
+
+// publishCopies publishes msgs in one atomic batch, one by one when the
+// stream refuses the batch for a copy still in its duplicate window (one
+// sent before this process started), which the server then drops.
+func (s *Service) publishCopies(ctx context.Context, msgs []*nats.Msg) error {
+	_, err := jetstreamext.PublishMsgBatch(ctx, s.cfg.JS, msgs)
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errDuplicateInBatch {
+		return err
+	}
+	for _, m := range msgs {
+		if _, err := s.cfg.JS.PublishMsg(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Resent is what one Resend round did.

@@ -23,9 +23,11 @@ import (
 // one, so that the beat counts what that round sent.
 //
 // A new release (a higher origin sequence) starts the edge's pending list
-// again from its start: what was sent before and released again is sent
-// once more. The progress is in memory: after L1 restarts, it sends an
-// edge's released events again from the start, which costs a duplicate.
+// again from its start, and sends only what it released: what was sent
+// before and released again is sent once more, what was sent after the
+// new release's origin sequence is not (Resend skips it). The progress is
+// in memory: after L1 restarts, it sends an edge's released events again
+// from the start, which costs a duplicate.
 //
 // The beats steer only when and how much: which events are sent comes
 // from L1's own records (the edge's pending events), and what a hub, or
