@@ -11,6 +11,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/jsmsg"
 )
 
 // ResendMark is the RedriveHeader value of an event sent again by Resend.
@@ -33,8 +34,8 @@ const errDuplicateInBatch jetstream.ErrorCode = 10201
 // a hub released past site's backlog budget (package jsplan's Release),
 // which the origin stream still holds. It goes through site's pending
 // events in the order they were published, starting after the list
-// cursor after, and stops once it has published maxBytes of payload (one
-// event at least), at an event published within the origin stream's
+// cursor after, and stops once it has published copies that take about
+// maxBytes in a stream (storedSize; one event at least), at an event published within the origin stream's
 // duplicate window (OriginDuplicates: the stream would drop its copy;
 // the next round starts from it again), or at the end of the list
 // (Resent.Done). It skips an event whose latest copy from this process
@@ -82,7 +83,7 @@ func (s *Service) Resend(ctx context.Context, site string, through uint64, after
 		}
 		for i, m := range batch {
 			out.Events++
-			out.Bytes += int64(len(m.Data))
+			out.Bytes += storedSize(m)
 			// A copy, not a redrive: it takes nothing of the event's
 			// redrives, which may still be owed to another edge.
 			s.redrive.copy(ids[i], copyOf{at: now, seq: info.State.LastSeq + 1, site: site})
@@ -156,6 +157,7 @@ func (s *Service) publishCopies(ctx context.Context, msgs []*nats.Msg) error {
 		return err
 	}
 	for _, m := range msgs {
+		jsmsg.Unbatch(m)
 		if _, err := s.cfg.JS.PublishMsg(ctx, m); err != nil {
 			return err
 		}
@@ -163,13 +165,32 @@ func (s *Service) publishCopies(ctx context.Context, msgs []*nats.Msg) error {
 	return nil
 }
 
+// storedSize estimates what a copy takes in a hub's stream, which is
+// what a hub's backlog budget counts: its subject, headers and payload,
+// and storedOverhead. Small events are mostly headers: counting their
+// payload alone would send many times what the budget has room for.
+func storedSize(m *nats.Msg) int64 {
+	n := len(m.Subject) + len(m.Data) + storedOverhead
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + len(": \r\n")
+		}
+	}
+	return int64(n)
+}
+
+// storedOverhead is what a stream adds to a message: the relay's headers
+// (its origin) and the store's framing.
+const storedOverhead = 128
+
 // Resent is what one Resend round did.
 type Resent struct {
 	// Next is the list cursor the next round goes on from; Done is set
 	// once the round reached the end of the list.
 	Next string
 	Done bool
-	// Events and Bytes are the copies it published, and their payload.
+	// Events and Bytes are the copies it published, and about what they
+	// take in a stream (storedSize).
 	Events int
 	Bytes  int64
 }

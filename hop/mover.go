@@ -692,6 +692,7 @@ func (r *Mover) store(ctx context.Context, ds []delivery) (Stored, error) {
 func (r *Mover) storeEach(ctx context.Context, out []*nats.Msg) (Stored, error) {
 	var at Stored
 	for _, m := range out {
+		jsmsg.Unbatch(m) // after a refused batch
 		ack, err := r.l.Local.PublishMsg(ctx, m)
 		if err != nil {
 			return at, err

@@ -32,3 +32,16 @@ func replayable(k string) bool {
 	return !strings.HasPrefix(k, "Nats-Batch-") && !strings.HasPrefix(k, "Nats-Expected-") &&
 		!strings.HasPrefix(k, "Nats-Schedule")
 }
+
+// Unbatch takes from m what an atomic batch publish put on it (its
+// Nats-Batch- headers, and the reply of its first message), so that m can
+// be published on its own after the batch was refused: with them, the
+// server would take it for a message of a batch.
+func Unbatch(m *nats.Msg) {
+	m.Reply = ""
+	for k := range m.Header {
+		if strings.HasPrefix(k, "Nats-Batch-") {
+			delete(m.Header, k)
+		}
+	}
+}

@@ -19,3 +19,16 @@ func TestReplayed(t *testing.T) {
 		t.Fatalf("replayed headers: %v", got)
 	}
 }
+
+// A message of a refused batch goes on its own without the batch's marks.
+func TestUnbatch(t *testing.T) {
+	m := nats.NewMsg("s")
+	m.Reply = "_INBOX.x"
+	for _, k := range []string{"Nats-Msg-Id", "Nats-Batch-Id", "Nats-Batch-Sequence", "Nats-Batch-Commit"} {
+		m.Header.Set(k, "v")
+	}
+	Unbatch(m)
+	if m.Reply != "" || len(m.Header) != 1 || m.Header.Get("Nats-Msg-Id") != "v" {
+		t.Fatalf("after Unbatch: reply %q, headers %v", m.Reply, m.Header)
+	}
+}
