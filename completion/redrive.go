@@ -27,11 +27,16 @@ import (
 //
 //   - pending at least RedriveAfter since it was published and since its
 //     last redrive, redriven fewer than maxRedrives times by this process;
-//   - missing a processor that has since reported a LATER event (a higher
-//     origin sequence) within RedriveAfter: the hops deliver in order, so
-//     that processor is alive and the path has moved past this event — it
-//     was skipped, or its receipt was lost. An event that is only queued
-//     behind a cut link or a backlog is not redriven.
+//   - missing a processor that has reported a LATER event (a higher
+//     origin sequence), and any receipt at all within RedriveAfter: the
+//     hops deliver in order, so the path has moved past this event — it
+//     was skipped, or lost with a box replaced or rolled back, or its
+//     receipt was lost — and the processor is alive. An event that is
+//     only queued behind a cut link or a backlog is not redriven. (A
+//     processor working through copies of older events, after its hub
+//     released it or was replaced, reports only lower sequences than its
+//     highest: it is alive all the same.) An event a copy was sent for
+//     within RedriveAfter waits for that copy.
 //
 // A redrive copies the origin message (same subject, payload, headers and
 // Nats-Msg-Id) and publishes the copy on the origin stream with
@@ -66,10 +71,11 @@ type copyOf struct {
 	site string
 }
 
-// progress is the highest origin sequence a processor reported, and when.
+// progress is the highest origin sequence a processor reported, and when
+// it last reported anything.
 type progress struct {
-	seq uint64
-	at  time.Time
+	seq  uint64
+	last time.Time
 }
 
 // maxRedrives bounds the redrives of one event by one process.
@@ -81,9 +87,8 @@ func (r *redriver) sawReceipt(processor string, originSeq uint64, now time.Time)
 	if r.seen == nil {
 		r.seen = map[string]progress{}
 	}
-	if p := r.seen[processor]; originSeq > p.seq {
-		r.seen[processor] = progress{originSeq, now}
-	}
+	p := r.seen[processor]
+	r.seen[processor] = progress{seq: max(p.seq, originSeq), last: now}
 }
 
 // due reports whether c should be redriven now, and its redrive number.
@@ -100,7 +105,7 @@ func (r *redriver) due(c *record.Completion, after time.Duration, now time.Time)
 		return 0, false
 	}
 	for _, p := range c.Missing {
-		if pr, ok := r.seen[p]; ok && pr.seq > c.OriginSeq && now.Sub(pr.at) < after {
+		if pr, ok := r.seen[p]; ok && pr.seq > c.OriginSeq && now.Sub(pr.last) < after {
 			return r.count[c.EventID] + 1, true
 		}
 	}
@@ -207,8 +212,8 @@ func (s *Service) RedriveOnce(ctx context.Context, now time.Time) (int, error) {
 		for i := range page {
 			c := &page[i]
 			num, ok := s.redrive.due(c, s.cfg.RedriveAfter, now)
-			if !ok || s.redrive.copiedWithin(c.EventID, s.cfg.OriginDuplicates, now) {
-				continue // a copy sent just now: the next round
+			if !ok || s.redrive.copiedWithin(c.EventID, max(s.cfg.OriginDuplicates, s.cfg.RedriveAfter), now) {
+				continue // a copy is on its way: it has its time too
 			}
 			cp, err := s.redriveOne(ctx, stream, c, num)
 			if err != nil {

@@ -37,3 +37,21 @@ func TestRedrive_AtMostMaxRedrives(t *testing.T) {
 		t.Fatalf("due after %d redrives", maxRedrives)
 	}
 }
+
+// A processor that reported a later event once, and since reports only
+// earlier ones (copies of what its hub released), is alive: an event it
+// misses is due. One that reports nothing is not.
+func TestRedrive_AliveOnLowerReports(t *testing.T) {
+	var r redriver
+	now := time.Now()
+	c := &record.Completion{EventID: "e", OriginSeq: 5, PublishedAt: now.Add(-time.Hour), Missing: []string{"p"}}
+	r.sawReceipt("p", 9, now)
+	now = now.Add(2 * time.Minute)
+	if _, ok := r.due(c, time.Minute, now); ok {
+		t.Fatal("due while its processor reported nothing for longer than the redrive period")
+	}
+	r.sawReceipt("p", 2, now)
+	if _, ok := r.due(c, time.Minute, now); !ok {
+		t.Fatal("not due though its processor reported a later event and is alive")
+	}
+}
