@@ -258,9 +258,9 @@ func (s *Service) redriveOne(ctx context.Context, stream jetstream.Stream, c *re
 }
 
 // copiesKeep is how long the service remembers a copy it published: past
-// the origin stream's duplicate window, for as long as a hub's release
-// may still come after it (a link's backlog budget is hours, its
-// releases follow each other within minutes).
+// the origin stream's duplicate window, while its edge may still be
+// released again as it catches up. A copy forgotten is sent again at the
+// edge's next release, which costs only a duplicate.
 func (s *Service) copiesKeep() time.Duration {
 	return max(s.cfg.OriginDuplicates, 4*s.cfg.RedriveAfter, minCopiesKeep)
 }

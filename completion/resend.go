@@ -35,10 +35,10 @@ const errDuplicateInBatch jetstream.ErrorCode = 10201
 // which the origin stream still holds. It goes through site's pending
 // events in the order they were published, starting after the list
 // cursor after, and stops once it has published copies that take about
-// maxBytes in a stream (storedSize; one event at least), at an event published within the origin stream's
-// duplicate window (OriginDuplicates: the stream would drop its copy;
-// the next round starts from it again), or at the end of the list
-// (Resent.Done). It skips an event whose latest copy from this process
+// maxBytes in a stream (storedSize; one event at least), at an event
+// published within the origin stream's duplicate window
+// (OriginDuplicates: the stream would drop its copy; the next round
+// starts from it again), or at the end of the list (Resent.Done). It skips an event whose latest copy from this process
 // reached site after through: a release through there did not release
 // that copy, so a new release sends only what it released again.
 //
