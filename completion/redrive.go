@@ -59,6 +59,8 @@ type redriver struct {
 	// window (same Nats-Msg-Id), so none is sent then; and a hub release
 	// through an origin sequence below the copy's did not release it.
 	copied map[string]copyOf
+	// forgot is when Resend last had the old copies forgotten.
+	forgot time.Time
 }
 
 // copyOf is one copy of an event on the origin stream: when it was
@@ -122,7 +124,7 @@ func (r *redriver) done(id string, now time.Time) {
 	r.count[id]++
 }
 
-// copy records a copy of the event id published at now.
+// copy records c, the latest copy of the event id.
 func (r *redriver) copy(id string, c copyOf) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -139,6 +141,18 @@ func (r *redriver) copiedWithin(id string, d time.Duration, now time.Time) bool 
 	defer r.mu.Unlock()
 	c, ok := r.copied[id]
 	return ok && now.Sub(c.at) <= d
+}
+
+// forgetDue reports whether the last forgetDue that returned true was at
+// least every ago, and if so takes now as its time.
+func (r *redriver) forgetDue(every time.Duration, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.Sub(r.forgot) < every {
+		return false
+	}
+	r.forgot = now
+	return true
 }
 
 // copiedAfter reports whether the latest copy of the event id reached

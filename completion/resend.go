@@ -38,9 +38,10 @@ const errDuplicateInBatch jetstream.ErrorCode = 10201
 // maxBytes in a stream (storedSize; one event at least), at an event
 // published within the origin stream's duplicate window
 // (OriginDuplicates: the stream would drop its copy; the next round
-// starts from it again), or at the end of the list (Resent.Done). It skips an event whose latest copy from this process
-// reached site after through: a release through there did not release
-// that copy, so a new release sends only what it released again.
+// starts from it again), or at the end of the list (Resent.Done). It
+// skips an event whose latest copy from this process reached site after
+// through: a release through there did not release that copy, so a new
+// release sends only what it released again.
 //
 // Each copy is the origin message, with RedriveHeader ResendMark, on the
 // subject Address gives: only site's hub consumer for site takes it, and
@@ -91,7 +92,11 @@ func (s *Service) Resend(ctx context.Context, site string, through uint64, after
 		return nil
 	}
 	defer func() { s.resent.Add(uint64(out.Events)) }()
-	s.redrive.forget(4*s.cfg.RedriveAfter, s.copiesKeep(), now)
+	// Without a redrive, its loop does not forget old copies: Resend
+	// does, once a minute at most, not at every round.
+	if s.redrive.forgetDue(time.Minute, now) {
+		s.redrive.forget(4*s.cfg.RedriveAfter, s.copiesKeep(), now)
+	}
 	for {
 		// Pages of resendPage: a round overshoots maxBytes by one page
 		// at most.
@@ -170,13 +175,7 @@ func (s *Service) publishCopies(ctx context.Context, msgs []*nats.Msg) error {
 // and storedOverhead. Small events are mostly headers: counting their
 // payload alone would send many times what the budget has room for.
 func storedSize(m *nats.Msg) int64 {
-	n := len(m.Subject) + len(m.Data) + storedOverhead
-	for k, vs := range m.Header {
-		for _, v := range vs {
-			n += len(k) + len(v) + len(": \r\n")
-		}
-	}
-	return int64(n)
+	return int64(len(m.Subject) + len(m.Data) + jsmsg.HeaderBytes(m.Header) + storedOverhead)
 }
 
 // storedOverhead is what a stream adds to a message: the relay's headers

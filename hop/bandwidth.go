@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafline/leafline/internal/ctxsleep"
+	"github.com/leafline/leafline/internal/jsmsg"
 )
 
 // capLinger stands in for "no wait" in a fetch bounded by bytes, which
@@ -137,20 +137,7 @@ func (c *Cap) took(rank int, n int64, msgs int, now time.Time) {
 // nats-server's leafnode statistics count for it. Not its subject, its
 // ACK reply subject or the protocol line around it.
 func msgBytes(m jetstream.Msg) int64 {
-	return int64(len(m.Data()) + headerBytes(m.Headers()))
-}
-
-func headerBytes(h nats.Header) int {
-	if len(h) == 0 {
-		return 0
-	}
-	n := len("NATS/1.0\r\n") + len("\r\n")
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(": ") + len(v) + len("\r\n")
-		}
-	}
-	return n
+	return int64(len(m.Data()) + jsmsg.HeaderBytes(m.Headers()))
 }
 
 // budget waits until the link's cap lets the next fetch move half a

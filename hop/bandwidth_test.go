@@ -13,6 +13,7 @@ import (
 
 	"github.com/leafline/leafline/hop"
 	"github.com/leafline/leafline/internal/check"
+	"github.com/leafline/leafline/internal/jsmsg"
 )
 
 // publishSized publishes n messages from number from on, each with a
@@ -43,7 +44,7 @@ func (p *pair) upstreamBytes(t *testing.T, seq string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return int64(len(m.Data) + hop.HeaderBytes(m.Header))
+	return int64(len(m.Data) + jsmsg.HeaderBytes(m.Header))
 }
 
 // A capped relay moves everything once, in order, and stores it in atomic

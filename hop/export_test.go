@@ -6,6 +6,3 @@ func (r *Mover) SetBeforeAck(f func() error) { r.beforeAck = f }
 
 // StoreBackoff is the wait after the n-th store refused in a row.
 var StoreBackoff = storeBackoff
-
-// HeaderBytes is the bytes the cap counts for a message's headers.
-var HeaderBytes = headerBytes

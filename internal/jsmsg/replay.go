@@ -33,6 +33,22 @@ func replayable(k string) bool {
 		!strings.HasPrefix(k, "Nats-Schedule")
 }
 
+// HeaderBytes is the size of h as sent on the wire: the "NATS/1.0" line,
+// each "Key: value" line and the blank line that ends them (0 without
+// headers).
+func HeaderBytes(h nats.Header) int {
+	if len(h) == 0 {
+		return 0
+	}
+	n := len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
+
 // Unbatch takes from m what an atomic batch publish put on it (its
 // Nats-Batch- headers, and the reply of its first message), so that m can
 // be published on its own after the batch was refused: with them, the
