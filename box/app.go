@@ -69,8 +69,11 @@ type App struct {
 	// streamFull names a full stream of the box's (updateStreamGauges),
 	// "" when none is.
 	streamFull atomic.Value
-	crashed    atomic.Bool // Crash was called
-	closed     sync.Once
+	// memoryShort says why the box is short of memory (checkMemory), ""
+	// when it is not.
+	memoryShort atomic.Value
+	crashed     atomic.Bool // Crash was called
+	closed      sync.Once
 }
 
 // New checks the configuration and prepares an App whose site has role.
@@ -398,6 +401,7 @@ func (a *App) monitor(ctx context.Context) error {
 		}
 		a.metrics.UpstreamConnected.Set(up)
 		a.updateStreamGauges(ctx)
+		a.checkMemory()
 		select {
 		case <-ctx.Done():
 			return nil

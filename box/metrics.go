@@ -24,6 +24,7 @@ type Metrics struct {
 
 	storageFull, storageFree, jetstreamEnabled prometheus.Gauge
 	storageWritable                            prometheus.Gauge
+	memoryLive, memoryPressure                 prometheus.Gauge
 
 	sec     securityMetrics // see metrics_security.go
 	links   linkMetrics     // see metrics_links.go
@@ -40,6 +41,11 @@ func NewMetrics(site, role string) *Metrics {
 	m.links.bytes = newLinkBytes()
 	m.UpstreamConnected = f.gauge("upstream_connected", "1 when the upstream leafnode link is connected.")
 	m.sourceLag = f.gaugeVec("source_lag", "Messages the sourced stream is behind its source.", "stream", "source")
+	m.memoryLive = f.gauge("memory_heap_live_bytes", "The Go heap live after the last garbage collection (the box's process).")
+	m.memoryPressure = f.gauge("memory_pressure", "1 while the box's live heap is within 10% of its Go memory limit or the process holds 5% more than the limit: the collector runs nearly all the time (see /readyz).")
+	f.gaugeFunc("memory_limit_bytes", "The process's Go memory limit (memory_limit_bytes, GOMEMLIMIT, the control group's or the role's default; 0: none).", func() float64 {
+		return float64(memoryLimit())
+	})
 	m.streamBytes = f.gaugeVec("stream_bytes", "Bytes the box's stream holds now (its streams of the topology).", "stream")
 	m.streamMsgs = f.gaugeVec("stream_messages", "Messages the box's stream holds now.", "stream")
 	m.streamMaxBytes = f.gaugeVec("stream_max_bytes", "The stream's byte limit (jetstream.max_stream_bytes): a stream that reaches it refuses what is published or relayed into it, and /readyz says so.", "stream")
@@ -126,6 +132,10 @@ func (f factory) gauge(name, help string) prometheus.Gauge {
 	return g
 }
 
+func (f factory) gaugeFunc(name, help string, fn func() float64) {
+	f.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help, ConstLabels: f.labels}, fn))
+}
+
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help, ConstLabels: f.labels}, labels)
 	f.reg.MustRegister(g)
@@ -166,7 +176,7 @@ func (m *Metrics) GaugeVec(name, help string, labels ...string) *prometheus.Gaug
 
 // GaugeFunc registers a gauge read from fn.
 func (m *Metrics) GaugeFunc(name, help string, fn func() float64) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help, ConstLabels: m.f.labels}, fn))
+	m.f.gaugeFunc(name, help, fn)
 }
 
 // Histogram registers a histogram of seconds, 100µs to about 13s.

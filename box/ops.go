@@ -61,6 +61,9 @@ func (a *App) readiness() Readiness {
 	if full, _ := a.streamFull.Load().(string); r.Ready && full != "" {
 		r.Ready, r.Reason = false, full
 	}
+	if short, _ := a.memoryShort.Load().(string); r.Ready && short != "" {
+		r.Ready, r.Reason = false, short
+	}
 	a.role.Readiness(&r)
 	if srv := a.opsSrv.Load(); a.site.Upstream != "" && srv != nil {
 		up := UpstreamConnected(srv)

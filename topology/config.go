@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"math"
 	"time"
 )
 
@@ -26,13 +27,12 @@ type Config struct {
 	DataDir string `json:"data_dir"`
 	// MemoryLimitBytes is the Go runtime's soft memory limit for the
 	// box's process (runtime/debug.SetMemoryLimit, as GOMEMLIMIT): the
-	// collector runs sooner as the process nears it, at the cost of CPU.
-	// It bounds the heap, mostly the embedded server's caches and
-	// duplicate windows, on a box with little memory. Zero means the
-	// role's default: DefaultEdgeMemoryLimit on an edge site, none on a
-	// hub or L1 site (their heap grows with the number of edges); where
-	// GOMEMLIMIT is set in the environment, it replaces that default. -1
-	// means none. Otherwise at least 64 MiB.
+	// collector runs sooner as the process nears it, at the cost of CPU,
+	// and frees the embedded server's caches and pools. Zero means: GOMEMLIMIT
+	// where the environment sets it, else 90% of the process's control
+	// group limit where it has one (systemd's MemoryMax), else the role's
+	// default (DefaultMemoryLimit). -1 means none. Otherwise at least
+	// 64 MiB.
 	MemoryLimitBytes int64 `json:"memory_limit_bytes,omitempty"`
 
 	NATS       NATSConfig       `json:"nats,omitempty"`
@@ -331,27 +331,61 @@ type LogConfig struct {
 // Durable reports whether JetStream fsyncs every write.
 func (j JetStreamConfig) Durable() bool { return j.SyncInterval == "always" }
 
-// DefaultEdgeMemoryLimit is an edge box's memory limit when its config
-// sets none: draining a backlog of 1M time-ordered events, the process
-// peaked at 210 MiB instead of 438 MiB, at the same rate (with the
-// receipts stream's 10s duplicate window; README, Benchmarks). A box that
-// keeps up never comes near it.
-const DefaultEdgeMemoryLimit = 192 << 20
+// The default memory limits of the roles (Config.MemoryLimitBytes). Each
+// bounds what its box holds however much work passes through it: the
+// embedded server's block caches and message pools, the duplicate
+// windows of its streams at its rate, and its own buffers, which are
+// bounded in bytes. docs/guide/operating.md gives each role's peak
+// memory under these limits and what to size a machine at.
+const (
+	// DefaultEdgeMemoryLimit: an edge's live heap stays near 60 MiB
+	// whatever it drains; the rest is room for the collector.
+	DefaultEdgeMemoryLimit = 160 << 20
+	// DefaultHubMemoryLimit: a hub holds its edges' backlogs on disk,
+	// not in memory; its heap is its links' batches in flight.
+	DefaultHubMemoryLimit = 192 << 20
+	// DefaultL1MemoryLimit: L1 also applies every receipt and keeps the
+	// completion state's pages in its heap's working set.
+	DefaultL1MemoryLimit = 384 << 20
+)
 
-// MemoryLimit returns the box's memory limit per MemoryLimitBytes, without
-// the environment: 0 for none. The default depends on the site's role in
-// the topology (an edge's is DefaultEdgeMemoryLimit).
-func (c *Config) MemoryLimit() int64 {
-	if c.MemoryLimitBytes != 0 {
-		return max(c.MemoryLimitBytes, 0)
-	}
-	if c.Topology == nil {
-		return 0
-	}
-	if s, ok := c.Topology.Site(c.Site); ok && s.Role == RoleEdge {
+// CgroupMemoryShare is the part of its control group's memory limit
+// (systemd's MemoryMax) that a box takes as its Go memory limit: the rest
+// is room for what the Go runtime does not count.
+const CgroupMemoryShare = 0.9
+
+// MemoryMax is the control group memory limit under which a box takes
+// limit as its Go memory limit: limit over CgroupMemoryShare, rounded up
+// to a MiB.
+func MemoryMax(limit int64) int64 {
+	const mib = 1 << 20
+	return (int64(math.Ceil(float64(limit)/CgroupMemoryShare)) + mib - 1) / mib * mib
+}
+
+// DefaultMemoryLimit is the default memory limit of a box of role r (0
+// for a role it does not know).
+func DefaultMemoryLimit(r Role) int64 {
+	switch r {
+	case RoleEdge:
 		return DefaultEdgeMemoryLimit
+	case RoleHub:
+		return DefaultHubMemoryLimit
+	case RoleL1:
+		return DefaultL1MemoryLimit
 	}
 	return 0
+}
+
+// Role is the role of the box's site in its topology ("" while either is
+// unknown).
+func (c *Config) Role() Role {
+	if c.Topology == nil {
+		return ""
+	}
+	if s, ok := c.Topology.Site(c.Site); ok {
+		return s.Role
+	}
+	return ""
 }
 
 // SetDefaults fills every zero value with the default its field documents.

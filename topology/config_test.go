@@ -162,28 +162,14 @@ func TestParseConfig_LocalOnly(t *testing.T) {
 	wantProblem(t, err, "box.json", "data_dir", "required")
 }
 
-func TestConfig_MemoryLimit(t *testing.T) {
-	tests := []struct {
-		set  int64
-		role Role
-		want int64
-	}{
-		{0, RoleEdge, DefaultEdgeMemoryLimit},
-		{0, RoleHub, 0},
-		{0, RoleL1, 0},
-		{-1, RoleEdge, 0},
-		{-1, RoleL1, 0},
-		{256 << 20, RoleEdge, 256 << 20},
-		{256 << 20, RoleHub, 256 << 20},
-		{0, "", 0}, // a site the topology does not name
-	}
-	for _, tt := range tests {
-		c := Config{MemoryLimitBytes: tt.set, Site: "box", Topology: &Topology{}}
-		if tt.role != "" {
-			c.Topology.Sites = []Site{{Name: "box", Role: tt.role}}
+func TestDefaultMemoryLimit(t *testing.T) {
+	for role, want := range map[Role]int64{RoleEdge: DefaultEdgeMemoryLimit, RoleHub: DefaultHubMemoryLimit, RoleL1: DefaultL1MemoryLimit, "": 0} {
+		c := Config{Site: "box", Topology: &Topology{}}
+		if role != "" {
+			c.Topology.Sites = []Site{{Name: "box", Role: role}}
 		}
-		if got := c.MemoryLimit(); got != tt.want {
-			t.Errorf("memory_limit_bytes %d, role %s: MemoryLimit = %d, want %d", tt.set, tt.role, got, tt.want)
+		if got := DefaultMemoryLimit(c.Role()); got != want {
+			t.Errorf("role %q: default memory limit %d, want %d", role, got, want)
 		}
 	}
 }

@@ -76,6 +76,12 @@ phases (--only, comma-separated, by letter or name; default all of them):
      the hub reload the topology with it, edge2 starts, timed from its ready
      to its first completion; then edge2 stopped, --sites-pending events
      published, edge2 retired by a reload, timed until L1 closed them all
+  memory  l1, a hub and two edges as four leafline processes (relay,
+     store sinks): --memory events of --memory-size bytes until complete
+     at L1, each box under its role's default memory limit and under
+     none, a tenth as many, and 1.1 GiB of events with edge2 parked; each
+     process's peak anonymous and file-backed memory, its heap after a
+     GC, the rates with and without the limits
   r  (rss) peak RSS of an edge run as a separate leafline process
   sinks  each sink side by side (--sinks, --events); only when named,
          or when --sinks is given without --only
@@ -108,6 +114,7 @@ type benchFlags struct {
 	parkEvents, parkSize, parkStreamMiB          int
 	replaceBefore, replaceAfter, sitesPending    int
 	l1Events, l1Tracked                          int
+	memory, memorySize                           int
 	cuts, rate, fleetEdges, fleetEvents          int
 	cutFor, fleetCut, capWindow                  time.Duration
 	unsigned, insecure, verbose, full            bool
@@ -144,6 +151,8 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.replaceBefore, "replace-before", 1000, "events completed before each box is replaced or rolled back (replace)")
 	fs.IntVar(&f.replaceAfter, "replace-after", 1000, "events published and timed once the box is back (replace)")
 	fs.IntVar(&f.sitesPending, "sites-pending", 500, "events pending for the edge that sites retires")
+	fs.IntVar(&f.memory, "memory", 1_000_000, "events of memory's full runs")
+	fs.IntVar(&f.memorySize, "memory-size", 256, "payload `bytes` of memory's events")
 	fs.IntVar(&f.l1Events, "l1-events", 100_000, "events L1 applies alone (l1)")
 	fs.IntVar(&f.l1Tracked, "l1-tracked", 1_000_000, "events tracked for l1's flat cost and summary")
 	fs.IntVar(&f.cuts, "cuts", 20, "link cuts (l)")
@@ -221,7 +230,7 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
 		Probe: f.prob, RSS: f.rss, Wire: f.wire, Expiry: f.expiry, PriorityBacklog: f.priorityBacklog, Urgent: f.urgent, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
 		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, CapWindow: f.capWindow,
-		ParkEvents: f.parkEvents, ParkSize: f.parkSize, ParkStreamMiB: f.parkStreamMiB, ReplaceBefore: f.replaceBefore, ReplaceAfter: f.replaceAfter, SitesPending: f.sitesPending, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
+		ParkEvents: f.parkEvents, ParkSize: f.parkSize, ParkStreamMiB: f.parkStreamMiB, ReplaceBefore: f.replaceBefore, ReplaceAfter: f.replaceAfter, SitesPending: f.sitesPending, Memory: f.memory, MemorySize: f.memorySize, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
 		Compression: f.compression, Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,
 	}

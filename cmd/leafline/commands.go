@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -25,6 +23,7 @@ import (
 	"github.com/leafline/leafline/cmd/leafline/internal/demo"
 	"github.com/leafline/leafline/cmd/leafline/internal/sinkbench"
 	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/internal/memlimit"
 	"github.com/leafline/leafline/internal/progress"
 	"github.com/leafline/leafline/publish"
 	"github.com/leafline/leafline/receipt"
@@ -188,20 +187,13 @@ func newLogger(cfg topology.LogConfig, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// applyMemoryLimit sets the process's Go memory limit per the config
-// (topology.Config.MemoryLimit); GOMEMLIMIT in the environment replaces a
-// role's default, not a limit the config names.
+// applyMemoryLimit sets the process's Go memory limit: the config's, the
+// environment's, the control group's or the role's default, in that order
+// (package memlimit), and logs which.
 func applyMemoryLimit(cfg *topology.Config, log *slog.Logger) {
-	limit := cfg.MemoryLimit()
-	switch {
-	case cfg.MemoryLimitBytes == 0 && os.Getenv("GOMEMLIMIT") != "":
-		log.Info("memory limit from GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
-	case limit > 0:
-		debug.SetMemoryLimit(limit)
-		log.Info("memory limit set", "bytes", limit, "default", cfg.MemoryLimitBytes == 0)
-	case cfg.MemoryLimitBytes < 0:
-		debug.SetMemoryLimit(math.MaxInt64)
-	}
+	c := memlimit.For(cfg)
+	memlimit.Apply(c)
+	log.Info("memory limit", "bytes", c.Bytes, "mib", c.Bytes>>20, "source", c.Source)
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -29,6 +29,7 @@ import (
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/status"
 
+	"github.com/leafline/leafline/internal/memlimit"
 	"github.com/leafline/leafline/topology"
 )
 
@@ -160,10 +161,18 @@ func TestE2E_SIGKILLEdge(t *testing.T) {
 	for _, site := range []string{"l1", "hub", "edge1"} {
 		procs[site].start()
 	}
-	// memory_limit_bytes is the process's Go memory limit: by default
-	// 192 MiB on an edge box, none on a hub.
-	for site, want := range map[string]float64{"edge1": topology.DefaultEdgeMemoryLimit, "hub": math.MaxInt64} {
-		if got := metric(t, procs[site].ops, "go_gc_gomemlimit_bytes"); got != want {
+	// Each box runs under its role's memory limit, or the one its
+	// environment (GOMEMLIMIT, a control group) gives every process here.
+	for _, site := range []string{"l1", "hub", "edge1"} {
+		cfg, err := topology.LoadConfig(procs[site].cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := memlimit.For(cfg).Bytes
+		if want == 0 {
+			want = math.MaxInt64
+		}
+		if got := metric(t, procs[site].ops, "go_gc_gomemlimit_bytes"); got != float64(want) {
 			t.Fatalf("%s: go_gc_gomemlimit_bytes = %v, want %v", site, got, want)
 		}
 	}

@@ -57,7 +57,8 @@ const stateRoot = "/var/lib"
 //
 // The unit runs `leafline check` before every start (a bad config or an
 // unwritable data dir fails the start with the problem in the journal),
-// restarts the box when it fails, and sandboxes it: a read-only file
+// restarts the box when it fails, bounds its memory (MemoryMax=, from
+// which the box takes its Go memory limit), and sandboxes it: a read-only file
 // system except its data dir, no new privileges, no capabilities (but
 // CAP_NET_BIND_SERVICE when a listener's port is below 1024), only IP and
 // Unix sockets, the system-service system calls.
@@ -112,6 +113,10 @@ func SystemdUnit(t *topology.Topology, site string, cfg *topology.Config, o Syst
 	w("# The box drains its consumers and flushes its outbox on SIGTERM.")
 	w("TimeoutStopSec=90s")
 	w("LimitNOFILE=%d", o.LimitNOFILE)
+	if mm := memoryMax(s, cfg); mm > 0 {
+		w("# The box's Go memory limit is 90%% of this (%d MiB); the kernel stops it only past it.", int64(float64(mm)*topology.CgroupMemoryShare)>>20)
+		w("MemoryMax=%dM", mm>>20)
+	}
 	if rel, ok := strings.CutPrefix(dataDir, stateRoot+"/"); ok {
 		w("StateDirectory=%s", rel)
 		w("StateDirectoryMode=0700")
@@ -143,6 +148,20 @@ func SystemdUnit(t *topology.Topology, site string, cfg *topology.Config, o Syst
 	w("[Install]")
 	w("WantedBy=multi-user.target")
 	return b.String(), nil
+}
+
+// memoryMax is the box's MemoryMax=: the control group limit from which
+// the box takes the memory limit its config names, or its role's default
+// (topology.MemoryMax); 0 for a box without a limit.
+func memoryMax(s *topology.Site, cfg *topology.Config) int64 {
+	limit := topology.DefaultMemoryLimit(s.Role)
+	if cfg != nil && cfg.MemoryLimitBytes != 0 {
+		limit = max(cfg.MemoryLimitBytes, 0)
+	}
+	if limit == 0 {
+		return 0
+	}
+	return topology.MemoryMax(limit)
 }
 
 // lowPort reports whether a listener of the box has a port below 1024.

@@ -28,6 +28,12 @@ func TestSystemdUnit_FitsTheBox(t *testing.T) {
 			[]string{"ReadWritePaths=/srv/leafline\n", "WorkingDirectory=/srv/leafline\n"}, []string{"StateDirectory="}},
 		{"ops on a low port", "edge1", &topology.Config{DataDir: "/var/lib/x", Ops: topology.OpsConfig{Listen: "10.0.0.1:80"}},
 			[]string{"AmbientCapabilities=CAP_NET_BIND_SERVICE\n"}, nil},
+		// MemoryMax= is the role's default limit (or the config's) over
+		// 90%: the box takes that limit back from its control group.
+		{"an edge's memory", "edge1", nil, []string{"MemoryMax=178M\n"}, nil},
+		{"L1's memory", "l1", nil, []string{"MemoryMax=427M\n"}, nil},
+		{"a configured limit", "hub", &topology.Config{MemoryLimitBytes: 900 << 20}, []string{"MemoryMax=1000M\n"}, nil},
+		{"no limit", "hub", &topology.Config{MemoryLimitBytes: -1}, nil, []string{"MemoryMax="}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u, err := render.SystemdUnit(top, tc.site, tc.cfg, render.SystemdOptions{})

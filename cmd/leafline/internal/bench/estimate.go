@@ -21,6 +21,11 @@ func (o Options) Estimate() time.Duration {
 		s += o.estimateLinked(t == topology.TransportRelay)
 	}
 	s += o.estimateFieldLinks()
+	if o.on("memory") {
+		// Four systems started; two full runs and a tenth at about
+		// 3,000 events a second end to end, and 1.1 GiB parked.
+		s += 4*6 + per(2*o.Memory+o.Memory/10, 0.35) + 300
+	}
 	if o.on("r") {
 		s += 2 + o.RSSAge.Seconds() + per(o.RSS, 0.07)
 	}

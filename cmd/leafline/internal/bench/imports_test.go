@@ -8,5 +8,5 @@ import (
 
 // TestImports: the benchmark sits above everything it measures; nothing but cmd imports it.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, ".", "box", "cmd/leafline/internal/bench/meter", "completion", "completion/record", "completion/state", "edge", "edge/runner", "internal/ctxsleep", "internal/jsmsg", "internal/loopback", "outbox", "publish", "receipt", "sink", "systest", "topology")
+	importcheck.Only(t, ".", "box", "cmd/leafline/internal/bench/meter", "completion", "completion/record", "completion/state", "edge", "edge/runner", "internal/ctxsleep", "internal/jsmsg", "internal/loopback", "outbox", "publish", "receipt", "sink", "status", "systest", "topology")
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
-var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "priority", "park", "replace", "sites", "r"}
+var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "priority", "park", "replace", "sites", "memory", "r"}
 
 // PhaseNames name the phases that Phases calls by a letter: a name says
 // the same as its letter in Options.Phases (and `leafline bench --only`).
@@ -186,6 +186,20 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	       L1 has closed each of those events is taken. The hub's link
 //	       to edge1 must stay up, and the hub keep no consumer of edge2.
 //
+// Then four systems of l1, a hub and two edges (store sinks, relay
+// links), each box a `leafline run` process of RSSBin, as configs/ lays
+// them out; in each, events of MemorySize bytes are published at L1 and
+// every process's anonymous and file-backed memory sampled from /proc
+// every 500 ms:
+//
+//	memory  Memory events until each is complete at L1, each box under
+//	        its role's default memory limit (mem) and under none
+//	        (mem_nolimit); a tenth as many under the limits (mem_small);
+//	        1.1 GiB of 8 KiB events with edge2 parked, never started,
+//	        until edge1 has completed each (mem_parked), the hub's edge
+//	        backlog budget 1 GiB. Each box's peaks, its Go heap after a GC at the
+//	        end and its limit; the rates with and without the limits.
+//
 // And last:
 //
 //	r  peak RSS of an edge run as a separate `leafline run` process
@@ -238,6 +252,9 @@ type Options struct {
 	// SitesPending shapes sites: the events pending for the edge it
 	// retires (500).
 	SitesPending int
+	// Memory and MemorySize shape memory: the events of its full runs
+	// (1000000) and their payload bytes (256).
+	Memory, MemorySize int
 
 	// Compression is the leafnode compression of every link (a
 	// topology.CompressionModes name) in every phase but wire, which
@@ -307,6 +324,8 @@ func (o *Options) setDefaults() {
 	def(&o.ReplaceBefore, 1000)
 	def(&o.ReplaceAfter, 1000)
 	def(&o.SitesPending, 500)
+	def(&o.Memory, 1_000_000)
+	def(&o.MemorySize, 256)
 	if o.CutFor == 0 {
 		o.CutFor = 2 * time.Second
 	}
@@ -363,7 +382,8 @@ func (o *Options) Validate() error {
 		{"drain", o.Drain}, {"probe", o.Probe}, {"rss", o.RSS}, {"l1-events", o.L1Events}, {"l1-tracked", o.L1Tracked}, {"batch", o.Batch}, {"backlog-batch", o.BacklogBatch},
 		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}, {"wire", o.Wire}, {"expiry", o.Expiry},
 		{"priority-backlog", o.PriorityBacklog}, {"urgent", o.Urgent}, {"park-events", o.ParkEvents},
-		{"replace-before", o.ReplaceBefore}, {"replace-after", o.ReplaceAfter}, {"sites-pending", o.SitesPending}} {
+		{"replace-before", o.ReplaceBefore}, {"replace-after", o.ReplaceAfter}, {"sites-pending", o.SitesPending},
+		{"memory", o.Memory}} {
 		if s.v < 0 || s.v > 10_000_000 {
 			errs = append(errs, fmt.Sprintf("%s must be 0..10000000, got %d", s.name, s.v))
 		}
@@ -400,8 +420,13 @@ func (o *Options) Validate() error {
 	if o.IDs != "" && o.IDs != "random" && o.IDs != "time" {
 		errs = append(errs, fmt.Sprintf("ids %q: want random or time", o.IDs))
 	}
-	if o.on("r") && o.RSSBin == "" {
-		errs = append(errs, "phase r needs the leafline binary to run (RSSBin)")
+	if o.MemorySize != 0 && (o.MemorySize < 16 || o.MemorySize > maxParkSize) {
+		errs = append(errs, fmt.Sprintf("memory-size must be 16..%d bytes, got %d", maxParkSize, o.MemorySize))
+	}
+	for _, p := range []string{"r", "memory"} {
+		if o.on(p) && o.RSSBin == "" {
+			errs = append(errs, "phase "+p+" needs the leafline binary to run (RSSBin)")
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("bench: %s", strings.Join(errs, "; "))

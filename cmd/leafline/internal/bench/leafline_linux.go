@@ -118,6 +118,7 @@ type run struct {
 	parks      []parkRes
 	replaces   []replaceRes
 	siteRuns   []sitesRes
+	memories   []memRun
 }
 
 // feRows are the drain and end-to-end rows of one transport.
@@ -259,6 +260,9 @@ func (r *run) phases() (figs []Figure, err error) {
 	}
 	if r.o.on("sites") {
 		r.sites()
+	}
+	if r.o.on("memory") {
+		r.memory()
 	}
 	if r.o.on("r") {
 		r.m.Phase("r edge process RSS")

@@ -9,13 +9,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -99,7 +98,11 @@ func rssChild(b *tb, env *benchEnv, n int, cpath string, port, opsPort int) benc
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start := time.Now()
-	pid, stop := startEdgeProcess(b, cpath)
+	penv := os.Environ()
+	if b.o.RSSMemLimit != "" {
+		penv = append(penv, "GOMEMLIMIT="+b.o.RSSMemLimit)
+	}
+	pid, stop := startBoxProcess(b, cpath, penv)
 	defer stop()
 	var js jetstream.JetStream
 	env.waitUntil("edge process up", time.Minute, func() bool {
@@ -124,46 +127,6 @@ func rssChild(b *tb, env *benchEnv, n int, cpath string, port, opsPort int) benc
 		dur: drained.Sub(start), cpu: cpu, rssKB: hwm, flushes: -1,
 		note: fmt.Sprintf("child VmHWM; sampled max MiB: VmRSS %.0f RssAnon %.0f RssFile %.0f go_heap_inuse %.0f go_sys %.0f; time incl. startup%s",
 			float64(pk.rss)/1024, float64(pk.anon)/1024, float64(pk.file)/1024, float64(pk.heap)/(1<<20), float64(pk.goSys)/(1<<20), limitNote)}
-}
-
-// startEdgeProcess starts `leafline run` on cpath, its output in a log
-// beside it, and returns its pid and how to stop it: SIGTERM, then a kill
-// after 30s (1s once the bench is stopped). The caller holds its OS thread
-// (Pdeathsig).
-func startEdgeProcess(b *tb, cpath string) (pid string, stop func()) {
-	logf, err := os.Create(filepath.Join(filepath.Dir(cpath), "edge1.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(b.o.RSSBin, "run", "--config", cpath)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Env = os.Environ()
-	if b.o.RSSMemLimit != "" {
-		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+b.o.RSSMemLimit)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill() })
-	return strconv.Itoa(cmd.Process.Pid), func() {
-		defer logf.Close()
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		// A stopped bench does not wait for the edge's clean stop.
-		wait := 30 * time.Second
-		if b.ctx.Err() != nil {
-			wait = time.Second
-		}
-		select {
-		case <-done:
-		case <-time.After(wait):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
 }
 
 // rssPeaks are the highest of the edge process's memory figures sampled:
@@ -226,10 +189,18 @@ func benchFetch(b *tb, url, path string) {
 // benchGoMem reads go_memstats_heap_inuse_bytes and go_memstats_sys_bytes
 // from a Prometheus endpoint (0, 0 on any error).
 func benchGoMem(url string) (heap, sys int64) {
-	c := http.Client{Timeout: time.Second}
+	m := benchMetrics(url, "go_memstats_heap_inuse_bytes", "go_memstats_sys_bytes")
+	return int64(m[0]), int64(m[1])
+}
+
+// benchMetrics reads the unlabelled samples names from a Prometheus
+// endpoint, in their order (0 for each it lacks, or on any error).
+func benchMetrics(url string, names ...string) []float64 {
+	out := make([]float64, len(names))
+	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
-		return 0, 0
+		return out
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
@@ -238,15 +209,11 @@ func benchGoMem(url string) (heap, sys int64) {
 		if len(f) != 2 {
 			continue
 		}
-		v, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "go_memstats_heap_inuse_bytes":
-			heap = int64(v)
-		case "go_memstats_sys_bytes":
-			sys = int64(v)
+		if i := slices.Index(names, f[0]); i >= 0 {
+			out[i], _ = strconv.ParseFloat(f[1], 64)
 		}
 	}
-	return heap, sys
+	return out
 }
 
 func benchProcCPU(pid string) time.Duration {
