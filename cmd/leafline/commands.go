@@ -251,6 +251,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fmt.Fprintf(stdout, "%s: ok (site %s, role %s, domain %s, %d sites in topology)\n",
 		*path, site.Name, site.Role, site.Domain, len(cfg.Topology.Sites))
 	fmt.Fprintf(stdout, "%s: %s\n", *path, storage)
+	fmt.Fprintf(stdout, "%s: memory limit %s\n", *path, memlimit.For(cfg))
 	for _, w := range append(lintConfig(cfg), storageWarnings...) {
 		fmt.Fprintf(stdout, "%s: warning: %s\n", *path, w)
 	}
