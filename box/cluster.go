@@ -32,6 +32,8 @@ func (a *App) startOnCluster(ctx context.Context) error {
 		nats.Name("leafline-" + a.site.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// A cluster still starting is waited for, not a reason to exit.
+		nats.RetryOnFailedConnect(true),
 		a.natsErrors(),
 	}
 	opts = append(opts, ClusterClientOptions(cl)...)
@@ -46,23 +48,34 @@ func (a *App) startOnCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	if ai.Domain != a.site.Domain {
 		return fmt.Errorf("cluster: the servers' JetStream domain is %q, site %q's domain in the topology is %q", ai.Domain, a.site.Name, a.site.Domain)
 	}
-	if err := jsplan.Reconcile(rctx, a.js, a.clusterPlan()); err != nil {
+	// Each step is repeated (it is idempotent) while a stream's leader is
+	// being elected.
+	err = a.Wait(ctx, "the cluster's streams", func(ctx context.Context) error {
+		if err := jsplan.Reconcile(ctx, a.js, a.clusterPlan()); err != nil {
+			return err
+		}
+		if err := a.prune(ctx); err != nil {
+			return err
+		}
+		a.plans, err = a.trimPlans(ctx)
 		return err
-	}
-	if err := a.prune(rctx); err != nil {
-		return err
-	}
-	if a.plans, err = a.trimPlans(rctx); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	a.log.Info("running on cluster", "server", a.nc.ConnectedServerName(), "replicas", cl.Replicas)
+	// The role waits for its own streams (App.Wait) within this bound.
+	rctx, cancel := context.WithTimeout(ctx, clusterStartWithin)
+	defer cancel()
 	return a.role.Start(rctx)
 }
+
+// clusterStartWithin bounds a role's start on a cluster, its waits for
+// elections included.
+const clusterStartWithin = 5 * time.Minute
 
 // waitJetStream waits until the cluster's JetStream answers: a cluster
 // that is starting, or electing a new meta leader after a node died, does

@@ -3,12 +3,10 @@ package completion_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -17,52 +15,9 @@ import (
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
-	"github.com/leafline/leafline/internal/loopback"
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/receipt/receipttest"
 )
-
-// startCluster runs an in-process 3-node JetStream cluster and returns its
-// servers once JetStream answers. Killed servers are shut down again
-// harmlessly at cleanup.
-func startCluster(t *testing.T) []*server.Server {
-	t.Helper()
-	ports, err := loopback.FreePorts(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var routes []string
-	for _, p := range ports {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-	}
-	servers := make([]*server.Server, 3)
-	for i := range servers {
-		servers[i] = jstest.Run(t, &server.Options{
-			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: -1,
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true,
-			Cluster: server.ClusterOpts{Name: "leafline", Host: "127.0.0.1", Port: ports[i]},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-		})
-	}
-	return servers
-}
-
-// clusterConn connects to every node, trying first (in order) from index
-// first, and reconnects forever.
-func clusterConn(t *testing.T, servers []*server.Server, first int) *nats.Conn {
-	t.Helper()
-	var urls []string
-	for i := range servers {
-		urls = append(urls, servers[(first+i)%len(servers)].ClientURL())
-	}
-	nc, err := nats.Connect(strings.Join(urls, ","), nats.DontRandomize(), nats.MaxReconnects(-1),
-		nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
 
 // retry runs f until it succeeds (each try bounded by 5s) or the test's 60s.
 func retry(t *testing.T, what string, f func(ctx context.Context) error) {
@@ -92,8 +47,8 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster; skipped with -short")
 	}
-	servers := startCluster(t)
-	pub := clusterConn(t, servers, 2)
+	servers := jstest.StartCluster(t)
+	pub := jstest.ClusterConn(t, servers, 2)
 	pjs, err := jetstream.New(pub)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +62,7 @@ func TestCluster_R3_TwoInstances_ServerKilled(t *testing.T) {
 
 	var svcs []*completion.Service
 	for i := 0; i < 2; i++ {
-		js, err := jetstream.New(clusterConn(t, servers, i))
+		js, err := jetstream.New(jstest.ClusterConn(t, servers, i))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -166,7 +166,7 @@ func (a *Role) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := svc.Setup(ctx); err != nil {
+	if err := a.b.Wait(ctx, "the completion service's streams", svc.Setup); err != nil {
 		return fmt.Errorf("completion service: %w", err)
 	}
 	a.svc = svc

@@ -15,6 +15,13 @@
 //     the events are then published one by one, each PubAck'ed as a
 //     duplicate. So a retry never stores an event twice within the
 //     stream's duplicate window.
+//   - A batch that meets a stream without a leader for now (no
+//     responders, no answer in time, JetStream unavailable: a node of its
+//     cluster down, an election, a server restarting) is sent again, what
+//     was not PubAck'ed only, pausing 250 ms to 2 s between attempts, for
+//     Config.RetryFor (a minute by default); Publisher.Retries counts
+//     those attempts. Nothing is stored twice: the repeats carry the same
+//     Nats-Msg-Ids.
 //   - On failure the error is a *NotStoredError naming every event that
 //     was not PubAck'ed, so that the caller can publish exactly those again.
 //
@@ -30,4 +37,6 @@
 //     Result.Batched.
 //   - Two events with the same event_id in one call are stored once; the
 //     second is reported as a duplicate.
+//   - A subject that no stream takes answers "no responders" as an
+//     election does: it is reported only once RetryFor has passed.
 package publish

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +24,17 @@ const (
 	DefaultAttempts = 3
 	// DefaultTimeout bounds one batch's round trip.
 	DefaultTimeout = 10 * time.Second
+	// DefaultRetryFor is how long a batch is retried while the stream
+	// has no leader: long enough for a cluster's election on a loaded
+	// machine.
+	DefaultRetryFor = time.Minute
+)
+
+// retryWait is the first pause between two attempts; it doubles up to
+// retryWaitMax.
+const (
+	retryWait    = 250 * time.Millisecond
+	retryWaitMax = 2 * time.Second
 )
 
 // expectedStreamHeader makes the server refuse an event that a stream other
@@ -52,6 +65,10 @@ type Config struct {
 	Attempts int
 	// Timeout bounds one batch's round trip; zero = DefaultTimeout.
 	Timeout time.Duration
+	// RetryFor is how long events are sent again while the stream cannot
+	// take them for now (see Transient): a node of its cluster down, its
+	// leader being elected; zero = DefaultRetryFor.
+	RetryFor time.Duration
 }
 
 // Event is one event to publish.
@@ -90,7 +107,10 @@ func (e *NotStoredError) Unwrap() []error { return []error{ErrNotStored, e.Err} 
 
 // Publisher publishes events to the origin stream in atomic batches. It is
 // safe for concurrent use.
-type Publisher struct{ cfg Config }
+type Publisher struct {
+	cfg     Config
+	retries atomic.Int64
+}
 
 // New validates cfg, fills its defaults and returns a Publisher.
 func New(cfg Config) (*Publisher, error) {
@@ -104,8 +124,8 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Batch < 0 || cfg.Batch > MaxBatch {
 		errs = append(errs, fmt.Errorf("Batch: must be 0..%d, got %d", MaxBatch, cfg.Batch))
 	}
-	if cfg.Attempts < 0 || cfg.Timeout < 0 {
-		errs = append(errs, errors.New("Attempts, Timeout: must not be negative"))
+	if cfg.Attempts < 0 || cfg.Timeout < 0 || cfg.RetryFor < 0 {
+		errs = append(errs, errors.New("Attempts, Timeout, RetryFor: must not be negative"))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("publish: config: %w", errors.Join(errs...))
@@ -119,7 +139,29 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.RetryFor == 0 {
+		cfg.RetryFor = DefaultRetryFor
+	}
 	return &Publisher{cfg: cfg}, nil
+}
+
+// Retries counts the attempts the publisher made again after a
+// transient failure, since it was made.
+func (p *Publisher) Retries() int64 { return p.retries.Load() }
+
+// Transient reports whether a publish failed in a way that passes once
+// the stream has a leader again: no server answered (no responders: a
+// cluster electing the stream's leader, or a node restarting), the
+// answer did not come in time, or the servers answered that JetStream
+// is not available now (503). The same error comes back forever for a
+// subject no stream takes, so retries are bounded (Config.RetryFor).
+func Transient(err error) bool {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) {
+		return ae.Code == http.StatusServiceUnavailable
+	}
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 // Publish publishes evs in order, in atomic batches of at most Config.Batch,
@@ -147,42 +189,93 @@ func (p *Publisher) Publish(ctx context.Context, evs []Event) ([]Result, error) 
 
 // publishChunk publishes one batch. It returns the results of the events
 // that were PubAck'ed and, with an error, the IDs of those that were not.
+// What a transient failure left not stored is sent again, pausing longer
+// each time, for at least Attempts attempts and as long as RetryFor.
 func (p *Publisher) publishChunk(ctx context.Context, evs []Event) ([]Result, []string, error) {
+	res := make([]Result, len(evs))
+	acked := make([]bool, len(evs))
+	todo := make([]int, len(evs))
+	for i := range todo {
+		todo[i] = i
+	}
+	deadline := time.Now().Add(p.cfg.RetryFor)
+	wait := retryWait
+	for attempt := 1; ; attempt++ {
+		sub := make([]Event, len(todo))
+		for j, i := range todo {
+			sub[j] = evs[i]
+		}
+		got, ok, err := p.attempt(ctx, sub)
+		left := todo[:0:0]
+		for j, i := range todo {
+			if ok[j] {
+				res[i], acked[i] = got[j], true
+			} else {
+				left = append(left, i)
+			}
+		}
+		todo = left
+		if len(todo) == 0 {
+			break
+		}
+		if ctx.Err() != nil || !Transient(err) || (attempt >= p.cfg.Attempts && !time.Now().Before(deadline)) {
+			var out []Result
+			for i := range evs {
+				if acked[i] {
+					out = append(out, res[i])
+				}
+			}
+			notStored := make([]string, len(todo))
+			for j, i := range todo {
+				notStored[j] = evs[i].ID
+			}
+			return out, notStored, err
+		}
+		p.retries.Add(1)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, retryWaitMax)
+	}
+	return res, nil, nil
+}
+
+// attempt sends evs once: as one atomic batch, or one by one where a
+// batch cannot take them. ok[i] says whether event i was PubAck'ed, with
+// its result in res[i]; err is why the others were not.
+func (p *Publisher) attempt(ctx context.Context, evs []Event) (res []Result, ok []bool, err error) {
 	if len(evs) == 1 || p.cfg.Batch == 1 {
 		return p.publishEach(ctx, evs)
 	}
-	var err error
-	for attempt := 0; attempt < p.cfg.Attempts && ctx.Err() == nil; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-		var ack *jetstreamext.BatchAck
-		// One round trip: the commit's answer reports any refusal.
-		ack, err = jetstreamext.PublishMsgBatch(cctx, p.cfg.JS, p.msgs(evs), jetstreamext.BatchFlowControl{})
-		cancel()
-		if err == nil {
-			res := make([]Result, len(evs))
-			first := ack.Sequence - uint64(len(evs)) + 1
-			for i, ev := range evs {
-				res[i] = Result{ID: ev.ID, Stream: ack.Stream, Seq: first + uint64(i), Batched: true}
-			}
-			return res, nil, nil
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	// One round trip: the commit's answer reports any refusal.
+	ack, err := jetstreamext.PublishMsgBatch(cctx, p.cfg.JS, p.msgs(evs), jetstreamext.BatchFlowControl{})
+	cancel()
+	if err == nil {
+		res, ok = make([]Result, len(evs)), make([]bool, len(evs))
+		first := ack.Sequence - uint64(len(evs)) + 1
+		for i, ev := range evs {
+			res[i], ok[i] = Result{ID: ev.ID, Stream: ack.Stream, Seq: first + uint64(i), Batched: true}, true
 		}
-		var je jetstream.JetStreamError
-		if errors.As(err, &je) && je.APIError() != nil {
-			// Refused whole: some IDs are already stored (a repeat of a
-			// batch that landed, or an ID twice), or the stream takes no
-			// atomic batches. One by one, each duplicate is PubAck'ed as one.
-			return p.publishEach(ctx, evs)
-		}
-		// The answer was lost: send the same batch again.
+		return res, ok, nil
 	}
-	return nil, ids(evs), err
+	var je jetstream.JetStreamError
+	if errors.As(err, &je) && je.APIError() != nil && !Transient(err) {
+		// Refused whole: some IDs are already stored (a repeat of a
+		// batch that landed, or an ID twice), or the stream takes no
+		// atomic batches. One by one, each duplicate is PubAck'ed as one.
+		return p.publishEach(ctx, evs)
+	}
+	// No answer, or not now: the caller sends the same batch again.
+	return nil, make([]bool, len(evs)), err
 }
 
-// publishEach publishes evs one by one, pipelined. It returns the results
-// of the events that were PubAck'ed and the IDs of those that were not.
-func (p *Publisher) publishEach(ctx context.Context, evs []Event) ([]Result, []string, error) {
+// publishEach publishes evs one by one, pipelined. ok[i] says whether
+// event i was PubAck'ed, with its result in res[i].
+func (p *Publisher) publishEach(ctx context.Context, evs []Event) (res []Result, ok []bool, err error) {
+	res, ok = make([]Result, len(evs)), make([]bool, len(evs))
 	futs := make([]jetstream.PubAckFuture, 0, len(evs))
-	var err error
 	for _, m := range p.msgs(evs) {
 		f, perr := p.cfg.JS.PublishMsgAsync(m)
 		if perr != nil {
@@ -191,24 +284,19 @@ func (p *Publisher) publishEach(ctx context.Context, evs []Event) ([]Result, []s
 		}
 		futs = append(futs, f)
 	}
-	res := make([]Result, 0, len(evs))
-	var notStored []string
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	for i, f := range futs {
 		select {
 		case ack := <-f.Ok():
-			res = append(res, Result{ID: evs[i].ID, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate})
-			continue
+			res[i], ok[i] = Result{ID: evs[i].ID, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate}, true
 		case ferr := <-f.Err():
 			err = errors.Join(err, fmt.Errorf("event %s: %w", evs[i].ID, ferr))
 		case <-cctx.Done():
 			err = errors.Join(err, fmt.Errorf("event %s: no PubAck: %w", evs[i].ID, cctx.Err()))
 		}
-		notStored = append(notStored, evs[i].ID)
 	}
-	notStored = append(notStored, ids(evs[len(futs):])...)
-	return res, notStored, err
+	return res, ok, err
 }
 
 // msgs builds the messages of evs afresh (a batch publish adds its own

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafline/leafline/internal/check"
 	"github.com/leafline/leafline/internal/jstest"
 )
 
@@ -134,7 +135,9 @@ func TestPublish_ReportsNotStored(t *testing.T) {
 	for i := 4; i < 8; i++ {
 		evs[i].Subject = "other.x"
 	}
-	p, err := New(Config{JS: js, Stream: "L1A", Batch: 4, Attempts: 1, Timeout: time.Second})
+	// No stream takes other.x: no responders, for good; a short
+	// RetryFor reports it soon.
+	p, err := New(Config{JS: js, Stream: "L1A", Batch: 4, Attempts: 1, Timeout: time.Second, RetryFor: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,4 +191,91 @@ func TestPublish_StampsPublishedAt(t *testing.T) {
 			t.Errorf("seq %d: %s %q (%v), want the publish time", seq, PublishedAtHeader, got, err)
 		}
 	}
+}
+
+// TestPublish_WaitsForTheStream: a stream that does not answer yet (no
+// responders: a node restarting, a cluster electing its leader) is waited
+// for within RetryFor, and every event is then stored once.
+func TestPublish_WaitsForTheStream(t *testing.T) {
+	_, js := startJS(t)
+	p, err := New(Config{JS: js, Stream: "L1A", Batch: 4, RetryFor: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := make(chan error, 1)
+	time.AfterFunc(time.Second, func() {
+		_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+			Name: "L1A", Subjects: []string{"events.>"}, Storage: jetstream.FileStorage, AllowAtomicPublish: true,
+		})
+		created <- err
+	})
+	res, err := p.Publish(context.Background(), events(10, "w"))
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || len(res) != 10 {
+		t.Fatalf("Publish: %d results, %v", len(res), err)
+	}
+	if p.Retries() == 0 {
+		t.Fatal("no retry counted, though the stream came a second late")
+	}
+	if n := streamMsgs(t, js); n != 10 {
+		t.Fatalf("stream holds %d messages, want 10", n)
+	}
+}
+
+// TestPublish_RidesThroughLeaderLoss: the origin stream's leader node of
+// a 3-node cluster is shut down while batches are published; Publish
+// reports no error, and the stream holds each event once.
+func TestPublish_RidesThroughLeaderLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster; skipped with -short")
+	}
+	servers := jstest.StartCluster(t)
+	js, err := jetstream.New(jstest.ClusterConn(t, servers, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s jetstream.Stream
+	check.For(t, 30*time.Second, 100*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "L1A", Subjects: []string{"events.>"},
+			Storage: jetstream.FileStorage, Replicas: 3, AllowAtomicPublish: true})
+		return err
+	})
+	p, err := New(Config{JS: js, Stream: "L1A", Batch: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches, per = 40, 100
+	for b := range batches {
+		if b == batches/4 {
+			info, err := s.Info(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, srv := range servers {
+				if srv.Name() == info.Cluster.Leader {
+					srv.Shutdown()
+				}
+			}
+		}
+		if _, err := p.Publish(context.Background(), events(per, fmt.Sprintf("c%02d", b))); err != nil {
+			t.Fatalf("batch %d: %v", b, err)
+		}
+	}
+	check.For(t, 30*time.Second, 100*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != batches*per {
+			return fmt.Errorf("stream holds %d messages, want %d", info.State.Msgs, batches*per)
+		}
+		return nil
+	})
+	t.Logf("retries through the election: %d", p.Retries())
 }

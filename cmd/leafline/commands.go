@@ -403,6 +403,7 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	subject := fs.String("subject", "", "subject (default: the first origin subject with its wildcard replaced by \"cli\")")
 	data := fs.String("data", "", "payload (default: a JSON object holding the event_id)")
 	batch := fs.Int("batch", publish.DefaultBatch, "events per atomic batch (1: one publish per event)")
+	retryFor := fs.Duration("retry-for", publish.DefaultRetryFor, "how long to send a batch again while the origin stream has no leader (a node down, an election)")
 	if !parse(fs, args, 0, stderr) {
 		return exitUsage
 	}
@@ -415,13 +416,17 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "leafline publish: %v\n", err)
 		return exitUsage
 	}
+	if *retryFor <= 0 || *retryFor > time.Hour {
+		fmt.Fprintf(stderr, "leafline publish: --retry-for must be more than 0 and at most 1h, got %v\n", *retryFor)
+		return exitUsage
+	}
 	nc, js, err := connect(cfg, *server)
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline publish: %v\n", err)
 		return exitFailure
 	}
 	defer nc.Close()
-	pub, err := publish.New(publish.Config{JS: js, Stream: cfg.Topology.Events.OriginStream, Batch: *batch})
+	pub, err := publish.New(publish.Config{JS: js, Stream: cfg.Topology.Events.OriginStream, Batch: *batch, RetryFor: *retryFor})
 	if err != nil {
 		fmt.Fprintf(stderr, "leafline publish: %v\n", err)
 		return exitUsage

@@ -37,6 +37,9 @@ func TestPublishCommand(t *testing.T) {
 	if code, _, errOut := runStatusCmd(cmdPublish, "--config", env.cfg, "--batch", "0"); code != exitUsage || !strings.Contains(errOut, "--batch must be") {
 		t.Fatalf("--batch 0: code %d %s", code, errOut)
 	}
+	if code, _, errOut := runStatusCmd(cmdPublish, "--config", env.cfg, "--retry-for", "0s"); code != exitUsage || !strings.Contains(errOut, "--retry-for must be") {
+		t.Fatalf("--retry-for 0s: code %d %s", code, errOut)
+	}
 }
 
 // A publish that the full origin stream refuses says why, and names the
