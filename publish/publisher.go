@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -158,7 +157,15 @@ func (p *Publisher) Retries() int64 { return p.retries.Load() }
 func Transient(err error) bool {
 	var ae *jetstream.APIError
 	if errors.As(err, &ae) {
-		return ae.Code == http.StatusServiceUnavailable
+		// 503 also answers what will not pass by itself, such as a full
+		// stream: only these say "not now".
+		switch ae.ErrorCode {
+		case 10008, // JetStream system temporarily unavailable
+			10004, // incomplete results
+			10163: // expected last sequence per subject temporarily unavailable
+			return true
+		}
+		return false
 	}
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)

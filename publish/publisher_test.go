@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -278,4 +279,27 @@ func TestPublish_RidesThroughLeaderLoss(t *testing.T) {
 		return nil
 	})
 	t.Logf("retries through the election: %d", p.Retries())
+}
+
+// TestPublish_FullStreamIsNotWaitedFor: a stream that refuses for good (it
+// is full) is reported at once, not retried as an election would be.
+func TestPublish_FullStreamIsNotWaitedFor(t *testing.T) {
+	_, js := startJS(t)
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "L1A", Subjects: []string{"events.>"},
+		Storage: jetstream.FileStorage, AllowAtomicPublish: true, MaxBytes: 4096, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range []int{1, 50} {
+		p, err := New(Config{JS: js, Stream: "L1A", Batch: batch, RetryFor: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Publish(context.Background(), events(100, fmt.Sprintf("f%d", batch)))
+		if !errors.Is(err, ErrNotStored) || !strings.Contains(err.Error(), "maximum bytes exceeded") {
+			t.Fatalf("batch %d: %v; want the full stream's refusal", batch, err)
+		}
+		if p.Retries() != 0 {
+			t.Fatalf("batch %d: %d retries of a full stream", batch, p.Retries())
+		}
+	}
 }
