@@ -110,6 +110,7 @@ func (a *Role) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		l1 := a.opsL1.Load()
 		if l1 == nil {
+			w.Header().Set("Retry-After", status.RetryAfter)
 			box.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the completion service is not running: " + a.b.NotReadyReason()})
 			return
 		}

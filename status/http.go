@@ -191,8 +191,17 @@ func writeErr(w http.ResponseWriter, err error, extra map[string]any) {
 	for k, v := range extra {
 		body[k] = v
 	}
+	if code == http.StatusServiceUnavailable {
+		// Not ready yet, or what it reads has no leader for now: ask again
+		// soon rather than take the silence for an answer.
+		w.Header().Set("Retry-After", RetryAfter)
+	}
 	writeJSON(w, code, body)
 }
+
+// RetryAfter is the Retry-After of an answer 503: the seconds after which
+// a client may ask again.
+const RetryAfter = "5"
 
 func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})

@@ -189,5 +189,13 @@ func TestStatusHTTP_NotReady(t *testing.T) {
 		if code, body := getJSON(t, srv.URL+path); code != http.StatusServiceUnavailable || !strings.Contains(body["error"].(string), "not ready") {
 			t.Errorf("%s: %d %v", path, code, body)
 		}
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Retry-After"); got != status.RetryAfter {
+			t.Errorf("%s: Retry-After %q, want %q", path, got, status.RetryAfter)
+		}
 	}
 }
