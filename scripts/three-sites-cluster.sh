@@ -10,6 +10,10 @@
 #
 #   scripts/three-sites-cluster.sh [EVENTS]      (default 1000)
 #
+# With ROLLING=1 it restarts every node of both clusters instead, one at a
+# time (SIGTERM, start, 10 s), while the events are published, and checks
+# that no box exited.
+#
 # It keeps its data dirs and logs in a directory of its own under /tmp,
 # removed after a run that lost nothing and kept (and named) after a
 # failure. LEAFLINE_BIN and LEAFLINE_NATS_SERVER name binaries to use
@@ -74,16 +78,44 @@ echo "started 6 nats-server nodes and 5 boxes; logs in $work"
 summary() { curl -fsS "http://127.0.0.1:$1/v1/summary" 2>/dev/null || echo '{}'; }
 complete() { summary "$1" | grep -o '"complete": *[0-9]*' | grep -o '[0-9]*$' || echo 0; }
 
-half=$((events / 2))
-"$bin" publish --config "$work/cfg/l1.json" --count "$half" >/dev/null
-echo "published $half events; SIGKILL l1-n2, hub-n1 and l1-b"
-kill -KILL "${pids[l1-n2]}" "${pids[hub-n1]}" "${pids[l1-b]}"
-"$bin" publish --config "$work/cfg/l1.json" --count $((events - half)) >/dev/null
-sleep 2
-node l1-n2
-node hub-n1
-box l1-b l1-b
-echo "restarted l1-n2, hub-n1 and l1-b"
+if [ "${ROLLING:-}" = 1 ]; then
+	# A rolling restart while events flow: each node of both clusters in
+	# turn is stopped (SIGTERM), started again, and given 10 s to catch
+	# up before the next, while the events are published 1,000 at a time.
+	(
+		left=$events
+		while [ "$left" -gt 0 ]; do
+			n=$((left < 1000 ? left : 1000))
+			"$bin" publish --config "$work/cfg/l1.json" --count "$n" >/dev/null || exit 1
+			left=$((left - n))
+		done
+	) &
+	publisher=$!
+	for n in l1-n1 l1-n2 l1-n3 hub-n1 hub-n2 hub-n3; do
+		sleep 5
+		kill -TERM "${pids[$n]}"
+		wait "${pids[$n]}" 2>/dev/null || true
+		node "$n"
+		echo "restarted $n"
+		sleep 10
+	done
+	wait "$publisher" || { echo "three-sites-cluster: leafline publish failed during the rolling restart" >&2; exit 1; }
+	echo "published $events events through a rolling restart of every node"
+	for b in l1-a l1-b hub-a edge1 edge2; do
+		kill -0 "${pids[$b]}" 2>/dev/null || { echo "three-sites-cluster: box $b exited during the rolling restart; the end of its log:" >&2; tail -n 20 "$work/$b.log" >&2; exit 1; }
+	done
+else
+	half=$((events / 2))
+	"$bin" publish --config "$work/cfg/l1.json" --count "$half" >/dev/null
+	echo "published $half events; SIGKILL l1-n2, hub-n1 and l1-b"
+	kill -KILL "${pids[l1-n2]}" "${pids[hub-n1]}" "${pids[l1-b]}"
+	"$bin" publish --config "$work/cfg/l1.json" --count $((events - half)) >/dev/null
+	sleep 2
+	node l1-n2
+	node hub-n1
+	box l1-b l1-b
+	echo "restarted l1-n2, hub-n1 and l1-b"
+fi
 
 deadline=$((SECONDS + 300))
 while [ "$(complete 18231)" -lt "$events" ] && [ $SECONDS -lt $deadline ]; do sleep 1; done
