@@ -2,9 +2,9 @@ package box
 
 import (
 	"fmt"
-	"math"
-	"runtime/debug"
 	"runtime/metrics"
+
+	"github.com/leafline/leafline/internal/memlimit"
 )
 
 // The box's memory against its Go memory limit (Config.MemoryLimitBytes,
@@ -44,15 +44,7 @@ func memoryNow() (live, held, limit int64) {
 		}
 		return int64(s[i].Value.Uint64())
 	}
-	return val(0), val(1) - val(2), memoryLimit()
-}
-
-// memoryLimit is the process's Go memory limit (0: none).
-func memoryLimit() int64 {
-	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
-		return l
-	}
-	return 0
+	return val(0), val(1) - val(2), memlimit.Current()
 }
 
 // memoryVerdict is why a box with live heap bytes live and held bytes

@@ -3,6 +3,8 @@ package box
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/leafline/leafline/internal/memlimit"
 )
 
 // Metrics are one box's Prometheus metrics, in their own registry (several
@@ -44,7 +46,7 @@ func NewMetrics(site, role string) *Metrics {
 	m.memoryLive = f.gauge("memory_heap_live_bytes", "The Go heap live after the last garbage collection (the box's process).")
 	m.memoryPressure = f.gauge("memory_pressure", "1 while the box's live heap is within 10% of its Go memory limit or the process holds 5% more than the limit: the collector runs nearly all the time (see /readyz).")
 	f.gaugeFunc("memory_limit_bytes", "The process's Go memory limit (memory_limit_bytes, GOMEMLIMIT, the control group's or the role's default; 0: none).", func() float64 {
-		return float64(memoryLimit())
+		return float64(memlimit.Current())
 	})
 	m.streamBytes = f.gaugeVec("stream_bytes", "Bytes the box's stream holds now (its streams of the topology).", "stream")
 	m.streamMsgs = f.gaugeVec("stream_messages", "Messages the box's stream holds now.", "stream")

