@@ -181,6 +181,9 @@
 //     and the oldest pending event come from scans bounded by MaxSummaryScan
 //     (Truncated says so). List results are always checked against records,
 //     but an entry rewritten during paging can appear on two pages.
+//   - Summary's streams (ServiceConfig.Streams) may be up to 2 s old: they
+//     are read at most that often, whatever the number of callers, and a
+//     stream whose info cannot be read in time is left out.
 //   - Lost ACKs (a node killed mid-batch) mean redelivery after AckWait; the
 //     repeat is absorbed as a duplicate. After a reconnect the pull iterator
 //     can briefly receive more than its buffer (nats.go reports a slow

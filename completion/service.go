@@ -56,6 +56,8 @@ type Service struct {
 
 	heldTally   heldTally  // receipts held per site (held_limit.go)
 	heldLimitMu sync.Mutex // one limitHeld at a time
+
+	fills streamFills // what Summary last read of ServiceConfig.Streams (svc_streams.go)
 }
 
 // NewService fills defaults into cfg, validates it, and returns a Service.

@@ -36,8 +36,9 @@ func (s *Service) List(ctx context.Context, q record.ListQuery) ([]record.Comple
 	return st.List(ctx, q)
 }
 
-// Summary returns Store.Summary with this instance's Stats; ErrNotReady
-// before Setup or Run has opened the buckets.
+// Summary returns Store.Summary with this instance's Stats and the fill
+// of ServiceConfig.Streams (see streamFill: read at most every 2 s, never
+// an error); ErrNotReady before Setup or Run has opened the buckets.
 func (s *Service) Summary(ctx context.Context) (record.Summary, error) {
 	st := s.State()
 	if st == nil {
@@ -52,6 +53,7 @@ func (s *Service) Summary(ctx context.Context) (record.Summary, error) {
 	}
 	stats := s.Stats()
 	sum.Instance = &stats
+	sum.Streams = s.streamFill(ctx)
 	return sum, nil
 }
 

@@ -402,6 +402,8 @@ func TestNewService_StatusConfig(t *testing.T) {
 		{"in flight", func(c *completion.ServiceConfig) { c.InFlight = 5000 }, "InFlight:"},
 		{"overdue", func(c *completion.ServiceConfig) { c.OverdueAfter = -1 }, "OverdueAfter:"},
 		{"sites", func(c *completion.ServiceConfig) { c.Sites = []string{"ok", "not ok"} }, "Sites[1]:"},
+		{"streams", func(c *completion.ServiceConfig) { c.Streams = []string{"L1A", "L1.A"} }, "Streams[1]:"},
+		{"stream twice", func(c *completion.ServiceConfig) { c.Streams = []string{"L1A", "R1", "L1A"} }, `Streams[2]: "L1A" is listed twice`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := base()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/completion/state"
+	"github.com/leafline/leafline/jsplan"
 	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/receipt/eventid"
 	"github.com/leafline/leafline/status"
@@ -244,8 +246,30 @@ func (a *Role) serviceConfig(sites []string, filters map[string]string) completi
 		ApplyBatch: state.ServiceApplyBatch,
 		BatchSize:  state.ServiceBatchSize,
 		Sites:      sites,
-		Logger:     a.log.With("component", "completion"),
+		// The summary shows how full each of L1's streams is.
+		Streams: summaryStreams(cfg, a.site),
+		Logger:  a.log.With("component", "completion"),
 	}
+}
+
+// summaryStreams names the streams whose fill L1's summary shows, each
+// once: the site's planned streams (the origin and receipts streams), the
+// completion log, the quarantine stream and the cleanup's audit stream.
+// The service leaves out those that do not exist (no cleanup, no audit
+// stream).
+func summaryStreams(cfg *topology.Config, site *topology.Site) []string {
+	var names []string
+	for _, sc := range jsplan.SitePlan(cfg, site).Streams {
+		names = append(names, sc.Name)
+	}
+	names = append(names, state.DefaultLogStream, cfg.Completion.QuarantineStream, cfg.Completion.Cleanup.AuditStream)
+	var out []string
+	for _, n := range names {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // openState opens the completion state: a local file folded from a log

@@ -80,7 +80,7 @@ func StartMicro(nc *nats.Conn, src record.StatusSource, cfg MicroConfig) (micro.
 	}{
 		{"get", "body: event_id; answer: the completion record", m.get},
 		{"list", `body: {"status":"pending|overdue|dead_lettered|expired|conflict","site":"","limit":100,"after":""}`, m.list},
-		{"summary", "answer: counts per status and per site", m.summary},
+		{"summary", "answer: counts per status and per site, how full each of L1's streams is", m.summary},
 		{"unidentified", `body: {"limit":100,"after":""}; answer: origin messages without a usable event_id`, m.unidentified},
 	} {
 		if err := g.AddEndpoint(e.name, m.wrap(e.h), micro.WithEndpointMetadata(map[string]string{"description": e.desc})); err != nil {

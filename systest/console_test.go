@@ -61,8 +61,8 @@ func artifactDir(t *testing.T) string {
 
 // TestConsole_Browser drives the L1 console in headless Chromium against a
 // running system (L1, a hub, two edges): the page loads without a console
-// error, shows the sites, shows a dead-lettered event and a cut link within
-// its refresh interval, and finds an event by id.
+// error, shows the sites and L1's streams, shows a dead-lettered event and
+// a cut link within its refresh interval, and finds an event by id.
 func TestConsole_Browser(t *testing.T) {
 	chrome := findChromium()
 	if chrome == "" {
@@ -134,7 +134,8 @@ func TestConsole_Browser(t *testing.T) {
 		}
 	}
 	do("load", chromedp.Navigate(url), wait(site("edge1", "online"), 30*time.Second), wait(site("edge2", "online"), 30*time.Second),
-		wait(`tr.site[data-site="edge1"] small.bytes span.down`, 5*time.Second))
+		wait(`tr.site[data-site="edge1"] small.bytes span.down`, 5*time.Second),
+		wait(`#streams tr.stream[data-stream="L1A"]`, 5*time.Second))
 
 	poison := publishN(t, l1js, "poison", 1)[0]
 	do("dead-lettered event shown", wait(chromedp.CSS(fmt.Sprintf(`#dead_lettered a.evlink[data-id=%q]`, poison)), 20*time.Second),

@@ -113,7 +113,8 @@ func writePendingTable(w io.Writer, items []record.Completion, next string, now 
 	}
 }
 
-// cmdSummary prints counts per status and per site:
+// cmdSummary prints counts per status and per site, and how full each of
+// L1's streams is:
 //
 //	leafline summary --config FILE [--json]
 func cmdSummary(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -148,7 +149,8 @@ func cmdSummary(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-// writeSummaryTable prints a Summary as text and a per-site table.
+// writeSummaryTable prints a Summary as text, a per-site table and a
+// per-stream table.
 func writeSummaryTable(w io.Writer, s record.Summary) {
 	fmt.Fprintf(w, "events %d: pending %d, complete %d, dead_lettered %d, expired %d, conflict %d, overdue %d (pending longer than %s)\n",
 		s.Events, s.Pending, s.Complete, s.DeadLettered, s.Expired, s.Conflict, s.Overdue, s.OverdueAfter)
@@ -181,10 +183,58 @@ func writeSummaryTable(w io.Writer, s record.Summary) {
 		}
 		tw.Flush()
 	}
+	if len(s.Streams) > 0 {
+		fmt.Fprintln(w)
+		writeStreamsTable(w, s.Streams)
+	}
 	if st := s.Instance; st != nil {
 		fmt.Fprintf(w, "\nanswering instance (since start): received %d, applied %d, duplicates absorbed %d, conflicts %d, quarantined %d, retried %d\n",
 			st.Received, st.Applied, st.Duplicates, st.Conflicts, st.Quarantined, st.Retried)
 	}
+}
+
+// writeStreamsTable prints what each stream holds against its limits,
+// then a warning for each one that is filling up (record.StreamFill.Filling).
+func writeStreamsTable(w io.Writer, fills []record.StreamFill) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tMESSAGES\tBYTES\tLIMIT\tFILL")
+	for _, f := range fills {
+		var limits []string
+		if f.MaxBytes > 0 {
+			limits = append(limits, binarySize(uint64(f.MaxBytes)))
+		}
+		if f.MaxMsgs > 0 {
+			limits = append(limits, fmt.Sprintf("%d messages", f.MaxMsgs))
+		}
+		limit, fill := "-", "-"
+		if f.Limited() {
+			limit, fill = strings.Join(limits, ", "), fmt.Sprintf("%d%%", f.Percent())
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", statusPrintable(f.Stream), f.Msgs, binarySize(f.Bytes), limit, fill)
+	}
+	tw.Flush()
+	for _, f := range fills {
+		if f.Filling() {
+			fmt.Fprintf(w, "warning: stream %s is %d%% full: it refuses new messages at its limit\n", statusPrintable(f.Stream), f.Percent())
+		}
+	}
+}
+
+// binarySize is n in the largest binary unit it reaches, whole or with one
+// decimal: 512 B, 4 KiB, 61.2 MiB, 64 MiB.
+func binarySize(n uint64) string {
+	if n < 1<<10 {
+		return fmt.Sprintf("%d B", n)
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB"}
+	u, d := 0, uint64(1<<10)
+	for u < len(units)-1 && n >= d<<10 {
+		u, d = u+1, d<<10
+	}
+	if n%d == 0 {
+		return fmt.Sprintf("%d %s", n/d, units[u])
+	}
+	return fmt.Sprintf("%.1f %s", float64(n)/float64(d), units[u])
 }
 
 func statusPrintJSON(stdout, stderr io.Writer, v any) int {

@@ -45,7 +45,7 @@ func startStatusEnv(t *testing.T) *statusEnv {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, sc := range []jetstream.StreamConfig{
-		{Name: "L1A", Subjects: []string{"events.>"}},
+		{Name: "L1A", Subjects: []string{"events.>"}, MaxBytes: 64 << 20},
 		{Name: "R1", Subjects: []string{"leafline.receipts.>"}},
 	} {
 		if _, err := js.CreateStream(ctx, sc); err != nil {
@@ -56,6 +56,7 @@ func startStatusEnv(t *testing.T) *statusEnv {
 		JS: js, Stream: "R1", OriginStream: "L1A", OverdueAfter: 200 * time.Millisecond,
 		Expected: func(string) []string { return []string{"edge1", "edge2"} },
 		Sites:    []string{"edge1", "edge2"},
+		Streams:  []string{"L1A", "R1", "NOSUCH"},
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -160,7 +161,8 @@ func TestPendingAndSummaryCommands(t *testing.T) {
 
 	// Summary, table and JSON.
 	code, out, _ = runStatusCmd(cmdSummary, "--config", env.cfg)
-	for _, want := range []string{"events 3: pending 1, complete 1, dead_lettered 1", "SITE", "edge1", "edge2", "oldest pending: \"evt one\"", "applied 3"} {
+	for _, want := range []string{"events 3: pending 1, complete 1, dead_lettered 1", "SITE", "edge1", "edge2", "oldest pending: \"evt one\"", "applied 3",
+		"STREAM  MESSAGES  BYTES", "64 MiB", "0%"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q (exit %d):\n%s", want, code, out)
 		}
@@ -169,6 +171,44 @@ func TestPendingAndSummaryCommands(t *testing.T) {
 	var sum record.Summary
 	if err := json.Unmarshal([]byte(out), &sum); code != exitOK || err != nil || sum.Events != 3 || len(sum.Sites) != 2 || sum.Sites[1].Pending != 2 {
 		t.Fatalf("summary --json: %d %v\n%s", code, err, out)
+	}
+	if len(sum.Streams) != 2 || sum.Streams[0].Stream != "L1A" || sum.Streams[0].Msgs != 3 || sum.Streams[0].Bytes == 0 || sum.Streams[0].MaxBytes != 64<<20 || sum.Streams[1].Stream != "R1" {
+		t.Errorf("summary --json streams: %+v", sum.Streams)
+	}
+}
+
+// TestWriteSummaryTable_Streams: the streams table shows each stream's
+// messages, bytes and limits in binary units and its fill in whole
+// percent ("-" without a limit), then a warning for each stream at 80% or
+// more.
+func TestWriteSummaryTable_Streams(t *testing.T) {
+	var b strings.Builder
+	writeSummaryTable(&b, record.Summary{OverdueAfter: "5m0s", Streams: []record.StreamFill{
+		record.NewStreamFill("L1A", 64172851, 120_000, 64<<20, -1),
+		record.NewStreamFill("R1", 2048, 4, -1, -1),
+		record.NewStreamFill("RQ", 512, 800, 1<<30, 1000),
+		record.NewStreamFill("LEAFLINE_AUDIT", 0, 0, 1<<30, 0),
+	}})
+	const want = `events 0: pending 0, complete 0, dead_lettered 0, expired 0, conflict 0, overdue 0 (pending longer than 5m0s)
+
+STREAM          MESSAGES  BYTES     LIMIT                 FILL
+L1A             120000    61.2 MiB  64 MiB                95%
+R1              4         2 KiB     -                     -
+RQ              800       512 B     1 GiB, 1000 messages  80%
+LEAFLINE_AUDIT  0         0 B       1 GiB                 0%
+warning: stream L1A is 95% full: it refuses new messages at its limit
+warning: stream RQ is 80% full: it refuses new messages at its limit
+`
+	if got := b.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestBinarySize(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536: "1.5 KiB", 64 << 20: "64 MiB", 64172851: "61.2 MiB", 3 << 30: "3 GiB", 5 << 40: "5 TiB", 5 << 50: "5120 TiB"} {
+		if got := binarySize(n); got != want {
+			t.Errorf("binarySize(%d) = %q, want %q", n, got, want)
+		}
 	}
 }
 

@@ -262,6 +262,12 @@ type Summary struct {
 	// and OldestPending the oldest of the entries scanned.
 	Truncated bool          `json:"truncated,omitempty"`
 	Sites     []SiteSummary `json:"sites"`
+	// Streams is how full each of L1's streams is against its limits, in
+	// the order the service was configured with (a Service with
+	// ServiceConfig.Streams; a Store alone leaves it empty). A stream that
+	// does not exist, or whose info could not be read in time, is left
+	// out: the list may be shorter than the configuration, never wrong.
+	Streams []StreamFill `json:"streams,omitempty"`
 	// Instance holds the counters of the service instance that answered
 	// (since it started; receipts applied and duplicates absorbed), when
 	// the answer came from a Service.
@@ -280,6 +286,51 @@ type SiteSummary struct {
 	Retired       int64       `json:"retired,omitempty"`
 	OldestPending *PendingAge `json:"oldest_pending,omitempty"`
 }
+
+// StreamFillWarning is the Fill from which a stream is reported as
+// filling up (as the LeaflineStreamNearlyFull alert): at its limit a
+// stream that discards new messages refuses what is published into it.
+const StreamFillWarning = 0.8
+
+// StreamFill is what one stream holds against its limits.
+type StreamFill struct {
+	Stream string `json:"stream"`
+	Bytes  uint64 `json:"bytes"`
+	Msgs   uint64 `json:"messages"`
+	// MaxBytes and MaxMsgs are the stream's limits; zero or negative
+	// means none.
+	MaxBytes int64 `json:"max_bytes"`
+	MaxMsgs  int64 `json:"max_messages"`
+	// Fill is the larger of Bytes/MaxBytes and Msgs/MaxMsgs, 0..1 (1 also
+	// when a lowered limit leaves the stream over it); 0 when the stream
+	// has no limit.
+	Fill float64 `json:"fill"`
+}
+
+// NewStreamFill returns the StreamFill of a stream holding bytes and
+// msgs, with limits maxBytes and maxMsgs (<= 0: none), its Fill computed.
+func NewStreamFill(stream string, bytes, msgs uint64, maxBytes, maxMsgs int64) StreamFill {
+	f := StreamFill{Stream: stream, Bytes: bytes, Msgs: msgs, MaxBytes: maxBytes, MaxMsgs: maxMsgs}
+	if maxBytes > 0 {
+		f.Fill = float64(bytes) / float64(maxBytes)
+	}
+	if maxMsgs > 0 {
+		f.Fill = max(f.Fill, float64(msgs)/float64(maxMsgs))
+	}
+	f.Fill = min(f.Fill, 1)
+	return f
+}
+
+// Limited reports whether the stream has a byte or message limit.
+func (f StreamFill) Limited() bool { return f.MaxBytes > 0 || f.MaxMsgs > 0 }
+
+// Percent is Fill in whole percent, rounded down (a stream at 99.6% is
+// not full): it reads 80 where Filling turns true.
+func (f StreamFill) Percent() int { return int(f.Fill*100 + 1e-9) }
+
+// Filling reports whether the stream has a limit and is at
+// StreamFillWarning of it or more.
+func (f StreamFill) Filling() bool { return f.Limited() && f.Fill >= StreamFillWarning }
 
 // PendingAge names a pending event and how long ago it was published.
 type PendingAge struct {

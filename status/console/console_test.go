@@ -115,6 +115,7 @@ func TestHandler_Routes(t *testing.T) {
 		{"GET", "/console/", 200, "completion service is not running"},
 		{"GET", "/console/sites", 200, `data-link="unknown"`},
 		{"GET", "/console/sites", 200, `↓ <span class="down">0 B</span>`},
+		{"GET", "/console/streams", 200, "Stream figures unavailable: the completion service is not running"},
 		{"GET", "/console/events?status=dead_lettered", 200, "completion service is not running"},
 		{"GET", "/console/events?status=complete", 400, "must be overdue, dead_lettered or expired"},
 		{"GET", "/console/event?id=", 200, "event_id"},
@@ -149,6 +150,73 @@ func TestSize(t *testing.T) {
 	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.0 kB", 12345: "12.3 kB", 4_100_000: "4.1 MB", 7e15: "7000.0 TB"} {
 		if got := size(n); got != want {
 			t.Errorf("size(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// summarySource answers a fixed summary; it lists and gets nothing.
+type summarySource struct{ sum record.Summary }
+
+func (s summarySource) Get(context.Context, string) (record.Completion, error) {
+	return record.Completion{}, record.ErrNotFound
+}
+
+func (s summarySource) List(context.Context, record.ListQuery) ([]record.Completion, string, error) {
+	return nil, "", nil
+}
+
+func (s summarySource) Summary(context.Context) (record.Summary, error) { return s.sum, nil }
+
+// TestHandler_Streams: the page, its streams fragment and state.json show
+// each stream against its limits, a stream at 80% or more highlighted with
+// a warning, one without a limit with "-".
+func TestHandler_Streams(t *testing.T) {
+	c := testConsole()
+	src := summarySource{record.Summary{Streams: []record.StreamFill{
+		record.NewStreamFill("L1A", 64172851, 1200, 64<<20, -1),
+		record.NewStreamFill("R1", 2048, 4, -1, -1),
+		record.NewStreamFill("RQ", 10<<20, 3, 1<<30, 0),
+	}}}
+	c.cfg.Source = func() record.StatusSource { return src }
+	c.Sample(t0ctx)
+	h := c.Handler()
+	for _, tc := range []struct {
+		path string
+		want []string
+		not  []string
+	}{
+		{"/console/", []string{`<div id="streams">`, `data-stream="L1A"`}, nil},
+		{"/console/streams", []string{
+			`<tr class="stream filling" data-stream="L1A" data-fill="95">`, "61.2 MiB", "64 MiB", `class="num fill bad"`, "95%",
+			`<tr class="stream" data-stream="R1" data-fill="">`, "2 KiB",
+			`<tr class="stream" data-stream="RQ" data-fill="0">`, "10 MiB", "1 GiB",
+			"Stream L1A is 95% full: at its limit it refuses new messages.",
+		}, []string{"Stream RQ is", "Stream R1 is"}},
+		{"/console/state.json", []string{`"streams":[{"stream":"L1A","bytes":64172851,"messages":1200,"max_bytes":67108864,"max_messages":-1,"fill":0.95`}, nil},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
+		body := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", tc.path, rec.Code, body)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s lacks %q:\n%s", tc.path, w, body)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(body, w) {
+				t.Errorf("%s holds %q:\n%s", tc.path, w, body)
+			}
+		}
+	}
+}
+
+func TestBinarySize(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0 B", 1024: "1 KiB", 1536: "1.5 KiB", 64 << 20: "64 MiB", 64172851: "61.2 MiB", 1 << 30: "1 GiB"} {
+		if got := binarySize(n); got != want {
+			t.Errorf("binarySize(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

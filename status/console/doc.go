@@ -1,14 +1,16 @@
 // Package console serves the L1 console: one read-only web page that shows,
 // per edge site, its link state and since when, the last receipt L1 holds
 // from it, its pending / overdue / dead-lettered counts and its backlog over
-// the last hour; the overdue and dead-lettered events; and the full record
-// of any event by id.
+// the last hour; how full each of L1's streams is against its limits
+// (record.Summary.Streams, highlighted from record.StreamFillWarning); the
+// overdue and dead-lettered events; and the full record of any event by id.
 //
 // # What it knows, and from where
 //
 // Everything comes from what L1 itself can know:
 //
-//   - counts and events from the completion service (StatusSource);
+//   - counts, events and the streams' fill from the completion service
+//     (StatusSource);
 //   - the last receipt of a site from the completion service
 //     (Config.LastReceipts: what this L1 process recorded), else from L1's
 //     receipts stream (the newest message on the site's receipt subjects

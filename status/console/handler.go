@@ -26,6 +26,8 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 	"stamp":     stamp,
 	"sparkline": sparkline,
 	"size":      size,
+	"binsize":   binarySize,
+	"limits":    limits,
 }).ParseFS(assets, "assets/*.html"))
 
 // pageSize is the number of events per page of a list.
@@ -36,10 +38,11 @@ const pageSize = 20
 //
 //	GET /console/               the page
 //	GET /console/sites          the sites table (HTML fragment)
+//	GET /console/streams        L1's streams against their limits (fragment)
 //	GET /console/events?status=overdue|dead_lettered|expired[&after=CURSOR]
 //	                            a page of events, newest first (fragment)
 //	GET /console/event?id=ID    one event's full record (fragment)
-//	GET /console/state.json     the sites as JSON
+//	GET /console/state.json     the sites and the summary (streams included) as JSON
 //	GET /console/assets/…       the script and style sheet
 func (c *Console) Handler() http.Handler {
 	c.handlerOnce.Do(func() { c.handler = c.newHandler() })
@@ -50,6 +53,7 @@ func (c *Console) newHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/console/{$}", c.page)
 	mux.HandleFunc("/console/sites", c.sites)
+	mux.HandleFunc("/console/streams", c.streams)
 	mux.HandleFunc("/console/events", c.events)
 	mux.HandleFunc("/console/event", c.event)
 	mux.HandleFunc("/console/state.json", func(w http.ResponseWriter, r *http.Request) {
@@ -99,6 +103,10 @@ func (c *Console) page(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) sites(w http.ResponseWriter, r *http.Request) {
 	render(w, "sites", c.current())
+}
+
+func (c *Console) streams(w http.ResponseWriter, r *http.Request) {
+	render(w, "streams", c.current())
 }
 
 type eventsData struct {
@@ -214,6 +222,39 @@ func size(n int64) string {
 		}
 	}
 	return ""
+}
+
+// binarySize writes a byte count in binary units, as stream limits are
+// set: 512 B, 4 KiB, 61.2 MiB, 64 MiB.
+func binarySize(n uint64) string {
+	if n < 1<<10 {
+		return fmt.Sprintf("%d B", n)
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB"}
+	u, d := 0, uint64(1<<10)
+	for u < len(units)-1 && n >= d<<10 {
+		u, d = u+1, d<<10
+	}
+	if n%d == 0 {
+		return fmt.Sprintf("%d %s", n/d, units[u])
+	}
+	return fmt.Sprintf("%.1f %s", float64(n)/float64(d), units[u])
+}
+
+// limits writes a stream's limits: "64 MiB", "1000 messages", both, or
+// "-" for none.
+func limits(f record.StreamFill) string {
+	var out []string
+	if f.MaxBytes > 0 {
+		out = append(out, binarySize(uint64(f.MaxBytes)))
+	}
+	if f.MaxMsgs > 0 {
+		out = append(out, fmt.Sprintf("%d messages", f.MaxMsgs))
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ", ")
 }
 
 func stamp(t time.Time) string {

@@ -18,6 +18,7 @@
   async function tick() {
     try {
       await load("/console/sites", document.getElementById("sites"));
+      await load("/console/streams", document.getElementById("streams"));
       for (const status of ["dead_lettered", "expired", "overdue"]) {
         await load("/console/events?status=" + status, document.getElementById(status));
       }
