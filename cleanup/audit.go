@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/leafline/leafline/completion/record"
 	"github.com/leafline/leafline/receipt"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 // Audit defaults.
@@ -26,9 +28,16 @@ const (
 	DefaultAuditSubject = "leafline.audit"
 	// DefaultAuditMaxAge is how long the audit stream keeps a record.
 	DefaultAuditMaxAge = 90 * 24 * time.Hour
-	// auditDuplicates is the audit stream's Nats-Msg-Id window: two
-	// cleaners deciding the same message at once write one record.
-	auditDuplicates = 10 * time.Minute
+	// DefaultAuditMaxBytes bounds the audit stream: past it, the oldest
+	// records go (about 1.5 million records a GiB).
+	DefaultAuditMaxBytes = 1 << 30
+	// auditDuplicates is the audit stream's Nats-Msg-Id window, the
+	// shortest the server takes: records carry no Nats-Msg-Id (each is
+	// published expecting its subject empty, which holds for ever), and
+	// a window costs memory per record.
+	auditDuplicates = time.Second
+	// auditBatch is the records of one atomic batch.
+	auditBatch = 500
 	// auditVersion is the AuditRecord schema version.
 	auditVersion = 1
 )
@@ -72,23 +81,17 @@ type auditLog struct {
 	stream   string
 	prefix   string
 	maxAge   time.Duration
+	maxBytes int64
 	replicas int
+	// single is set once the stream refused an atomic batch for good
+	// (AllowAtomicPublish off): records then go one by one.
+	single atomic.Bool
 }
 
 // subject is the record's subject for (eventID, seq): exact, so a lookup
 // is one direct get.
 func (a *auditLog) subject(eventID string, seq uint64) string {
 	return a.prefix + "." + idToken(eventID) + "." + strconv.FormatUint(seq, 10)
-}
-
-// msgID is the record's Nats-Msg-Id: the event_id for the message the
-// tracker recorded, so that two cleaners write one record; a redrive copy's
-// adds its sequence.
-func auditMsgID(r *AuditRecord) string {
-	if r.RedriveCopy {
-		return r.EventID + "@" + strconv.FormatUint(r.Seq, 10)
-	}
-	return r.EventID
 }
 
 // ensure creates the audit stream if absent, and checks an existing one
@@ -110,13 +113,16 @@ func (a *auditLog) ensure(ctx context.Context) error {
 		Subjects:    []string{a.prefix + ".>"},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
-		// A full audit stream stops deletes (no record, no delete); it
-		// never drops records to make room.
-		Discard:     jetstream.DiscardNew,
-		MaxAge:      a.maxAge,
-		Duplicates:  min(auditDuplicates, a.maxAge),
-		Replicas:    a.replicas,
-		AllowDirect: true,
+		// Past its limits the oldest records go: the record of a delete
+		// is always written before it, and a full audit stream must not
+		// stop the deletes that keep the origin stream taking events.
+		Discard:            jetstream.DiscardOld,
+		MaxAge:             a.maxAge,
+		MaxBytes:           a.maxBytes,
+		Duplicates:         min(auditDuplicates, a.maxAge),
+		Replicas:           a.replicas,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return fmt.Errorf("receipts: create audit stream %s: %w", a.stream, err)
@@ -124,29 +130,90 @@ func (a *auditLog) ensure(ctx context.Context) error {
 	return nil
 }
 
-// write publishes r and waits for its PubAck. The subject names the event
-// and the sequence, and the publish expects it to be empty: a record that
-// an earlier pass or another cleaner wrote is never written twice, however
-// long ago (the Nats-Msg-Id window covers only the last minutes). Either
-// way a record exists when write returns nil.
-func (a *auditLog) write(ctx context.Context, r *AuditRecord) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
+// writeAll publishes recs and waits for their PubAcks, in atomic batches
+// (one disk flush each under SyncAlways); errs[i] says why recs[i] is not
+// written. Each record's subject names the event and the sequence, and
+// its publish expects that subject empty: a record that an earlier pass
+// or another cleaner wrote is never written twice, however long ago, and
+// counts as written. A batch the stream refuses whole (one of its records
+// written before, or no atomic publish) is published one by one.
+func (a *auditLog) writeAll(ctx context.Context, recs []*AuditRecord) (errs []error) {
+	errs = make([]error, len(recs))
+	msgs := make([]*nats.Msg, len(recs))
+	for i, r := range recs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		m := nats.NewMsg(a.subject(r.EventID, r.Seq))
+		m.Data = b
+		msgs[i] = m
 	}
-	m := nats.NewMsg(a.subject(r.EventID, r.Seq))
-	m.Data = b
-	m.Header.Set(jetstream.MsgIDHeader, auditMsgID(r))
-	_, err = a.js.PublishMsg(ctx, m, jetstream.WithExpectStream(a.stream), jetstream.WithExpectLastSequencePerSubject(0))
+	for start := 0; start < len(msgs); start += auditBatch {
+		end := min(start+auditBatch, len(msgs))
+		if a.batch(ctx, msgs[start:end], errs[start:end]) {
+			continue
+		}
+		a.each(ctx, msgs[start:end], errs[start:end])
+	}
+	return errs
+}
+
+// batch publishes msgs as one atomic batch and reports whether it was
+// stored; false leaves errs to each.
+func (a *auditLog) batch(ctx context.Context, msgs []*nats.Msg, errs []error) bool {
+	if a.single.Load() || len(msgs) < 2 || slices.Contains(msgs, nil) {
+		return false
+	}
+	batch := make([]*nats.Msg, len(msgs))
+	for i, m := range msgs {
+		// The batch publish adds its headers to what it sends.
+		c := nats.NewMsg(m.Subject)
+		c.Data = m.Data
+		c.Header.Set(jetstream.ExpectedStreamHeader, a.stream)
+		c.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		batch[i] = c
+	}
+	_, err := jetstreamext.PublishMsgBatch(ctx, a.js, batch, jetstreamext.BatchFlowControl{})
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return nil // written before
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishNotEnabled {
+		a.single.Store(true)
 	}
-	if err != nil {
-		return fmt.Errorf("receipts: audit record for seq %d: %w", r.Seq, err)
+	return err == nil
+}
+
+// each publishes msgs one by one, pipelined, and fills errs.
+func (a *auditLog) each(ctx context.Context, msgs []*nats.Msg, errs []error) {
+	futs := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		if m == nil {
+			continue
+		}
+		f, err := a.js.PublishMsgAsync(m, jetstream.WithExpectStream(a.stream), jetstream.WithExpectLastSequencePerSubject(0))
+		if err != nil {
+			errs[i] = fmt.Errorf("receipts: audit record %s: %w", m.Subject, err)
+			continue
+		}
+		futs[i] = f
 	}
-	return nil
+	for i, f := range futs {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+				apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+				continue // written before
+			}
+			errs[i] = fmt.Errorf("receipts: audit record %s: %w", msgs[i].Subject, err)
+		case <-ctx.Done():
+			errs[i] = fmt.Errorf("receipts: audit record %s: no PubAck: %w", msgs[i].Subject, ctx.Err())
+		}
+	}
 }
 
 // lookup returns the record for (eventID, seq); nil, nil if there is none.

@@ -50,12 +50,19 @@ type CleanupReport struct {
 	Subjects map[string]int `json:"by_subject,omitempty"`
 	Sites    map[string]int `json:"by_site,omitempty"`
 	Skipped  map[string]int `json:"skipped,omitempty"`
+	// Pressure: the origin stream was at least PressureAt full, and
+	// Grace is the grace period the pass applied.
+	Pressure bool          `json:"pressure,omitempty"`
+	Grace    time.Duration `json:"grace_ns"`
 }
 
 // CleanupStats are the Cleaner's counters since it was made.
 type CleanupStats struct {
 	Passes, Deleted, BytesFreed, Mismatches uint64
-	Skipped                                 map[string]uint64
+	// Purged counts the deletes (in Deleted) done by purging the head of
+	// the stream.
+	Purged  uint64
+	Skipped map[string]uint64
 }
 
 // Cleaner deletes origin messages whose events are done, each only after
@@ -70,7 +77,8 @@ type Cleaner struct {
 	skipped  map[string]uint64 // cumulative, per reason
 	mismatch map[uint64]bool   // sequences already logged as mismatches
 
-	passes, deleted, bytesFreed, mismatches atomic.Uint64
+	passes, deleted, purged, bytesFreed, mismatches atomic.Uint64
+	pressure                                        atomic.Bool // the last pass's
 }
 
 // NewCleaner fills defaults into cfg, validates it and returns a Cleaner.
@@ -83,7 +91,7 @@ func NewCleaner(cfg CleanupConfig) (*Cleaner, error) {
 	return &Cleaner{
 		cfg: cfg, log: cfg.Logger,
 		audit: &auditLog{js: cfg.JS, stream: cfg.AuditStream, prefix: cfg.AuditSubject,
-			maxAge: cfg.AuditMaxAge, replicas: cfg.Replicas},
+			maxAge: cfg.AuditMaxAge, maxBytes: cfg.AuditMaxBytes, replicas: cfg.Replicas},
 		skipped: map[string]uint64{}, mismatch: map[uint64]bool{},
 	}, nil
 }
@@ -109,7 +117,7 @@ func (c *Cleaner) Stats() CleanupStats {
 		sk[k] = v
 	}
 	c.mu.Unlock()
-	return CleanupStats{Passes: c.passes.Load(), Deleted: c.deleted.Load(), BytesFreed: c.bytesFreed.Load(),
+	return CleanupStats{Passes: c.passes.Load(), Deleted: c.deleted.Load(), Purged: c.purged.Load(), BytesFreed: c.bytesFreed.Load(),
 		Mismatches: c.mismatches.Load(), Skipped: sk}
 }
 
@@ -147,75 +155,258 @@ func (c *Cleaner) Run(ctx context.Context) error {
 			return nil
 		}
 	}
-	t := time.NewTicker(c.cfg.Interval)
-	defer t.Stop()
 	for {
 		rep, err := c.Pass(ctx, false, time.Now())
 		switch {
 		case err != nil && ctx.Err() == nil:
 			c.log.Warn("receipts: cleanup pass failed", "err", err, "deleted", rep.Deleted)
-		case rep.Deleted > 0:
+		case rep.Deleted > 0 && !rep.Pressure:
 			c.log.Info("receipts: cleanup pass", "examined", rep.Examined, "deleted", rep.Deleted, "bytes", rep.Bytes)
+		default:
+			c.log.Debug("receipts: cleanup pass", "examined", rep.Examined, "deleted", rep.Deleted, "skipped", rep.Skipped, "pressure", rep.Pressure)
 		}
-		select {
-		case <-ctx.Done():
+		if !c.pause(ctx, rep, err) {
 			return nil
-		case <-t.C:
 		}
 	}
 }
 
+// pause waits after a pass: not at all while under pressure passes
+// delete, a second while under pressure they do not, and otherwise
+// Interval, or until the origin stream comes under pressure (read once a
+// second). It returns false once ctx is done.
+func (c *Cleaner) pause(ctx context.Context, rep CleanupReport, err error) bool {
+	switch {
+	case rep.Pressure && err == nil && rep.Deleted > 0:
+		return ctx.Err() == nil
+	case rep.Pressure:
+		return ctxsleep.For(ctx, min(c.cfg.Interval, time.Second))
+	}
+	end := time.Now().Add(c.cfg.Interval)
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return true
+		}
+		if !ctxsleep.For(ctx, min(left, time.Second)) {
+			return false
+		}
+		if c.underPressure(ctx) {
+			return true
+		}
+	}
+}
+
+// underPressure reads whether the origin stream is at least PressureAt
+// full now; false when it cannot tell.
+func (c *Cleaner) underPressure(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := c.cfg.JS.Stream(ctx, c.cfg.OriginStream)
+	return err == nil && FillOf(st.CachedInfo()) >= c.cfg.PressureAt
+}
+
+// Pressure reports whether the last pass found the origin stream at
+// least PressureAt full.
+func (c *Cleaner) Pressure() bool { return c.pressure.Load() }
+
 // Pass examines up to MaxPerPass origin messages from where the last pass
 // stopped (from the first message once it reached the young end) and, unless
-// dryRun, deletes each eligible one after writing its audit record.
+// dryRun, deletes each eligible one after writing its audit record: the
+// records of a pass first, in batches, then the deletes. The eligible
+// messages from the stream's first one up to the first it keeps go in one
+// purge; every other eligible message is deleted on its own.
 func (c *Cleaner) Pass(ctx context.Context, dryRun bool, now time.Time) (CleanupReport, error) {
 	rep := CleanupReport{DryRun: dryRun, Subjects: map[string]int{}, Sites: map[string]int{}, Skipped: map[string]int{}}
 	st, err := c.cfg.JS.Stream(ctx, c.cfg.OriginStream)
 	if err != nil {
 		return rep, fmt.Errorf("receipts: cleanup: origin stream %s: %w", c.cfg.OriginStream, err)
 	}
-	msgs, next, err := c.scan(ctx, st, now, dryRun)
+	sc, err := c.scan(ctx, st, now, dryRun)
 	if err != nil {
 		return rep, err
 	}
-	var mu sync.Mutex
+	if was := c.pressure.Swap(sc.pressure); was != sc.pressure && !dryRun {
+		if sc.pressure {
+			c.log.Warn("receipts: cleanup: the origin stream is filling; done events now leave it after the pressure grace",
+				"stream", c.cfg.OriginStream, "fill", fmt.Sprintf("%.0f%%", sc.fill*100), "grace", sc.grace)
+		} else {
+			c.log.Info("receipts: cleanup: the origin stream has room again; done events leave it after the grace",
+				"stream", c.cfg.OriginStream, "fill", fmt.Sprintf("%.0f%%", sc.fill*100), "grace", sc.grace)
+		}
+	}
+	rep.Examined, rep.Pressure, rep.Grace = len(sc.msgs), sc.pressure, sc.grace
+	ds := make([]decision, len(sc.msgs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.cfg.Workers)
-	for i := range msgs {
-		m := &msgs[i]
-		g.Go(func() error {
-			d, err := c.one(gctx, st, m, dryRun, now)
-			mu.Lock()
-			defer mu.Unlock()
-			rep.add(m, d)
+	for i := range sc.msgs {
+		g.Go(func() (err error) {
+			ds[i], err = c.decide(gctx, &sc.msgs[i], now, sc.grace)
 			return err
 		})
 	}
 	err = g.Wait()
-	rep.Examined = len(msgs)
+	if err == nil && !dryRun {
+		err = c.remove(ctx, st, sc, ds)
+	}
+	for i := range sc.msgs {
+		rep.add(&sc.msgs[i], ds[i])
+		c.count(ds[i].skip, dryRun)
+	}
 	if !dryRun {
 		c.passes.Add(1)
 		if err == nil {
 			c.mu.Lock()
-			c.cursor = next
+			c.cursor = sc.next
 			c.mu.Unlock()
 		}
 	}
 	return rep, err
 }
 
-// scanned is one origin message as the scan read it.
-type scanned struct {
-	seq      uint64
-	subject  string
-	id       string
-	idErr    error
-	stored   time.Time
-	bytes    int64
-	redriven bool // carries RedriveHeader
+// remove writes the audit records of the eligible messages of sc, then
+// deletes them: the eligible run at the head of the stream in one purge,
+// the others one by one. What it could not delete, it marks in ds.
+func (c *Cleaner) remove(ctx context.Context, st jetstream.Stream, sc scan, ds []decision) error {
+	var recs []*AuditRecord
+	var at []int
+	for i := range sc.msgs {
+		if ds[i].skip == "" {
+			recs = append(recs, c.record(&sc.msgs[i], ds[i].comp, sc.now))
+			at = append(at, i)
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	var errs []error
+	for j, err := range c.audit.writeAll(ctx, recs) {
+		if err != nil {
+			ds[at[j]].skip = SkipError
+			errs = append(errs, err)
+		}
+	}
+	failpoint.Inject(failpoint.L1AfterAuditWrite)
+	head := 0
+	if sc.fromFirst {
+		for head < len(ds) && ds[head].skip == "" {
+			head++
+		}
+	}
+	rest := ds[head:]
+	if head > 0 {
+		if err := c.purgeHead(ctx, st, sc, ds[:head]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.cfg.Workers)
+	for i := range rest {
+		if rest[i].skip != "" {
+			continue
+		}
+		m := &sc.msgs[head+i]
+		g.Go(func() error {
+			skip, err := c.deleteOne(gctx, st, m)
+			if skip != "" {
+				rest[i].skip = skip
+			} else {
+				rest[i].deleted = true
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errors.Join(errs...)
 }
 
-// decision is what one() concluded for a message.
+// purgeHead deletes the eligible messages ds (sc.msgs[:len(ds)]), which
+// are every message from the stream's first one, in one purge below the
+// last of them. The purge names a sequence, not the messages: it goes
+// ahead only if the stream is still the one the scan read (its creation
+// time) and the message at that sequence still carries the event_id read.
+// Nothing else can be below it: sequences are never reused.
+func (c *Cleaner) purgeHead(ctx context.Context, st jetstream.Stream, sc scan, ds []decision) error {
+	last := &sc.msgs[len(ds)-1]
+	fail := func(skip string, err error) error {
+		for i := range ds {
+			ds[i].skip = skip
+		}
+		return err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fail(SkipError, fmt.Errorf("receipts: cleanup: origin stream %s: %w", c.cfg.OriginStream, err))
+	}
+	if !info.Created.Equal(sc.created) {
+		return fail(SkipMismatch, fmt.Errorf("receipts: cleanup: origin stream %s was created again during the pass; nothing purged", c.cfg.OriginStream))
+	}
+	raw, err := st.GetMsg(ctx, last.seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		// Deleted by another cleaner or by hand: those below it are
+		// still eligible, the next pass takes them.
+		return fail(SkipGone, nil)
+	case err != nil:
+		return fail(SkipError, err)
+	}
+	if id, err := c.eventID(jsmsg.Stored(raw)); err != nil || id != last.id {
+		c.mismatched(last, "the message at the sequence changed after it was read")
+		return fail(SkipMismatch, nil)
+	}
+	n, err := purgeBelow(ctx, c.cfg.JS, c.cfg.OriginStream, last.seq+1)
+	if err != nil {
+		return fail(SkipError, err)
+	}
+	// Messages another cleaner deleted between the scan and the purge
+	// are not counted twice: the server says how many this purge took.
+	for i := range ds {
+		if uint64(i) < n {
+			ds[i].deleted = true
+			c.bytesFreed.Add(uint64(sc.msgs[i].bytes))
+		} else {
+			ds[i].skip = SkipGone
+		}
+	}
+	c.deleted.Add(min(n, uint64(len(ds))))
+	c.purged.Add(min(n, uint64(len(ds))))
+	return nil
+}
+
+// deleteOne deletes one message whose audit record is written: it reads
+// it again right before the delete, so that what is deleted is what the
+// record names, or nothing. It returns the skip reason of a message it
+// did not delete.
+func (c *Cleaner) deleteOne(ctx context.Context, st jetstream.Stream, m *scanned) (string, error) {
+	raw, err := st.GetMsg(ctx, m.seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return SkipGone, nil
+	}
+	if err != nil {
+		return SkipError, err
+	}
+	if id, err := c.eventID(jsmsg.Stored(raw)); err != nil || id != m.id {
+		c.mismatched(m, "the message at the sequence changed after it was read")
+		return SkipMismatch, nil
+	}
+	if err := st.DeleteMsg(ctx, m.seq); err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
+			return SkipGone, nil
+		}
+		return SkipError, err
+	}
+	c.deleted.Add(1)
+	c.bytesFreed.Add(uint64(m.bytes))
+	return "", nil
+}
+
+// decision is what a pass concluded for a message.
 type decision struct {
 	skip    string // "" = eligible
 	deleted bool
@@ -241,51 +432,9 @@ func (r *CleanupReport) add(m *scanned, d decision) {
 	}
 }
 
-// one handles one message and counts why it was kept, if it was.
-func (c *Cleaner) one(ctx context.Context, st jetstream.Stream, m *scanned, dryRun bool, now time.Time) (decision, error) {
-	d, err := c.clean(ctx, st, m, dryRun, now)
-	c.count(d.skip, dryRun)
-	return d, err
-}
-
-// clean decides one message and, unless dryRun, deletes it: audit record
-// first (PubAck'ed, or found from an earlier pass), then the delete.
-func (c *Cleaner) clean(ctx context.Context, st jetstream.Stream, m *scanned, dryRun bool, now time.Time) (decision, error) {
-	d, err := c.decide(ctx, m, now)
-	if err != nil || d.skip != "" || dryRun {
-		return d, err
-	}
-	if err := c.audit.write(ctx, c.record(m, d.comp, now)); err != nil {
-		return decision{skip: SkipError}, err
-	}
-	failpoint.Inject(failpoint.L1AfterAuditWrite)
-	// Read the message again right before the delete: what is deleted is
-	// what the record names, or nothing.
-	raw, err := st.GetMsg(ctx, m.seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return decision{skip: SkipGone}, nil
-	}
-	if err != nil {
-		return decision{skip: SkipError}, err
-	}
-	if id, err := c.eventID(jsmsg.Stored(raw)); err != nil || id != m.id {
-		c.mismatched(m, "the message at the sequence changed after it was read")
-		return decision{skip: SkipMismatch}, nil
-	}
-	if err := st.DeleteMsg(ctx, m.seq); err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
-			return decision{skip: SkipGone}, nil
-		}
-		return decision{skip: SkipError}, err
-	}
-	c.deleted.Add(1)
-	c.bytesFreed.Add(uint64(m.bytes))
-	d.deleted = true
-	return d, nil
-}
-
-// decide applies the policy to m as of now.
-func (c *Cleaner) decide(ctx context.Context, m *scanned, now time.Time) (decision, error) {
+// decide applies the policy to m as of now, with the grace period in
+// force.
+func (c *Cleaner) decide(ctx context.Context, m *scanned, now time.Time, grace time.Duration) (decision, error) {
 	if m.idErr != nil {
 		return decision{skip: SkipUnidentified}, nil
 	}
@@ -322,11 +471,11 @@ func (c *Cleaner) decide(ctx context.Context, m *scanned, now time.Time) (decisi
 	for _, p := range comp.Expected {
 		last = later(last, comp.Processors[p].ReceivedAt)
 	}
-	if now.Sub(last) < c.cfg.Grace {
+	if now.Sub(last) < grace {
 		return decision{skip: SkipGrace}, nil
 	}
 	if c.cfg.Redriven != nil {
-		if at, ok := c.cfg.Redriven(m.id); ok && now.Sub(at) < c.cfg.Grace {
+		if at, ok := c.cfg.Redriven(m.id); ok && now.Sub(at) < grace {
 			return decision{skip: SkipRedrivePending}, nil
 		}
 	}

@@ -22,6 +22,10 @@ const (
 	// DefaultCleanupWorkers is how many messages a pass decides and
 	// deletes at once (each is a few round trips).
 	DefaultCleanupWorkers = 8
+	// DefaultPressureAt and DefaultPressureGrace: from half full, the
+	// origin stream keeps a done event two seconds, not Grace.
+	DefaultPressureAt    = 0.5
+	DefaultPressureGrace = 2 * time.Second
 )
 
 // CleanupConfig configures a Cleaner. NewCleaner fills zero values with the
@@ -53,6 +57,15 @@ type CleanupConfig struct {
 	// too only with AllowDeadLettered). False (default): an event an edge
 	// expired keeps its origin message.
 	AllowExpired bool
+	// PressureAt is how full the origin stream (FillOf: bytes or
+	// messages against its limits) must be for the cleaner to work
+	// under pressure: PressureGrace in place of Grace, and passes one
+	// after another while they delete. Zero = DefaultPressureAt.
+	PressureAt float64
+	// PressureGrace is the grace period under pressure; zero =
+	// DefaultPressureGrace. The longer of it and Grace is never used:
+	// min(Grace, PressureGrace).
+	PressureGrace time.Duration
 	// Interval between passes of Run; zero = DefaultCleanupInterval.
 	Interval time.Duration
 	// MaxPerPass bounds the origin messages one pass examines; zero =
@@ -67,6 +80,10 @@ type CleanupConfig struct {
 	AuditStream  string
 	AuditSubject string
 	AuditMaxAge  time.Duration
+	// AuditMaxBytes bounds an audit stream the cleaner creates: past
+	// it, the oldest records go. Zero = DefaultAuditMaxBytes; -1 = no
+	// limit.
+	AuditMaxBytes int64
 	// Replicas of an audit stream the cleaner creates; zero = 1.
 	Replicas int
 	// DeletedBy names who deletes, in every audit record; zero =
@@ -82,6 +99,9 @@ type CleanupConfig struct {
 func (c *CleanupConfig) setDefaults() {
 	setDefault(&c.OriginHeader, jetstream.MsgIDHeader)
 	setDefault(&c.Interval, DefaultCleanupInterval)
+	setDefault(&c.PressureAt, DefaultPressureAt)
+	setDefault(&c.PressureGrace, DefaultPressureGrace)
+	setDefault(&c.AuditMaxBytes, DefaultAuditMaxBytes)
 	setDefault(&c.MaxPerPass, DefaultCleanupMaxPerPass)
 	setDefault(&c.Workers, DefaultCleanupWorkers)
 	setDefault(&c.AuditStream, DefaultAuditStream)
@@ -125,6 +145,15 @@ func (c *CleanupConfig) Validate() error {
 	if c.Grace <= 0 {
 		add("Grace", "must be positive, got %s", c.Grace)
 	}
+	if c.PressureAt <= 0 || c.PressureAt > 1 {
+		add("PressureAt", "must be in (0, 1], got %g", c.PressureAt)
+	}
+	if c.PressureGrace <= 0 {
+		add("PressureGrace", "must be positive, got %s", c.PressureGrace)
+	}
+	if c.AuditMaxBytes < -1 || c.AuditMaxBytes == 0 {
+		add("AuditMaxBytes", "must be positive or -1 (no limit), got %d", c.AuditMaxBytes)
+	}
 	if c.Interval <= 0 {
 		add("Interval", "must be positive, got %s", c.Interval)
 	}
@@ -157,7 +186,8 @@ func (c *CleanupConfig) policy() string {
 	case c.AllowExpired:
 		s = "every expected processor processed or expired"
 	}
-	return s + "; grace " + c.Grace.String() + "; no redrive pending; event_id matches at the recorded sequence"
+	return s + "; grace " + c.Grace.String() + " (" + c.PressureGrace.String() + " from " +
+		strconv.FormatFloat(c.PressureAt*100, 'f', -1, 64) + "% full); no redrive pending; event_id matches at the recorded sequence"
 }
 
 func setDefault[T comparable](p *T, v T) {

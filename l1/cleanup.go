@@ -42,6 +42,8 @@ func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st record.Recor
 		OriginStream:      cfg.Topology.Events.OriginStream,
 		OriginEventID:     eventid.Extractor(cfg.EventID.JSONField, cfg.EventID.Header, cfg.EventID.MaxLength),
 		Grace:             cl.Grace.D(),
+		PressureAt:        cl.PressureAt,
+		PressureGrace:     cl.PressureGrace.D(),
 		AllowDeadLettered: cl.AllowDeadLettered,
 		AllowExpired:      cl.AllowExpired,
 		Interval:          cl.Interval.D(),
@@ -49,6 +51,7 @@ func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st record.Recor
 		AuditStream:       cl.AuditStream,
 		AuditSubject:      cl.AuditSubject,
 		AuditMaxAge:       cl.AuditRetention.D(),
+		AuditMaxBytes:     cl.AuditMaxBytes,
 		DeletedBy:         fmt.Sprintf("%s on site %s, host %s, pid %s", who, cfg.Site, host, strconv.Itoa(os.Getpid())),
 		Logger:            log,
 	}
@@ -58,7 +61,7 @@ func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st record.Recor
 // enabled: it sees the service's redrives, and the status API shows the
 // audit record of each event it cleaned.
 func (a *Role) startCleanup(svc *completion.Service) error {
-	if !a.cfg.Completion.Cleanup.Enabled {
+	if !a.cfg.Completion.Cleanup.On() {
 		return nil
 	}
 	cfg := cleanupConfig(a.cfg, a.js, svc.State(), "leafline run", a.log.With("component", "cleanup"))
@@ -86,6 +89,7 @@ func (m *metrics) watchCleanup(stats func() cleanup.CleanupStats) {
 		get := func() cleanup.CleanupStats { return (*m.cleanup.stats.Load())() }
 		m.CounterFunc("cleanup_passes_total", "Cleanup passes over the origin stream.", func() float64 { return float64(get().Passes) })
 		m.CounterFunc("cleanup_deleted_total", "Origin messages deleted by the cleanup, each after its audit record was PubAck'ed.", func() float64 { return float64(get().Deleted) })
+		m.CounterFunc("cleanup_purged_total", "Origin messages of cleanup_deleted_total deleted by purging the head of the stream, many at once.", func() float64 { return float64(get().Purged) })
 		m.CounterFunc("cleanup_bytes_freed_total", "Payload and header bytes of the origin messages the cleanup deleted.", func() float64 { return float64(get().BytesFreed) })
 		m.CounterFunc("cleanup_mismatches_total", "Origin messages refused because the message at the recorded sequence is not the recorded event (each counted once).", func() float64 { return float64(get().Mismatches) })
 		for _, reason := range cleanup.CleanupSkipReasons {

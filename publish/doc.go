@@ -22,6 +22,12 @@
 //     Config.RetryFor (a minute by default); Publisher.Retries counts
 //     those attempts. Nothing is stored twice: the repeats carry the same
 //     Nats-Msg-Ids.
+//   - A batch that meets a full origin stream (at its byte or message
+//     limit, which refuses new events rather than drop old ones) waits
+//     for room the same way, for as long: L1's cleanup deletes the events
+//     the edges have done, so a publisher faster than its fleet is slowed
+//     to the fleet's pace instead of refused. A stream that stays full
+//     (the edges parked, the cleanup off) is reported after RetryFor.
 //   - On failure the error is a *NotStoredError naming every event that
 //     was not PubAck'ed, so that the caller can publish exactly those again.
 //

@@ -69,7 +69,8 @@ type Config struct {
 	Timeout time.Duration
 	// RetryFor is how long events are sent again while the stream cannot
 	// take them for now (see Transient): a node of its cluster down, its
-	// leader being elected; zero = DefaultRetryFor.
+	// leader being elected; or while it is full (see Full) and L1's
+	// cleanup makes room. Zero = DefaultRetryFor.
 	RetryFor time.Duration
 }
 
@@ -159,6 +160,10 @@ func (p *Publisher) Retries() int64 { return p.retries.Load() }
 // no stream takes, so retries are bounded (Config.RetryFor).
 func Transient(err error) bool { return jsmsg.Transient(err) }
 
+// Full reports whether the origin stream refused a publish because it is
+// at its limits (DiscardNew); see Config.RetryFor.
+func Full(err error) bool { return jsmsg.Full(err) }
+
 // Publish publishes evs in order, in atomic batches of at most Config.Batch,
 // and returns their results in order. See the package documentation for
 // what a nil error means and what a failure reports. An invalid event
@@ -213,7 +218,7 @@ func (p *Publisher) publishChunk(ctx context.Context, evs []Event) ([]Result, []
 		if len(todo) == 0 {
 			break
 		}
-		if ctx.Err() != nil || !Transient(err) || (attempt >= p.cfg.Attempts && !time.Now().Before(deadline)) {
+		if ctx.Err() != nil || !(Transient(err) || Full(err)) || (attempt >= p.cfg.Attempts && !time.Now().Before(deadline)) {
 			var out []Result
 			for i := range evs {
 				if acked[i] {
@@ -253,7 +258,7 @@ func (p *Publisher) attempt(ctx context.Context, evs []Event) (res []Result, ok 
 		return res, ok, nil
 	}
 	var je jetstream.JetStreamError
-	if errors.As(err, &je) && je.APIError() != nil && !Transient(err) {
+	if errors.As(err, &je) && je.APIError() != nil && !Transient(err) && !Full(err) {
 		// Refused whole: some IDs are already stored (a repeat of a
 		// batch that landed, or an ID twice), or the stream takes no
 		// atomic batches. One by one, each duplicate is PubAck'ed as one.

@@ -281,25 +281,68 @@ func TestPublish_RidesThroughLeaderLoss(t *testing.T) {
 	t.Logf("retries through the election: %d", p.Retries())
 }
 
-// TestPublish_FullStreamIsNotWaitedFor: a stream that refuses for good (it
-// is full) is reported at once, not retried as an election would be.
-func TestPublish_FullStreamIsNotWaitedFor(t *testing.T) {
+// TestPublish_FullStreamWaitsForRoom: a full stream (DiscardNew at its
+// limit) is waited for while room comes back (here a consumer of the
+// stream deletes what it has read, as L1's cleanup does), and reported,
+// naming the refusal, once RetryFor has passed without room.
+func TestPublish_FullStreamWaitsForRoom(t *testing.T) {
 	_, js := startJS(t)
-	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "L1A", Subjects: []string{"events.>"},
-		Storage: jetstream.FileStorage, AllowAtomicPublish: true, MaxBytes: 4096, Discard: jetstream.DiscardNew}); err != nil {
+	ctx := context.Background()
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "L1A", Subjects: []string{"events.>"},
+		Storage: jetstream.FileStorage, AllowAtomicPublish: true, MaxMsgs: 20, Discard: jetstream.DiscardNew})
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, batch := range []int{1, 50} {
-		p, err := New(Config{JS: js, Stream: "L1A", Batch: batch, RetryFor: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = p.Publish(context.Background(), events(100, fmt.Sprintf("f%d", batch)))
-		if !errors.Is(err, ErrNotStored) || !strings.Contains(err.Error(), "maximum bytes exceeded") {
-			t.Fatalf("batch %d: %v; want the full stream's refusal", batch, err)
-		}
-		if p.Retries() != 0 {
-			t.Fatalf("batch %d: %d retries of a full stream", batch, p.Retries())
-		}
+	for _, batch := range []int{1, 10} {
+		t.Run(fmt.Sprintf("batch %d", batch), func(t *testing.T) {
+			if err := st.Purge(ctx); err != nil {
+				t.Fatal(err)
+			}
+			p, err := New(Config{JS: js, Stream: "L1A", Batch: batch, RetryFor: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The room comes back a little at a time, well after the
+			// stream first refused.
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(300 * time.Millisecond):
+					}
+					info, err := st.Info(ctx)
+					if err != nil || info.State.Msgs < 15 {
+						continue
+					}
+					_ = st.Purge(ctx, jetstream.WithPurgeKeep(5))
+				}
+			}()
+			_, err = p.Publish(ctx, events(100, fmt.Sprintf("w%d", batch)))
+			close(stop)
+			<-done
+			if err != nil {
+				t.Fatalf("publish: %v", err)
+			}
+			if p.Retries() == 0 {
+				t.Fatal("no retry: the stream was never full")
+			}
+		})
+	}
+	// Nobody makes room: refused, naming why, after RetryFor.
+	p, err := New(Config{JS: js, Stream: "L1A", Batch: 10, RetryFor: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = p.Publish(ctx, events(100, "stuck"))
+	if !errors.Is(err, ErrNotStored) || !strings.Contains(err.Error(), "maximum messages exceeded") || !Full(err) {
+		t.Fatalf("%v; want the full stream's refusal", err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("refused after %s, before RetryFor", d)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // both edges' signed receipts, and the status API points at the record.
 func TestSystem_Cleanup(t *testing.T) {
 	ls := testSystem(t, Options{Edges: 2, Configure: func(c *topology.Config) {
-		c.Completion.Cleanup = topology.CleanupConfig{Enabled: true, Grace: topology.Duration(time.Millisecond),
+		c.Completion.Cleanup = topology.CleanupConfig{Grace: topology.Duration(time.Millisecond),
 			Interval: topology.Duration(100 * time.Millisecond)}
 	}}, nil)
 	l1 := ls.App("l1")

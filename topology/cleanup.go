@@ -7,17 +7,26 @@ import (
 )
 
 // CleanupConfig is the L1 cleanup of the origin stream (completion.cleanup):
-// off unless Enabled. An origin message is deleted only when every edge it
+// on unless Enabled is false. An origin message is deleted only when every edge it
 // was routed to reported a terminal status, Grace has passed since the last
 // of those receipts and no redrive is pending, after an audit record of the
 // deletion is durable (see cleanup.Cleaner).
 type CleanupConfig struct {
-	// Enabled turns the cleanup on. Zero value: off, and the origin stream
-	// keeps what its limits keep.
-	Enabled bool `json:"enabled,omitempty"`
+	// Enabled: false turns the cleanup off, and the origin stream then
+	// keeps every event until its limits refuse new ones. Zero value
+	// (absent): on. Read it with On.
+	Enabled *bool `json:"enabled,omitempty"`
 	// Grace is how long a done event's origin message is kept after its
 	// last terminal receipt. Zero value means 1h.
 	Grace Duration `json:"grace,omitempty"`
+	// PressureAt: from this fill of the origin stream (bytes or messages
+	// against its limits, 0..1) the cleanup keeps a done event only
+	// PressureGrace, and runs its passes one after another while they
+	// delete. Zero value means 0.5.
+	PressureAt float64 `json:"pressure_at,omitempty"`
+	// PressureGrace is the grace period under pressure. Zero value means
+	// 2s.
+	PressureGrace Duration `json:"pressure_grace,omitempty"`
 	// Interval between cleanup passes. Zero value means 30s.
 	Interval Duration `json:"interval,omitempty"`
 	// AllowDeadLettered lets an event that some edge dead-lettered (and
@@ -40,11 +49,23 @@ type CleanupConfig struct {
 	// AuditRetention is how long the audit stream keeps a record. Zero
 	// value means 2160h (90 days).
 	AuditRetention Duration `json:"audit_retention,omitempty"`
+	// AuditMaxBytes bounds the audit stream the cleanup creates: past it
+	// (or AuditRetention) its oldest records go. Zero value means 1 GiB;
+	// -1, no limit but AuditRetention.
+	AuditMaxBytes int64 `json:"audit_max_bytes,omitempty"`
 }
+
+// On reports whether the cleanup runs: unless Enabled is false.
+func (c *CleanupConfig) On() bool { return c.Enabled == nil || *c.Enabled }
 
 func (c *CleanupConfig) setDefaults() {
 	setDuration(&c.Grace, time.Hour)
 	setDuration(&c.Interval, 30*time.Second)
+	if c.PressureAt == 0 {
+		c.PressureAt = 0.5
+	}
+	setDuration(&c.PressureGrace, 2*time.Second)
+	setInt64(&c.AuditMaxBytes, 1<<30)
 	setInt(&c.MaxPerPass, 10000)
 	setString(&c.AuditStream, "LEAFLINE_AUDIT")
 	setString(&c.AuditSubject, "leafline.audit")
@@ -58,12 +79,18 @@ func (c *CleanupConfig) validate(p *problems) {
 	for _, d := range []struct {
 		path string
 		v    Duration
-	}{{path + "grace", c.Grace}, {path + "interval", c.Interval}, {path + "audit_retention", c.AuditRetention}} {
+	}{{path + "grace", c.Grace}, {path + "pressure_grace", c.PressureGrace}, {path + "interval", c.Interval}, {path + "audit_retention", c.AuditRetention}} {
 		if d.v <= 0 {
 			p.add(d.path, "must be positive")
 		}
 	}
 	p.inRange(path+"max_per_pass", c.MaxPerPass, 1, 1_000_000)
+	if c.PressureAt <= 0 || c.PressureAt > 1 {
+		p.add(path+"pressure_at", "must be in (0, 1], a fraction of the origin stream's limits, got %g", c.PressureAt)
+	}
+	if c.AuditMaxBytes < -1 || c.AuditMaxBytes == 0 {
+		p.add(path+"audit_max_bytes", "must be positive, or -1 for no limit but audit_retention, got %d", c.AuditMaxBytes)
+	}
 	p.name(path+"audit_stream", c.AuditStream, maxStreamName)
 	if p.subject(path+"audit_subject", c.AuditSubject, false) {
 		p.notReserved(path+"audit_subject", c.AuditSubject+".>")

@@ -84,6 +84,9 @@ func TestConfig_Validate_Bad(t *testing.T) {
 		{"held max per site", "l1", func(c *Config) { c.Completion.HeldMaxPerSite = -2 }, "completion.held_max_per_site", "must be -1 (no bound) or at least 1, got -2"},
 		{"held max bytes per site", "l1", func(c *Config) { c.Completion.HeldMaxBytesPerSite = 1000 }, "completion.held_max_bytes_per_site", "must be -1 (no bound) or at least 65536 (64 KiB), got 1000"},
 		{"cleanup grace", "l1", func(c *Config) { c.Completion.Cleanup.Grace = -1 }, "completion.cleanup.grace", "negative"},
+		{"cleanup pressure at", "l1", func(c *Config) { c.Completion.Cleanup.PressureAt = 1.5 }, "completion.cleanup.pressure_at", "must be in (0, 1], a fraction of the origin stream's limits, got 1.5"},
+		{"cleanup pressure grace", "l1", func(c *Config) { c.Completion.Cleanup.PressureGrace = -1 }, "completion.cleanup.pressure_grace", "negative"},
+		{"cleanup audit max bytes", "l1", func(c *Config) { c.Completion.Cleanup.AuditMaxBytes = -2 }, "completion.cleanup.audit_max_bytes", "must be positive, or -1 for no limit but audit_retention, got -2"},
 		{"cleanup max per pass", "l1", func(c *Config) { c.Completion.Cleanup.MaxPerPass = 1_000_001 }, "completion.cleanup.max_per_pass", "outside 1..1000000"},
 		{"cleanup audit stream name", "l1", func(c *Config) { c.Completion.Cleanup.AuditStream = "A.B" }, "completion.cleanup.audit_stream", `contains "."`},
 		{"cleanup audit stream is topology's", "l1", func(c *Config) { c.Completion.Cleanup.AuditStream = "R1" }, "completion.cleanup.audit_stream", "receipts.l1_stream"},
@@ -128,9 +131,11 @@ func TestConfig_Validate_Good(t *testing.T) {
 		{"upstream url override", "edge1", func(c *Config) { c.Leafnode.UpstreamURL = "tls://proxy.local:7422" }},
 		{"completion history max", "l1", func(c *Config) { c.Completion.History = 64 }},
 		{"held receipts unbounded", "l1", func(c *Config) { c.Completion.HeldMaxPerSite, c.Completion.HeldMaxBytesPerSite = -1, -1 }},
-		{"cleanup on", "l1", func(c *Config) {
-			c.Completion.Cleanup = CleanupConfig{Enabled: true, Grace: Duration(time.Minute), AllowDeadLettered: true, MaxPerPass: 1}
+		{"cleanup settings", "l1", func(c *Config) {
+			c.Completion.Cleanup = CleanupConfig{Grace: Duration(time.Minute), AllowDeadLettered: true, MaxPerPass: 1,
+				PressureAt: 0.9, PressureGrace: Duration(time.Second), AuditMaxBytes: -1}
 		}},
+		{"cleanup off", "l1", func(c *Config) { off := false; c.Completion.Cleanup.Enabled = &off }},
 	}
 	topo := mustMarshal(t, exampleTopology(t))
 	for _, tt := range tests {

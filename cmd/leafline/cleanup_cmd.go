@@ -66,7 +66,7 @@ func openCleaner(fs *flag.FlagSet, sf siteFlags, who string, deletes bool, stder
 	if !ok || !requireL1(fs.Name(), *sf.path, *sf.server, cfg, stderr) {
 		return nil, nil, exitUsage
 	}
-	if deletes && !cfg.Completion.Cleanup.Enabled {
+	if deletes && !cfg.Completion.Cleanup.On() {
 		fmt.Fprintf(stderr, "%s: completion.cleanup.enabled is false in %s: the policy is off, nothing may be deleted (--dry-run shows what it would delete)\n", fs.Name(), *sf.path)
 		return nil, nil, exitUsage
 	}

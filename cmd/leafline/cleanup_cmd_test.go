@@ -36,14 +36,15 @@ func TestCleanupAndAuditCommands(t *testing.T) {
 		return nil
 	})
 
-	// The policy is off in this config: --once refuses, --dry-run works.
+	// With the policy turned off: --once refuses, --dry-run works.
+	setCleanup(t, env.cfg, map[string]any{"enabled": false})
 	if code, _, errs := runStatusCmd(cmdCleanup, "--config", env.cfg, "--once"); code != exitUsage || !strings.Contains(errs, "completion.cleanup.enabled is false") {
 		t.Fatalf("--once with the policy off: %d %s", code, errs)
 	}
 	if code, _, errs := runStatusCmd(cmdCleanup, "--config", env.cfg, "--once", "--dry-run"); code != exitUsage || !strings.Contains(errs, "exactly one") {
 		t.Fatalf("both flags: %d %s", code, errs)
 	}
-	enableCleanup(t, env.cfg)
+	setCleanup(t, env.cfg, map[string]any{"grace": "1ms"})
 	code, out, errs := runStatusCmd(cmdCleanup, "--config", env.cfg, "--dry-run")
 	if code != exitOK || !strings.Contains(out, "would delete 1 ") || !strings.Contains(out, "subject events.x") ||
 		!strings.Contains(out, "site    edge2") || !strings.Contains(out, "kept    pending") {
@@ -83,9 +84,8 @@ func TestCleanupAndAuditCommands(t *testing.T) {
 	}
 }
 
-// enableCleanup turns completion.cleanup on in the box config at path,
-// with a grace period that has passed by the next pass.
-func enableCleanup(t *testing.T, path string) {
+// setCleanup sets completion.cleanup in the box config at path.
+func setCleanup(t *testing.T, path string, cleanup map[string]any) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -95,6 +95,6 @@ func enableCleanup(t *testing.T, path string) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	m["completion"] = map[string]any{"cleanup": map[string]any{"enabled": true, "grace": "1ms"}}
+	m["completion"] = map[string]any{"cleanup": cleanup}
 	writeJSONFile(t, path, m)
 }

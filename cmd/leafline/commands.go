@@ -54,7 +54,7 @@ func init() {
 		{"publish", "--config FILE [--count N] [--batch N] [--event-id ID] [--subject S] [--data TEXT]", "publish events to the origin stream at L1", cmdPublish},
 		{"status", "--config FILE EVENT_ID", "print an event's completion record at L1 as JSON", cmdStatus},
 		{"pending", "--config FILE [--overdue] [--site S] [--unidentified] [--limit N] [--after CURSOR] [--json]", "list events still pending (or overdue) at L1, or the origin messages without a usable event_id", cmdPending},
-		{"summary", "--config FILE [--json]", "counts per status and per site at L1, oldest pending event", cmdSummary},
+		{"summary", "--config FILE [--json]", "counts per status and per site at L1, oldest pending event, how full each stream is", cmdSummary},
 		{"cleanup", "--config FILE (--dry-run | --once) [--server URL] [--creds FILE] [--json]", "show what the L1 cleanup policy would delete from the origin stream now, or run one pass (audit record first, then the delete)", cmdCleanup},
 		{"audit", "--config FILE [--server URL] [--creds FILE] EVENT_ID", "print the audit records of an event's origin messages that the cleanup deleted", cmdAudit},
 		{"metrics", "--config FILE [--json] [--url URL]", "print the running box's leafline_* metrics as a table or JSON", cmdMetrics},
@@ -560,7 +560,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func originFull(ctx context.Context, nc *nats.Conn, cfg *topology.Config) string {
 	stream := cfg.Topology.Events.OriginStream
 	msg := fmt.Sprintf("the origin stream %s is full (jetstream.max_stream_bytes %d)", stream, cfg.JetStream.MaxStreamBytes)
-	if !cfg.Completion.Cleanup.Enabled {
+	if !cfg.Completion.Cleanup.On() {
 		msg += "; completion.cleanup is off, so it keeps every event: enable it to delete the events that are done"
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
