@@ -127,3 +127,35 @@ func TestCleaner_AuditStreamBounded(t *testing.T) {
 		t.Fatalf("audit stream: discard %v max_bytes %d atomic %v", cfg.Discard, cfg.MaxBytes, cfg.AllowAtomicPublish)
 	}
 }
+
+// TestCleaner_BackToTheHead: a pass that stopped at MaxPerPass goes on from
+// its cursor while the head's event is pending, and from the head again,
+// purging it with what follows, once the head's event is done.
+func TestCleaner_BackToTheHead(t *testing.T) {
+	_, js := jstest.StartJS(t, jstest.Options{})
+	e := newCleanupEnv(t, js)
+	const n = 300
+	for i := range n {
+		id := receipttest.EventID(i)
+		e.publish(t, id, "events.a", false, true, "edge-1")
+		if i != 0 {
+			e.report(t, id, "edge-1", receipt.StatusProcessed, time.Minute)
+		}
+	}
+	c := e.cleaner(t, js, func(c *cleanup.CleanupConfig) { c.MaxPerPass = 100 })
+	if rep := e.pass(t, c, false, 2*time.Hour); rep.Deleted != 99 || c.Stats().Purged != 0 {
+		t.Fatalf("first pass, head pending: %+v %+v", rep, c.Stats())
+	}
+	if rep := e.pass(t, c, false, 2*time.Hour); rep.Deleted != 100 || c.Stats().Purged != 0 {
+		t.Fatalf("second pass, from the cursor: %+v %+v", rep, c.Stats())
+	}
+	e.report(t, receipttest.EventID(0), "edge-1", receipt.StatusProcessed, time.Minute)
+	// The head can go: the pass starts there and purges it and the 100
+	// messages after what was deleted one by one.
+	if rep := e.pass(t, c, false, 2*time.Hour); rep.Deleted != 100 || c.Stats().Purged != 100 {
+		t.Fatalf("third pass, head done: %+v %+v", rep, c.Stats())
+	}
+	if got := auditCount(t, js); got != 299 {
+		t.Fatalf("audit records: %d", got)
+	}
+}

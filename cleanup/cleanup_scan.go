@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leafline/leafline/internal/jsmsg"
 	"github.com/leafline/leafline/receipt"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -57,7 +58,8 @@ func FillOf(info *jetstream.StreamInfo) float64 {
 
 // scan reads up to MaxPerPass origin messages in sequence order from the
 // cursor (from the stream's first message when the cursor is behind it or
-// past its end), stopping at the first message younger than the grace in
+// past its end, or when that first message can go now: the purge of the
+// head is what keeps up with a full stream), stopping at the first message younger than the grace in
 // force: none after it can be eligible. The next pass starts after the
 // last one read, or from the beginning again once the young end or the
 // end of the stream was reached.
@@ -74,11 +76,11 @@ func (c *Cleaner) scan(ctx context.Context, st jetstream.Stream, now time.Time, 
 	c.mu.Lock()
 	start := c.cursor
 	c.mu.Unlock()
-	if dryRun || start < first || start > last {
-		start = first
-	}
 	if info.State.Msgs == 0 {
 		return sc, nil
+	}
+	if dryRun || start < first || start > last || c.headDone(ctx, st, first, now, sc.grace) {
+		start = first
 	}
 	sc.fromFirst = start == first
 	oc, err := c.cfg.JS.OrderedConsumer(ctx, c.cfg.OriginStream, jetstream.OrderedConsumerConfig{
@@ -123,4 +125,23 @@ func (c *Cleaner) scan(ctx context.Context, st jetstream.Stream, now time.Time, 
 	}
 	sc.next = sc.msgs[len(sc.msgs)-1].seq + 1
 	return sc, nil
+}
+
+// headDone reports whether the stream's first message, at seq first, can
+// be deleted now: a pass that stopped at MaxPerPass goes on from its
+// cursor while the head waits for its event, and starts again from the
+// head once it can go.
+func (c *Cleaner) headDone(ctx context.Context, st jetstream.Stream, first uint64, now time.Time, grace time.Duration) bool {
+	raw, err := st.GetMsg(ctx, first)
+	if err != nil {
+		return false
+	}
+	m := jsmsg.Stored(raw)
+	meta := scanned{seq: first, subject: raw.Subject, stored: raw.Time, redriven: raw.Header.Get(receipt.RedriveHeader) != ""}
+	if now.Sub(raw.Time) < grace {
+		return false
+	}
+	meta.id, meta.idErr = c.eventID(m)
+	d, err := c.decide(ctx, &meta, now, grace)
+	return err == nil && d.skip == ""
 }
