@@ -15,6 +15,7 @@ import (
 	"github.com/leafline/leafline/cleanup"
 	"github.com/leafline/leafline/completion"
 	"github.com/leafline/leafline/completion/record"
+	"github.com/leafline/leafline/receipt"
 	"github.com/leafline/leafline/receipt/eventid"
 
 	"github.com/leafline/leafline/topology"
@@ -36,7 +37,7 @@ func NewCleaner(cfg *topology.Config, js jetstream.JetStream, st record.RecordRe
 func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st record.RecordReader, who string, log *slog.Logger) cleanup.CleanupConfig {
 	cl := cfg.Completion.Cleanup
 	host, _ := os.Hostname()
-	return cleanup.CleanupConfig{
+	c := cleanup.CleanupConfig{
 		JS:                js,
 		Store:             st,
 		OriginStream:      cfg.Topology.Events.OriginStream,
@@ -55,6 +56,13 @@ func cleanupConfig(cfg *topology.Config, js jetstream.JetStream, st record.Recor
 		DeletedBy:         fmt.Sprintf("%s on site %s, host %s, pid %s", who, cfg.Site, host, strconv.Itoa(os.Getpid())),
 		Logger:            log,
 	}
+	if cfg.EventID.JSONField == "" && cfg.EventID.MaxLength >= receipt.MaxEventIDLen {
+		// The event_id is a header: a pass reads headers only. (An id
+		// over a shorter max_length is one the tracker never recorded,
+		// which the cleaner keeps as untracked either way.)
+		c.OriginHeader, c.OriginEventID = cfg.EventID.Header, nil
+	}
+	return c
 }
 
 // startCleanup builds the L1 box's cleaner when completion.cleanup is

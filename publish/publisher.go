@@ -232,6 +232,12 @@ func (p *Publisher) publishChunk(ctx context.Context, evs []Event) ([]Result, []
 			return out, notStored, err
 		}
 		p.retries.Add(1)
+		if Full(err) {
+			// Room comes back as the cleanup deletes: look again
+			// soon, so that the fleet is not left idle.
+			ctxsleep.For(ctx, retryWait)
+			continue
+		}
 		ctxsleep.For(ctx, wait)
 		wait = min(2*wait, retryWaitMax)
 	}

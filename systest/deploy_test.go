@@ -58,6 +58,30 @@ func TestDeploy_PromtoolCheckRules(t *testing.T) {
 	t.Logf("%s", out)
 }
 
+// TestDeploy_PromtoolTestRules runs the alert rules' unit tests shipped
+// beside them (deploy/prometheus/*_test.yml): e.g. that a filling stream
+// is alerted on before it refuses anything.
+func TestDeploy_PromtoolTestRules(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("LEAFLINE_REQUIRE_PROMTOOL") == "1" {
+			t.Fatal("no promtool on PATH and LEAFLINE_REQUIRE_PROMTOOL=1 (apt-get install -y prometheus)")
+		}
+		t.Skip("no promtool on PATH (apt-get install -y prometheus); set LEAFLINE_REQUIRE_PROMTOOL=1 to fail instead")
+	}
+	tests, _ := filepath.Glob("../deploy/prometheus/*_test.yml")
+	if len(tests) == 0 {
+		t.Fatal("no rules test in deploy/prometheus")
+	}
+	for _, f := range tests {
+		cmd := exec.Command(promtool, "test", "rules", filepath.Base(f))
+		cmd.Dir = filepath.Dir(f)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool test rules %s: %v\n%s", f, err, out)
+		}
+	}
+}
+
 var metricName = regexp.MustCompile(`\bleafline_[a-z0-9_]+`)
 
 // TestDeploy_MetricsExist checks that every metric the dashboards and the

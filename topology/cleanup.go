@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/leafline/leafline/topology/subjects"
@@ -114,4 +115,28 @@ func (c *CleanupConfig) validateAgainst(p *problems, t *Topology, box *Config) {
 		subjects.Overlap(c.AuditSubject+".>", q) {
 		p.add(path+"audit_subject", "overlaps completion.quarantine_subject %q", box.Completion.QuarantineSubject)
 	}
+}
+
+// lint reports the cleanup settings that let L1's origin stream (of
+// maxStreamBytes) or its audit stream fill for good.
+func (c *CleanupConfig) lint(maxStreamBytes int64) []Warning {
+	const path = "completion.cleanup."
+	var out []Warning
+	if !c.On() {
+		out = append(out, Warning{path + "enabled", fmt.Sprintf(
+			"false: the origin stream keeps every event, done or not, until jetstream.max_stream_bytes (%d), and then refuses every publish; leave the cleanup on unless the stream's limits are the retention you want",
+			maxStreamBytes)})
+		return out
+	}
+	if c.PressureAt > 0.9 {
+		out = append(out, Warning{path + "pressure_at", fmt.Sprintf(
+			"%g leaves the cleanup less than a tenth of the origin stream to make room in before it refuses publishes; keep it at 0.5 or lower",
+			c.PressureAt)})
+	}
+	if c.AuditMaxBytes < 0 {
+		out = append(out, Warning{path + "audit_max_bytes", fmt.Sprintf(
+			"-1: the audit stream keeps %s of records whatever their size, and one full under the server's limits stops the deletes that keep the origin stream taking events; give it a byte limit",
+			c.AuditRetention.D())})
+	}
+	return out
 }

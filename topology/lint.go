@@ -61,6 +61,9 @@ func Lint(c *Config) []Warning {
 			}
 		}
 	}
+	if isSite && site.Role == RoleL1 {
+		out = append(out, c.Completion.Cleanup.lint(c.JetStream.MaxStreamBytes)...)
+	}
 	if isSite && site.Role == RoleEdge {
 		if w, need := c.Topology.Receipts.DuplicateWindow.D(), c.Outbox.PublishTimeout.D()+RelayMinAge; w < need {
 			out = append(out, Warning{"receipts.duplicate_window", fmt.Sprintf(
