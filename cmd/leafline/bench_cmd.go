@@ -82,6 +82,11 @@ phases (--only, comma-separated, by letter or name; default all of them):
      none, a tenth as many, and 1.1 GiB of events with edge2 parked; each
      process's peak anonymous and file-backed memory, its heap after a
      GC, the rates with and without the limits
+  origin  the same four processes with L1's jetstream.max_stream_bytes
+     --origin-stream-mib and every other setting its default: --origin
+     events of 1 KiB (five times the cap) published as fast as they go
+     until complete at L1; refused, lost, L1A's peak against its cap,
+     the cleanup's deletes against its audit records
   r  (rss) peak RSS of an edge run as a separate leafline process
   sinks  each sink side by side (--sinks, --events); only when named,
          or when --sinks is given without --only
@@ -115,6 +120,7 @@ type benchFlags struct {
 	replaceBefore, replaceAfter, sitesPending    int
 	l1Events, l1Tracked                          int
 	memory, memorySize                           int
+	origin, originStreamMiB                      int
 	cuts, rate, fleetEdges, fleetEvents          int
 	cutFor, fleetCut, capWindow                  time.Duration
 	unsigned, insecure, verbose, full            bool
@@ -153,6 +159,8 @@ func (f *benchFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.sitesPending, "sites-pending", 500, "events pending for the edge that sites retires")
 	fs.IntVar(&f.memory, "memory", 1_000_000, "events of memory's full runs")
 	fs.IntVar(&f.memorySize, "memory-size", 256, "payload `bytes` of memory's events")
+	fs.IntVar(&f.origin, "origin", 0, "events of origin (default five times its cap)")
+	fs.IntVar(&f.originStreamMiB, "origin-stream-mib", 64, "L1's jetstream.max_stream_bytes in `MiB` during origin")
 	fs.IntVar(&f.l1Events, "l1-events", 100_000, "events L1 applies alone (l1)")
 	fs.IntVar(&f.l1Tracked, "l1-tracked", 1_000_000, "events tracked for l1's flat cost and summary")
 	fs.IntVar(&f.cuts, "cuts", 20, "link cuts (l)")
@@ -230,7 +238,7 @@ func (f *benchFlags) runPhases(ctx context.Context, phases []string, stdout, std
 		Backlog: f.backlog, Size: f.size, File: f.file, Naive: f.naive, E2E: f.e2e, Drain: f.drain,
 		Probe: f.prob, RSS: f.rss, Wire: f.wire, Expiry: f.expiry, PriorityBacklog: f.priorityBacklog, Urgent: f.urgent, L1Events: f.l1Events, L1Tracked: f.l1Tracked, Cuts: f.cuts, CutFor: f.cutFor, Rate: f.rate,
 		FleetEdges: f.fleetEdges, FleetEvents: f.fleetEvents, FleetCut: f.fleetCut, CapWindow: f.capWindow,
-		ParkEvents: f.parkEvents, ParkSize: f.parkSize, ParkStreamMiB: f.parkStreamMiB, ReplaceBefore: f.replaceBefore, ReplaceAfter: f.replaceAfter, SitesPending: f.sitesPending, Memory: f.memory, MemorySize: f.memorySize, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
+		ParkEvents: f.parkEvents, ParkSize: f.parkSize, ParkStreamMiB: f.parkStreamMiB, ReplaceBefore: f.replaceBefore, ReplaceAfter: f.replaceAfter, SitesPending: f.sitesPending, Memory: f.memory, MemorySize: f.memorySize, Origin: f.origin, OriginStreamMiB: f.originStreamMiB, Batch: f.batch, BacklogBatch: f.backlogBatch, IDs: f.ids,
 		Compression: f.compression, Unsigned: f.unsigned, Insecure: f.insecure, Profile: f.profile,
 		RSSProfile: f.rssProfile, RSSMemLimit: f.rssMemLimit, Dir: f.dir, Out: stdout,
 	}

@@ -403,7 +403,7 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	subject := fs.String("subject", "", "subject (default: the first origin subject with its wildcard replaced by \"cli\")")
 	data := fs.String("data", "", "payload (default: a JSON object holding the event_id)")
 	batch := fs.Int("batch", publish.DefaultBatch, "events per atomic batch (1: one publish per event)")
-	retryFor := fs.Duration("retry-for", publish.DefaultRetryFor, "how long to send a batch again while the origin stream has no leader (a node down, an election)")
+	retryFor := fs.Duration("retry-for", publish.DefaultRetryFor, "how long to send a batch again while the origin stream has no leader (a node down, an election) or is full (waiting for the cleanup to make room)")
 	if !parse(fs, args, 0, stderr) {
 		return exitUsage
 	}

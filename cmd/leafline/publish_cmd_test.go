@@ -56,13 +56,14 @@ func TestPublishCommand_OriginFull(t *testing.T) {
 	if _, err := env.js.UpdateStream(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errOut := runStatusCmd(cmdPublish, "--config", env.cfg, "--count", "200", "--batch", "1"); code != exitFailure {
+	if code, _, errOut := runStatusCmd(cmdPublish, "--config", env.cfg, "--count", "200", "--batch", "1", "--retry-for", "1s"); code != exitFailure {
 		t.Fatalf("200 events into 4 KiB: code %d %s", code, errOut)
 	}
 	// Once L1 has tracked what the stream holds, the refusal names who
 	// holds it.
 	check.For(t, 10*time.Second, 100*time.Millisecond, func() error {
-		code, out, errOut := runStatusCmd(cmdPublish, "--config", env.cfg)
+		// It waits --retry-for for room, then says why there is none.
+		code, out, errOut := runStatusCmd(cmdPublish, "--config", env.cfg, "--retry-for", "1s")
 		if code != exitFailure || !strings.Contains(errOut, "the origin stream L1A is full") ||
 			!strings.Contains(errOut, "pending events") || !strings.Contains(errOut, "edge1 holds") {
 			return fmt.Errorf("publish into a full origin stream: code %d\n%s\n%s", code, out, errOut)

@@ -26,6 +26,10 @@ func (o Options) Estimate() time.Duration {
 		// 3,000 events a second end to end, and 1.1 GiB parked.
 		s += 4*6 + per(2*o.Memory+o.Memory/10, 0.35) + 300
 	}
+	if o.on("origin") {
+		// One system started; the events at about 3,000 a second.
+		s += 6 + per(o.Origin, 0.35)
+	}
 	if o.on("r") {
 		s += 2 + o.RSSAge.Seconds() + per(o.RSS, 0.07)
 	}

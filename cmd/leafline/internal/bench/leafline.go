@@ -13,7 +13,7 @@ import (
 )
 
 // Phases are the phases Leafline runs, in order; see the doc of Options.
-var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "priority", "park", "replace", "sites", "memory", "r"}
+var Phases = []string{"k", "z", "l1", "s", "a", "b", "c", "d", "f", "e", "l", "F", "wire", "cap", "expiry", "priority", "park", "replace", "sites", "memory", "origin", "r"}
 
 // PhaseNames name the phases that Phases calls by a letter: a name says
 // the same as its letter in Options.Phases (and `leafline bench --only`).
@@ -200,6 +200,13 @@ func SetTransport(t *topology.Topology, transport string) error {
 //	        backlog budget 1 GiB. Each box's peaks, its Go heap after a GC at the
 //	        end and its limit; the rates with and without the limits.
 //
+//	origin  Origin events of 1 KiB (five times the cap by default)
+//	        published as fast as the publisher goes with L1's
+//	        jetstream.max_stream_bytes OriginStreamMiB and every other
+//	        setting its default, until each is complete at L1: events
+//	        refused, lost, the most L1A held against its cap, the
+//	        cleanup's deletes against its audit records.
+//
 // And last:
 //
 //	r  peak RSS of an edge run as a separate `leafline run` process
@@ -255,6 +262,9 @@ type Options struct {
 	// Memory and MemorySize shape memory: the events of its full runs
 	// (1000000) and their payload bytes (256).
 	Memory, MemorySize int
+	// Origin and OriginStreamMiB shape origin: the events (327680: five
+	// times the cap) and L1's jetstream.max_stream_bytes in MiB (64).
+	Origin, OriginStreamMiB int
 
 	// Compression is the leafnode compression of every link (a
 	// topology.CompressionModes name) in every phase but wire, which
@@ -326,6 +336,8 @@ func (o *Options) setDefaults() {
 	def(&o.SitesPending, 500)
 	def(&o.Memory, 1_000_000)
 	def(&o.MemorySize, 256)
+	def(&o.OriginStreamMiB, 64)
+	def(&o.Origin, 5*o.OriginStreamMiB<<20/originSize)
 	if o.CutFor == 0 {
 		o.CutFor = 2 * time.Second
 	}
@@ -383,7 +395,7 @@ func (o *Options) Validate() error {
 		{"cuts", o.Cuts}, {"restore-rate", o.Rate}, {"fleet-events", o.FleetEvents}, {"wire", o.Wire}, {"expiry", o.Expiry},
 		{"priority-backlog", o.PriorityBacklog}, {"urgent", o.Urgent}, {"park-events", o.ParkEvents},
 		{"replace-before", o.ReplaceBefore}, {"replace-after", o.ReplaceAfter}, {"sites-pending", o.SitesPending},
-		{"memory", o.Memory}} {
+		{"memory", o.Memory}, {"origin", o.Origin}} {
 		if s.v < 0 || s.v > 10_000_000 {
 			errs = append(errs, fmt.Sprintf("%s must be 0..10000000, got %d", s.name, s.v))
 		}
@@ -423,7 +435,10 @@ func (o *Options) Validate() error {
 	if o.MemorySize != 0 && (o.MemorySize < 16 || o.MemorySize > maxParkSize) {
 		errs = append(errs, fmt.Sprintf("memory-size must be 16..%d bytes, got %d", maxParkSize, o.MemorySize))
 	}
-	for _, p := range []string{"r", "memory"} {
+	if o.OriginStreamMiB != 0 && (o.OriginStreamMiB < 16 || o.OriginStreamMiB > 65536) {
+		errs = append(errs, fmt.Sprintf("origin-stream-mib must be 16..65536, got %d", o.OriginStreamMiB))
+	}
+	for _, p := range []string{"r", "memory", "origin"} {
 		if o.on(p) && o.RSSBin == "" {
 			errs = append(errs, "phase "+p+" needs the leafline binary to run (RSSBin)")
 		}
@@ -433,6 +448,9 @@ func (o *Options) Validate() error {
 	}
 	return nil
 }
+
+// originSize is the payload bytes of origin's events.
+const originSize = 1024
 
 // maxParkSize bounds ParkSize: an event, its headers included, must stay
 // under the servers' max_payload (1 MiB).

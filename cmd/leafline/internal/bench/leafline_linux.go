@@ -119,6 +119,7 @@ type run struct {
 	replaces   []replaceRes
 	siteRuns   []sitesRes
 	memories   []memRun
+	origins    []originResult
 }
 
 // feRows are the drain and end-to-end rows of one transport.
@@ -263,6 +264,9 @@ func (r *run) phases() (figs []Figure, err error) {
 	}
 	if r.o.on("memory") {
 		r.memory()
+	}
+	if r.o.on("origin") {
+		r.origin()
 	}
 	if r.o.on("r") {
 		r.m.Phase("r edge process RSS")

@@ -136,14 +136,12 @@ func (r *run) memoryRun(x *memRun) {
 	// the OS thread that starts them, which this goroutine keeps.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	r.m.Track(x.label+": start four processes", "", 0, nil)
-	dir := r.TempDir()
-	env := newBenchEnv(r.tb, dir, 2, nil, map[string]string{"edge1": "store", "edge2": "store"}, topology.TransportRelay)
 	room := int64(x.n) * int64(x.size+1024) * 3 / 2
-	ops := map[string]int{}
-	for _, site := range memorySites {
-		c := env.ls.Configs[site]
-		c.JetStream.SyncInterval = "always"
+	sites := memorySites
+	if x.parked {
+		sites = sites[:3]
+	}
+	sys := r.startFour(x.label, sites, func(site string, c *topology.Config) {
 		c.JetStream.MaxStreamBytes = max(c.JetStream.MaxStreamBytes, room)
 		if site == "hub" && x.parked {
 			c.JetStream.MaxStreamBytes = memoryHubStream
@@ -152,36 +150,10 @@ func (r *run) memoryRun(x *memRun) {
 		if !x.limits {
 			c.MemoryLimitBytes = -1
 		}
-		// Ports of their own, and each link straight to its upstream,
-		// without the bench's fault proxy.
-		c.NATS.Listen = fmt.Sprintf("127.0.0.1:%d", benchFreePort(r.tb))
-		if s, _ := env.ls.Topology.Site(site); s.Upstream != "" {
-			up, _ := env.ls.Topology.Site(s.Upstream)
-			c.Leafnode.UpstreamURL = "nats-leaf://" + up.Leafnode.Listen
-		}
-		ops[site] = benchFreePort(r.tb)
-		c.Ops.Listen = fmt.Sprintf("127.0.0.1:%d", ops[site])
 		c.Ops.Pprof = true // for the heap after a GC
-		c.Log.Level = "warn"
-		c.TopologyFile = "topology.json"
-	}
-	env.validate()
-	r.writeSystem(env, dir)
-
-	sites := memorySites
-	if x.parked {
-		sites = sites[:3]
-	}
-	pids := map[string]string{}
-	for _, site := range sites {
-		pid, stop := startBoxProcess(r.tb, filepath.Join(dir, site+".json"), memoryEnv())
-		defer stop()
-		pids[site] = pid
-	}
-	for _, site := range sites {
-		url := fmt.Sprintf("http://127.0.0.1:%d/readyz", ops[site])
-		env.waitUntil(site+" ready", 2*time.Minute, func() bool { return httpOK(url) })
-	}
+	})
+	defer sys.stop()
+	env, ops, pids := sys.env, sys.ops, sys.pids
 	l1 := r.dial(env.ls.Configs["l1"].NATS.Listen)
 	hub := r.dial(env.ls.Configs["hub"].NATS.Listen)
 
@@ -236,6 +208,59 @@ func (r *run) memoryRun(x *memRun) {
 		x.boxes = append(x.boxes, b)
 	}
 	x.haPeak = sampler.haPeak.Load()
+}
+
+// fourBoxes is a system of memorySites started as processes.
+type fourBoxes struct {
+	env  *benchEnv
+	ops  map[string]int    // each box's ops port
+	pids map[string]string // each started box's pid
+	// stop stops every started box: SIGTERM, then a kill.
+	stop func()
+}
+
+// startFour lays out l1, a hub and two edges (store sinks, relay links)
+// as configs/ does, each config changed by tweak, starts the boxes of
+// sites as `leafline run` processes (stopped when the run ends) and waits
+// until each is ready. The caller holds its OS thread (Pdeathsig).
+func (r *run) startFour(label string, sites []string, tweak func(site string, c *topology.Config)) fourBoxes {
+	r.m.Track(label+": start four processes", "", 0, nil)
+	dir := r.TempDir()
+	env := newBenchEnv(r.tb, dir, 2, nil, map[string]string{"edge1": "store", "edge2": "store"}, topology.TransportRelay)
+	var stops []func()
+	sys := fourBoxes{env: env, ops: map[string]int{}, pids: map[string]string{}, stop: func() {
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+	}}
+	for _, site := range memorySites {
+		c := env.ls.Configs[site]
+		c.JetStream.SyncInterval = "always"
+		// Ports of their own, and each link straight to its upstream,
+		// without the bench's fault proxy.
+		c.NATS.Listen = fmt.Sprintf("127.0.0.1:%d", benchFreePort(r.tb))
+		if s, _ := env.ls.Topology.Site(site); s.Upstream != "" {
+			up, _ := env.ls.Topology.Site(s.Upstream)
+			c.Leafnode.UpstreamURL = "nats-leaf://" + up.Leafnode.Listen
+		}
+		sys.ops[site] = benchFreePort(r.tb)
+		c.Ops.Listen = fmt.Sprintf("127.0.0.1:%d", sys.ops[site])
+		c.Log.Level = "warn"
+		c.TopologyFile = "topology.json"
+		tweak(site, c)
+	}
+	env.validate()
+	r.writeSystem(env, dir)
+	for _, site := range sites {
+		pid, stop := startBoxProcess(r.tb, filepath.Join(dir, site+".json"), memoryEnv())
+		stops = append(stops, stop)
+		sys.pids[site] = pid
+	}
+	for _, site := range sites {
+		url := fmt.Sprintf("http://127.0.0.1:%d/readyz", sys.ops[site])
+		env.waitUntil(site+" ready", 2*time.Minute, func() bool { return httpOK(url) })
+	}
+	return sys
 }
 
 // writeSystem writes env's topology and each box's config into dir, as

@@ -42,6 +42,7 @@ func (r *run) report() []Figure {
 	figs = append(figs, r.replaceFigures()...)
 	figs = append(figs, r.sitesFigures()...)
 	figs = append(figs, r.memoryFigures()...)
+	figs = append(figs, r.originFigures()...)
 	if r.rss != nil {
 		fmt.Fprintf(out, "edge process peak RSS draining %d events: %.0f MiB\n", r.rss.n, float64(r.rss.rssKB)/1024)
 		figs = append(figs, Figure{"edge_rss_mib", float64(r.rss.rssKB) / 1024})

@@ -209,8 +209,12 @@ func benchMetrics(url string, names ...string) []float64 {
 		if len(f) != 2 {
 			continue
 		}
-		if i := slices.Index(names, f[0]); i >= 0 {
-			out[i], _ = strconv.ParseFloat(f[1], 64)
+		// A metric with labels counts under its name: the sum of its
+		// series.
+		name, _, _ := strings.Cut(f[0], "{")
+		if i := slices.Index(names, name); i >= 0 {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			out[i] += v
 		}
 	}
 	return out
