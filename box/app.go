@@ -414,30 +414,40 @@ func (a *App) monitor(ctx context.Context) error {
 	}
 }
 
-// updateStreamGauges exports what each stream of the site's plan holds
-// against its limit, and its sources' lag, and keeps the first stream
-// that is full for /readyz.
+// updateStreamGauges exports what each stream of the box holds against
+// its limits (its streams of the topology and leafline's own: the
+// completion log, the audit, quarantine and dead-letter streams), and
+// its sources' lag, and keeps the first stream that is full and refuses
+// what comes for /readyz.
 func (a *App) updateStreamGauges(ctx context.Context) {
 	full := ""
-	for _, sc := range jsplan.SitePlan(a.cfg, a.site).Streams {
-		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		s, err := a.js.Stream(ictx, sc.Name)
-		cancel()
-		if err != nil {
-			continue
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	streams := a.js.ListStreams(ictx)
+	for info := range streams.Info() {
+		name := info.Config.Name
+		a.metrics.streamBytes.WithLabelValues(name).Set(float64(info.State.Bytes))
+		a.metrics.streamMsgs.WithLabelValues(name).Set(float64(info.State.Msgs))
+		a.metrics.streamMaxBytes.WithLabelValues(name).Set(float64(info.Config.MaxBytes))
+		a.metrics.streamMaxMsgs.WithLabelValues(name).Set(float64(info.Config.MaxMsgs))
+		discardNew := 0.0
+		if info.Config.Discard == jetstream.DiscardNew {
+			discardNew = 1
 		}
-		info := s.CachedInfo()
-		a.metrics.streamBytes.WithLabelValues(sc.Name).Set(float64(info.State.Bytes))
-		a.metrics.streamMsgs.WithLabelValues(sc.Name).Set(float64(info.State.Msgs))
-		a.metrics.streamMaxBytes.WithLabelValues(sc.Name).Set(float64(info.Config.MaxBytes))
-		if full == "" && streamFull(info.State.Bytes, info.Config.MaxBytes) {
+		a.metrics.streamDiscardNew.WithLabelValues(name).Set(discardNew)
+		// A stream that drops its oldest messages at its limits takes
+		// what comes; only one that discards new ones refuses it.
+		if full == "" && info.Config.Discard == jetstream.DiscardNew && streamFull(info.State.Bytes, info.Config.MaxBytes) {
 			full = fmt.Sprintf("stream %s is full (%s of its %s limit, jetstream.max_stream_bytes): it refuses what is published or relayed into it",
-				sc.Name, byteSize(int64(info.State.Bytes)), byteSize(info.Config.MaxBytes))
+				name, byteSize(int64(info.State.Bytes)), byteSize(info.Config.MaxBytes))
 		}
 		for _, src := range info.Sources {
-			a.metrics.sourceLag.WithLabelValues(sc.Name, src.Name).Set(float64(src.Lag))
-			a.metrics.sourceActive.WithLabelValues(sc.Name, src.Name).Set(src.Active.Seconds())
+			a.metrics.sourceLag.WithLabelValues(name, src.Name).Set(float64(src.Lag))
+			a.metrics.sourceActive.WithLabelValues(name, src.Name).Set(src.Active.Seconds())
 		}
+	}
+	if streams.Err() != nil {
+		return // keep what was known
 	}
 	a.streamFull.Store(full)
 }

@@ -19,6 +19,8 @@ type Metrics struct {
 	streamBytes       *prometheus.GaugeVec
 	streamMsgs        *prometheus.GaugeVec
 	streamMaxBytes    *prometheus.GaugeVec
+	streamMaxMsgs     *prometheus.GaugeVec
+	streamDiscardNew  *prometheus.GaugeVec
 	sourceActive      *prometheus.GaugeVec
 	trimmed           *prometheus.CounterVec
 	natsErrors        *prometheus.CounterVec
@@ -48,9 +50,11 @@ func NewMetrics(site, role string) *Metrics {
 	f.gaugeFunc("memory_limit_bytes", "The process's Go memory limit (memory_limit_bytes, GOMEMLIMIT, the control group's or the role's default; 0: none).", func() float64 {
 		return float64(memlimit.Current())
 	})
-	m.streamBytes = f.gaugeVec("stream_bytes", "Bytes the box's stream holds now (its streams of the topology).", "stream")
+	m.streamBytes = f.gaugeVec("stream_bytes", "Bytes the box's stream holds now (every stream of the box's JetStream).", "stream")
 	m.streamMsgs = f.gaugeVec("stream_messages", "Messages the box's stream holds now.", "stream")
-	m.streamMaxBytes = f.gaugeVec("stream_max_bytes", "The stream's byte limit (jetstream.max_stream_bytes): a stream that reaches it refuses what is published or relayed into it, and /readyz says so.", "stream")
+	m.streamMaxBytes = f.gaugeVec("stream_max_bytes", "The stream's byte limit (jetstream.max_stream_bytes; -1: none): a stream that reaches it refuses what is published or relayed into it (or, if it discards old messages, drops its oldest), and /readyz says so.", "stream")
+	m.streamMaxMsgs = f.gaugeVec("stream_max_messages", "The stream's message limit (-1: none).", "stream")
+	m.streamDiscardNew = f.gaugeVec("stream_discard_new", "1 if the stream refuses new messages at its limits (DiscardNew), 0 if it drops its oldest.", "stream")
 	m.trimmed = f.counterVec("stream_trimmed_messages_total", "Messages deleted from a stream after every consumer that takes them had them.", "stream")
 	m.natsErrors = f.counterVec("nats_client_errors_total", "Asynchronous errors of the box's own NATS connections, by kind: slow_consumer (messages the client dropped; the server delivers them again after their AckWait) or other. Each is logged with the connection's name.", "kind")
 	m.upstreamChanges = f.counterVec("link_upstream_changes_total", "Times a relay link found that its upstream stream was not the one its stored messages came from, and took it again from an earlier sequence: kind replaced (the stream was created again: its box replaced, its data dir lost) or rolled_back (it no longer holds what the link stored last: its box restored from an older copy).", "link", "kind")
