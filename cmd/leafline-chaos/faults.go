@@ -186,7 +186,7 @@ func (in *injector) random(ctx context.Context, kind string) {
 			point, p = l1Failpoint, 0.02 // per receipt applied
 			pick = func() *box { return in.c.boxes["l1"] }
 			if in.o.Cleanup && in.rng.IntN(2) == 0 {
-				point, p = l1CleanupFailpoint, 0.05 // per message the cleanup deletes
+				point, p = l1CleanupFailpoint, 0.3 // per pass that wrote audit records
 			}
 		}
 		if b := in.lockBox(pick); b != nil {

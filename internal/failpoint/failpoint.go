@@ -33,7 +33,7 @@ const (
 	EdgeAfterPubAck       = "edge.after_puback"        // PubAck handled, before the outbox record is marked
 	EdgeAfterMark         = "edge.after_mark"          // marked published, before the ACK
 	L1AfterKVWrite        = "l1.after_kv_write"        // completion written to KV, before the ACK
-	L1AfterAuditWrite     = "l1.after_audit_write"     // cleanup audit record PubAck'ed, before the origin delete
+	L1AfterAuditWrite     = "l1.after_audit_write"     // a cleanup pass's audit records PubAck'ed, before its deletes
 	// EdgeAckEarly is the negative control: the runner ACKs each message
 	// as soon as it is fetched, before anything is durable. A checker must
 	// then see loss.
