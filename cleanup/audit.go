@@ -38,6 +38,8 @@ const (
 	auditDuplicates = time.Second
 	// auditBatch is the records of one atomic batch.
 	auditBatch = 500
+	// auditTimeout bounds the PubAcks of one batch of records.
+	auditTimeout = 10 * time.Second
 	// auditVersion is the AuditRecord schema version.
 	auditVersion = 1
 )
@@ -139,6 +141,10 @@ func (a *auditLog) ensure(ctx context.Context) error {
 // written before, or no atomic publish) is published one by one.
 func (a *auditLog) writeAll(ctx context.Context, recs []*AuditRecord) (errs []error) {
 	errs = make([]error, len(recs))
+	// A record not PubAck'ed in time is not written: its message is
+	// kept, and the next pass writes it again (or finds it written).
+	ctx, cancel := context.WithTimeout(ctx, auditTimeout+time.Duration(len(recs)/auditBatch)*auditTimeout)
+	defer cancel()
 	msgs := make([]*nats.Msg, len(recs))
 	for i, r := range recs {
 		b, err := json.Marshal(r)

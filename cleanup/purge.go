@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -15,6 +16,8 @@ func purgeBelow(ctx context.Context, js jetstream.JetStream, stream string, seq 
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	msg, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+"STREAM.PURGE."+stream, req)
 	if err != nil {
 		return 0, fmt.Errorf("receipts: cleanup: purge %s below %d: %w", stream, seq, err)
