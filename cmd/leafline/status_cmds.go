@@ -201,7 +201,7 @@ func writeStreamsTable(w io.Writer, fills []record.StreamFill) {
 	for _, f := range fills {
 		var limits []string
 		if f.MaxBytes > 0 {
-			limits = append(limits, binarySize(uint64(f.MaxBytes)))
+			limits = append(limits, record.BinarySize(uint64(f.MaxBytes)))
 		}
 		if f.MaxMsgs > 0 {
 			limits = append(limits, fmt.Sprintf("%d messages", f.MaxMsgs))
@@ -210,7 +210,7 @@ func writeStreamsTable(w io.Writer, fills []record.StreamFill) {
 		if f.Limited() {
 			limit, fill = strings.Join(limits, ", "), fmt.Sprintf("%d%%", f.Percent())
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", statusPrintable(f.Stream), f.Msgs, binarySize(f.Bytes), limit, fill)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", statusPrintable(f.Stream), f.Msgs, record.BinarySize(f.Bytes), limit, fill)
 	}
 	tw.Flush()
 	for _, f := range fills {
@@ -218,23 +218,6 @@ func writeStreamsTable(w io.Writer, fills []record.StreamFill) {
 			fmt.Fprintf(w, "warning: stream %s is %d%% full: it refuses new messages at its limit\n", statusPrintable(f.Stream), f.Percent())
 		}
 	}
-}
-
-// binarySize is n in the largest binary unit it reaches, whole or with one
-// decimal: 512 B, 4 KiB, 61.2 MiB, 64 MiB.
-func binarySize(n uint64) string {
-	if n < 1<<10 {
-		return fmt.Sprintf("%d B", n)
-	}
-	units := []string{"KiB", "MiB", "GiB", "TiB"}
-	u, d := 0, uint64(1<<10)
-	for u < len(units)-1 && n >= d<<10 {
-		u, d = u+1, d<<10
-	}
-	if n%d == 0 {
-		return fmt.Sprintf("%d %s", n/d, units[u])
-	}
-	return fmt.Sprintf("%.1f %s", float64(n)/float64(d), units[u])
 }
 
 func statusPrintJSON(stdout, stderr io.Writer, v any) int {

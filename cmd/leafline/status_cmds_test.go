@@ -204,14 +204,6 @@ warning: stream RQ is 80% full: it refuses new messages at its limit
 	}
 }
 
-func TestBinarySize(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536: "1.5 KiB", 64 << 20: "64 MiB", 64172851: "61.2 MiB", 3 << 30: "3 GiB", 5 << 40: "5 TiB", 5 << 50: "5120 TiB"} {
-		if got := binarySize(n); got != want {
-			t.Errorf("binarySize(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 func TestPendingAndSummaryCommands_Errors(t *testing.T) {
 	env := startStatusEnv(t)
 	for _, tt := range []struct {

@@ -324,6 +324,23 @@ func NewStreamFill(stream string, bytes, msgs uint64, maxBytes, maxMsgs int64) S
 // Limited reports whether the stream has a byte or message limit.
 func (f StreamFill) Limited() bool { return f.MaxBytes > 0 || f.MaxMsgs > 0 }
 
+// BinarySize is n in the largest binary unit it reaches, whole or with
+// one decimal, as stream limits are set: 512 B, 4 KiB, 61.2 MiB, 64 MiB.
+func BinarySize(n uint64) string {
+	if n < 1<<10 {
+		return fmt.Sprintf("%d B", n)
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB"}
+	u, d := 0, uint64(1<<10)
+	for u < len(units)-1 && n >= d<<10 {
+		u, d = u+1, d<<10
+	}
+	if n%d == 0 {
+		return fmt.Sprintf("%d %s", n/d, units[u])
+	}
+	return fmt.Sprintf("%.1f %s", float64(n)/float64(d), units[u])
+}
+
 // Percent is Fill in whole percent, rounded down (a stream at 99.6% is
 // not full): it reads 80 where Filling turns true.
 func (f StreamFill) Percent() int { return int(f.Fill*100 + 1e-9) }

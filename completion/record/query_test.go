@@ -56,3 +56,11 @@ func TestStreamFill_JSON(t *testing.T) {
 func contains(s, sub string) bool {
 	return len(sub) <= len(s) && (s[:len(sub)] == sub || contains(s[1:], sub))
 }
+
+func TestBinarySize(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536: "1.5 KiB", 64 << 20: "64 MiB", 64172851: "61.2 MiB", 1 << 30: "1 GiB", 3 << 30: "3 GiB", 5 << 40: "5 TiB", 5 << 50: "5120 TiB"} {
+		if got := BinarySize(n); got != want {
+			t.Errorf("BinarySize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

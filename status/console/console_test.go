@@ -212,11 +212,3 @@ func TestHandler_Streams(t *testing.T) {
 		}
 	}
 }
-
-func TestBinarySize(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0 B", 1024: "1 KiB", 1536: "1.5 KiB", 64 << 20: "64 MiB", 64172851: "61.2 MiB", 1 << 30: "1 GiB"} {
-		if got := binarySize(n); got != want {
-			t.Errorf("binarySize(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

@@ -26,7 +26,7 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 	"stamp":     stamp,
 	"sparkline": sparkline,
 	"size":      size,
-	"binsize":   binarySize,
+	"binsize":   record.BinarySize,
 	"limits":    limits,
 }).ParseFS(assets, "assets/*.html"))
 
@@ -224,29 +224,12 @@ func size(n int64) string {
 	return ""
 }
 
-// binarySize writes a byte count in binary units, as stream limits are
-// set: 512 B, 4 KiB, 61.2 MiB, 64 MiB.
-func binarySize(n uint64) string {
-	if n < 1<<10 {
-		return fmt.Sprintf("%d B", n)
-	}
-	units := []string{"KiB", "MiB", "GiB", "TiB"}
-	u, d := 0, uint64(1<<10)
-	for u < len(units)-1 && n >= d<<10 {
-		u, d = u+1, d<<10
-	}
-	if n%d == 0 {
-		return fmt.Sprintf("%d %s", n/d, units[u])
-	}
-	return fmt.Sprintf("%.1f %s", float64(n)/float64(d), units[u])
-}
-
 // limits writes a stream's limits: "64 MiB", "1000 messages", both, or
 // "-" for none.
 func limits(f record.StreamFill) string {
 	var out []string
 	if f.MaxBytes > 0 {
-		out = append(out, binarySize(uint64(f.MaxBytes)))
+		out = append(out, record.BinarySize(uint64(f.MaxBytes)))
 	}
 	if f.MaxMsgs > 0 {
 		out = append(out, fmt.Sprintf("%d messages", f.MaxMsgs))
